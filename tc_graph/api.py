@@ -1,0 +1,148 @@
+"""`define`, `TcModule` and `TcFunction`: TC functions called on NumPy arrays."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import numpy as np
+
+from . import binding, ir, ranges, reference
+from .errors import TcError
+from .lang.parser import parse
+from .lang.sema import CheckedDef, check
+
+TARGETS = ("reference", "cpu", "opencl", "cuda")
+DEFAULT_TARGET = "reference"
+
+
+class TcFunction:
+    """One def of a module, callable on arrays."""
+
+    def __init__(self, checked: CheckedDef, program: ir.Program | None) -> None:
+        self.checked = checked
+        self.name = checked.name
+        # The symbolic program; None when the def is specialized on integer scalars.
+        self.program = program
+        self._specialized: dict[tuple[tuple[str, int], ...], ir.Program] = {}
+
+    def __repr__(self) -> str:
+        return f"<TcFunction {self.name}({', '.join(self.checked.inputs)})>"
+
+    def _program_for(self, sizes: dict[str, int]) -> ir.Program:
+        if self.program is not None:
+            return self.program
+        key = tuple((n, sizes[n]) for n in self.checked.index_scalars)
+        prog = self._specialized.get(key)
+        if prog is None:
+            prog = ranges.infer(self.checked, dict(key))
+            self._specialized[key] = prog
+        return prog
+
+    def _bind(self, args: Sequence[Any]) -> tuple[ir.Program, dict[str, np.ndarray],
+                                                   dict[str, int], dict[str, tuple[int, ...]]]:
+        arrays, sizes = binding.bind_inputs(self.checked, args)
+        program = self._program_for(sizes)
+        binding.check_preconditions(program, sizes)
+        return program, arrays, sizes, binding.tensor_shapes(program, sizes)
+
+    def output_shapes(self, *args: Any) -> tuple[tuple[int, ...], ...]:
+        """The shape of each output for these arguments; nothing is computed."""
+        program, _, _, shapes = self._bind(args)
+        return tuple(shapes[o] for o in program.outputs)
+
+    def output_dtypes(self, *args: Any) -> tuple[np.dtype, ...]:
+        binding.bind_inputs(self.checked, args)
+        return tuple(np.dtype(self.checked.tensors[o].dtype) for o in self.checked.outputs)
+
+    def __call__(
+        self,
+        *args: Any,
+        target: str | None = None,
+        options: Any = None,
+        out: Sequence[np.ndarray] | np.ndarray | None = None,
+        unchecked: bool = False,
+    ) -> np.ndarray | tuple[np.ndarray, ...]:
+        target = target or DEFAULT_TARGET
+        if target not in TARGETS:
+            raise TcError(f"unknown target '{target}'", hint=f"use one of {', '.join(TARGETS)}")
+        if target != "reference":
+            raise TcError(
+                f"target '{target}' is not available in this version of tc_graph",
+                hint="use target='reference'",
+            )
+        if options is not None:
+            raise TcError("mapping options apply to compiled targets, not to 'reference'")
+        program, arrays, sizes, shapes = self._bind(args)
+        buffers = binding.allocate(program, shapes, out)
+        tensors = {**arrays, **buffers}
+        # The reference reads through NumPy's safe indexing, so it checks every
+        # subscript whatever `unchecked` says: an oracle must never read garbage.
+        reference.evaluate(program, tensors, {**sizes, **program.constants})
+        results = tuple(buffers[o] for o in program.outputs)
+        return results[0] if len(results) == 1 else results
+
+
+class TcModule:
+    """The defs of one TC source, by name."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+        checked = check(parse(source))
+        self.warnings = checked.warnings
+        self._functions: dict[str, TcFunction] = {}
+        for name, d in checked.defs.items():
+            self._functions[name] = TcFunction(d, _symbolic_program(d))
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(self._functions)
+
+    def __getitem__(self, name: str) -> TcFunction:
+        try:
+            return self._functions[name]
+        except KeyError:
+            raise KeyError(
+                f"no def named {name!r}; this module defines {', '.join(self.names)}"
+            ) from None
+
+    def __getattr__(self, name: str) -> TcFunction:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        try:
+            return self._functions[name]
+        except KeyError:
+            raise AttributeError(
+                f"no def named {name!r}; this module defines {', '.join(self.names)}"
+            ) from None
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._functions
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._functions)
+
+    def __len__(self) -> int:
+        return len(self._functions)
+
+    def __repr__(self) -> str:
+        return f"<TcModule {', '.join(self.names)}>"
+
+
+def _symbolic_program(d: CheckedDef) -> ir.Program | None:
+    """Range inference on symbolic sizes. Defs that use integer scalars as sizes
+    are inferred per call instead (their strides may not be affine symbolically),
+    so their static errors surface at the call."""
+    try:
+        return ranges.infer(d)
+    except TcError:
+        if d.index_scalars:
+            return None
+        raise
+
+
+def define(source: str) -> TcModule:
+    """Parse and check every def of a TC source; raises TcError on the first error."""
+    if not isinstance(source, str):
+        raise TcError(f"define() takes TC source text, got {type(source).__name__}")
+    return TcModule(source)
