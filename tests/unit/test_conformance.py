@@ -171,10 +171,14 @@ def define(case: dict[str, Any]) -> Any:
 def check_values(case: dict[str, Any], outs: tuple[np.ndarray, ...]) -> None:
     for k, (out, expected) in enumerate(zip(outs, case["values"], strict=True)):
         got = np.asarray(out).ravel()
-        want = np.array(expected, dtype=got.dtype if got.dtype.kind in "biu" else np.float64)
-        if got.dtype.kind in "biu":
+        if got.dtype.kind == "b":
+            want = np.array(expected, dtype=bool)
             np.testing.assert_array_equal(got, want, err_msg=f"output {k}")
+        elif got.dtype.kind in "iu":
+            want = np.array(expected, dtype=np.int64)
+            np.testing.assert_array_equal(got.astype(np.int64), want, err_msg=f"output {k}")
         else:
+            want = np.array(expected, dtype=np.float64)
             np.testing.assert_allclose(
                 got.astype(np.float64), want, rtol=1e-5, atol=1e-6, err_msg=f"output {k}"
             )
