@@ -49,6 +49,7 @@ class _Inference:
                 )
         self.context = ctx_set
         self.extents: dict[str, list[isl.PwAff | None]] = {}
+        self.lower_checks: list[ir.Precondition] = []
         for name, t in d.tensors.items():
             if t.dims is not None:
                 self.extents[name] = [self.param_pa(e) for e in t.dims]
@@ -67,7 +68,7 @@ class _Inference:
 
     def lift(self, pa: isl.PwAff, sp: isl.Space) -> isl.PwAff:
         """A parameter-only expression as a function on the space sp."""
-        return pa.insert_dims(isl.dim_type.in_, 0, sp.dim(isl.dim_type.set))
+        return pa if sp.is_params() else pa.insert_domain(sp)
 
     def param_pa(self, e: ir.Expr) -> isl.PwAff:
         pa = self.to_pa(e, self.pspace, ())
@@ -259,15 +260,20 @@ class _Inference:
         )
 
     def check_lower_bounds(self, st: CheckedStmt, bounds: Mapping[str, _Interval]) -> None:
+        """A left-hand range starting below 0 is an error: at once when it always
+        does, else on the sizes of each call (`reverted` with I > 11)."""
         for k, v in enumerate(st.lhs):
             lo = bounds[v].lo
             assert lo is not None
-            if not self.provable(lo.nonneg_set()):
-                raise self.err(
-                    f"the range of left-hand index '{v}' may start below 0",
-                    st.lhs_spans[k] if st.lhs_spans else st.span,
-                    hint=f"add `where {v} in 0:...` to say which part of the output to compute",
-                )
+            below = lo.neg().pos_set().intersect(self.context)
+            if below.is_empty():
+                continue
+            span = st.lhs_spans[k] if st.lhs_spans else st.span
+            message = f"the range of left-hand index '{v}' starts below 0"
+            hint = f"add `where {v} in 0:...` to say which part of the output to compute"
+            if self.context.subtract(below).is_empty():
+                raise self.err(message, span, hint=hint)
+            self.lower_checks.append(ir.Precondition(f"{message} ({hint})", below, span))
 
     def contribute(self, st: CheckedStmt, bounds: Mapping[str, _Interval]) -> None:
         exts = self.extents[st.tensor]
@@ -325,7 +331,11 @@ class _Inference:
             statements=statements,
             params=self.params,
             context=self.context,
-            preconditions=(*self.equality_checks(), *self.access_checks(statements)),
+            preconditions=(
+                *self.equality_checks(),
+                *self.lower_checks,
+                *self.access_checks(statements),
+            ),
             constants=self.constants,
             size_params=tuple(n for n in self.params if n in d.sizes),
         )
@@ -365,6 +375,8 @@ class _Inference:
         first = next((s for s in statements if s.tensor == name), None)
         if first is None or (first.op != "=" and not first.init):
             return True
+        if any(r.tensor == name for r in ir.reads(first.rhs)):
+            return True  # it reads what is there before it writes (sgemm's `C = b * C`)
         for k, v in enumerate(first.lhs):
             lo, hi = first.bounds[first.iterators.index(v)]
             ext = self.extent(name, k)

@@ -728,6 +728,15 @@ class _Scope:
             ) == 2:
                 vs = tuple(self.size_expr(a) for a in args)
                 return ir.Call(fn, vs, promote(vs[0].dtype, vs[1].dtype), span=span)
+        if isinstance(e, ast.Ident) and self.c.tensors.get(e.name) is None and not (
+            e.name in self.lets or e.name in TYPE_NAMES or e.name in self.c.def_names
+        ):
+            raise self.err(
+                f"undefined size '{e.name}' in a size expression",
+                e.span,
+                hint="range bounds may use size names of the inputs, integer scalar "
+                "parameters, integers and T.d",
+            )
         raise self.err(
             "not a size expression: range bounds may use integers, size names, integer "
             "scalar parameters, T.d and + - * / % min max",
