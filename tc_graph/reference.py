@@ -20,7 +20,7 @@ import scipy.special as sp
 
 from . import ir
 from .errors import TcError
-from .lang.types import promote
+from .lang.types import compute_type, promote
 
 _SLAB_ELEMENTS = 1 << 22
 
@@ -197,7 +197,7 @@ def _store(
     if st.op == "=":
         target[region] = value.astype(target.dtype)
         return
-    acc = np.dtype(promote(str(target.dtype), st.rhs.dtype))
+    acc = np.dtype(compute_type(promote(str(target.dtype), st.rhs.dtype)))
     ufunc = _REDUCERS[st.op]
     init = identity(st.op, acc)
     reduced = ufunc.reduce(value.astype(acc), axis=tuple(range(nl, len(shape))), initial=init)

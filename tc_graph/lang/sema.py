@@ -18,6 +18,7 @@ from .types import (
     TYPE_NAMES,
     canonical,
     compute_type,
+    value_type,
     is_float,
     is_integral,
     literal_int_type,
@@ -574,7 +575,7 @@ class _Scope:
                 v = self.expr(x, subscript=subscript)
                 if op == "!":
                     return ir.Unary("!", v, "bool", span=span)
-                return ir.Unary("-", v, compute_type(v.dtype), span=span)
+                return ir.Unary("-", v, value_type(v.dtype), span=span)
             case ast.Binary(op=op, left=a, right=b, span=span):
                 return self.binary(op, self.expr(a, subscript=subscript),
                                    self.expr(b, subscript=subscript), span)
@@ -592,12 +593,12 @@ class _Scope:
             return ir.Binary(op, a, b, "bool", "bool", span=span)
         t = promote(a.dtype, b.dtype)
         if op in ir.COMPARISONS:
-            return ir.Binary(op, a, b, "bool", t, span=span)
+            return ir.Binary(op, a, b, "bool", compute_type(t), span=span)
         if op == "%" and is_float(t):
             raise self.err(
                 "'%' is only defined on integers", span, hint="use fmod(a, b) for floats"
             )
-        return ir.Binary(op, a, b, t, t, span=span)
+        return ir.Binary(op, a, b, t, compute_type(t), span=span)
 
     def ident(self, name: str, span: Span, *, subscript: bool) -> ir.Expr:
         c = self.c
@@ -623,8 +624,8 @@ class _Scope:
                 span,
                 hint=f"define '{name}' in an earlier statement",
             )
-        if name in TYPE_NAMES or name in c.def_names or builtins.resolve(name):
-            raise self.err(f"'{name}' is not a value here", span)
+        if name in TYPE_NAMES:
+            raise self.err(f"the type name '{name}' is not a value", span)
         self.index_spans.setdefault(name, span)
         return _index(name, span)
 
@@ -687,7 +688,7 @@ class _Scope:
                 dtype = args[0].dtype
                 for a in args[1:]:
                     dtype = promote(dtype, a.dtype)
-                dtype = compute_type(dtype)
+                dtype = value_type(dtype)
             else:
                 dtype = "float64" if any(a.dtype == "float64" for a in args) else "float32"
             return ir.Call(fn, tuple(args), dtype, span=e.span)

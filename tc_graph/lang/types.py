@@ -49,19 +49,24 @@ def _int_promote(t: str) -> str:
     return "int32" if bits(t) < 32 else t
 
 
-def compute_type(t: str) -> str:
-    """The type arithmetic on a value of type t happens in (float16 computes in float32).
-    The empty type (a tensor whose type a later statement decides) stays empty."""
-    if t == "":
+def value_type(t: str) -> str:
+    """The type of arithmetic on a value of type t: C's integer promotion (narrower
+    than 32 bits becomes int32). float16 stays float16: each operation computes
+    in float32 (see `compute_type`) and rounds back. The empty type (a tensor whose
+    type a later statement decides) stays empty."""
+    if t == "" or is_float(t):
         return t
-    if t == "float16":
-        return "float32"
-    return t if is_float(t) else _int_promote(t)
+    return _int_promote(t)
+
+
+def compute_type(t: str) -> str:
+    """The type an operation whose result has type t is carried out in."""
+    return "float32" if t == "float16" else t
 
 
 def promote(a: str, b: str) -> str:
     """C's usual arithmetic conversions; an empty (not yet known) type takes the other's."""
-    a, b = compute_type(a), compute_type(b)
+    a, b = value_type(a), value_type(b)
     if not a or not b:
         return a or b
     if is_float(a) or is_float(b):
