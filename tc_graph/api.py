@@ -39,8 +39,9 @@ class TcFunction:
             self._specialized[key] = prog
         return prog
 
-    def _bind(self, args: Sequence[Any]) -> tuple[ir.Program, dict[str, np.ndarray],
-                                                   dict[str, int], dict[str, tuple[int, ...]]]:
+    def _bind(
+        self, args: Sequence[Any]
+    ) -> tuple[ir.Program, dict[str, np.ndarray], dict[str, int], dict[str, tuple[int, ...]]]:
         arrays, sizes = binding.bind_inputs(self.checked, args)
         program = self._program_for(sizes)
         binding.check_preconditions(program, sizes)

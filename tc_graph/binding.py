@@ -32,9 +32,7 @@ def _scalar(d: CheckedDef, name: str, x: Any) -> np.ndarray:
     want = np.dtype(d.tensors[name].dtype)
     value = np.asarray(x)
     if value.ndim != 0:
-        raise TcError(
-            f"'{name}' of '{d.name}' is a scalar, but the argument has rank {value.ndim}"
-        )
+        raise TcError(f"'{name}' of '{d.name}' is a scalar, but the argument has rank {value.ndim}")
     kind = value.dtype.kind
     if kind not in "biuf":
         raise TcError(f"'{name}' of '{d.name}' expects a {want} number, got dtype {value.dtype}")
@@ -53,8 +51,7 @@ def bind_inputs(d: CheckedDef, args: Sequence[Any]) -> tuple[dict[str, np.ndarra
     """Input arrays by name and the values of the size names and integer scalars."""
     if len(args) != len(d.inputs):
         raise TcError(
-            f"'{d.name}' takes {len(d.inputs)} arguments ({', '.join(d.inputs)}), "
-            f"got {len(args)}"
+            f"'{d.name}' takes {len(d.inputs)} arguments ({', '.join(d.inputs)}), got {len(args)}"
         )
     arrays: dict[str, np.ndarray] = {}
     sizes: dict[str, int] = {}

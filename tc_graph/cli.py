@@ -16,7 +16,9 @@ def _describe(fn_name: str, mod: TcModule) -> list[str]:
     fn = mod[fn_name]
     d = fn.checked
     params = ", ".join(
-        f"{t.dtype}({', '.join(ir.to_text(x) for x in t.dims or ())}) {n}" if t.rank else f"{t.dtype} {n}"
+        f"{t.dtype}({', '.join(ir.to_text(x) for x in t.dims or ())}) {n}"
+        if t.rank
+        else f"{t.dtype} {n}"
         for n, t in ((n, d.tensors[n]) for n in d.inputs)
     )
     lines = [f"def {d.name}({params}) -> ({', '.join(d.outputs)})"]

@@ -284,7 +284,6 @@ def eval_pw(pa: isl.PwAff, point: isl.Set) -> int:
     return fixed.max_val().to_python()
 
 
-
 def pw_to_text(pa: isl.PwAff, program: Program) -> str:
     """A parameter expression as C-like text (`I / 2`, `M >= N ? M - N + 1 : 0`).
     The text assumes every size is at least 1, which keeps it short; the

@@ -34,9 +34,7 @@ class _Inference:
     def __init__(self, d: CheckedDef, constants: Mapping[str, int] | None) -> None:
         self.d = d
         self.constants = dict(constants or {})
-        self.params = tuple(
-            n for n in (*d.sizes, *d.index_scalars) if n not in self.constants
-        )
+        self.params = tuple(n for n in (*d.sizes, *d.index_scalars) if n not in self.constants)
         pspace = isl.Space.params_alloc(_CTX, len(self.params))
         for k, name in enumerate(self.params):
             pspace = pspace.set_dim_name(isl.dim_type.param, k, name)
@@ -44,9 +42,7 @@ class _Inference:
         ctx_set = isl.Set.universe(self.pspace)
         for k, name in enumerate(self.params):
             if name in d.sizes:
-                ctx_set = ctx_set.lower_bound_val(
-                    isl.dim_type.param, k, isl.Val.zero(_CTX)
-                )
+                ctx_set = ctx_set.lower_bound_val(isl.dim_type.param, k, isl.Val.zero(_CTX))
         self.context = ctx_set
         self.extents: dict[str, list[isl.PwAff | None]] = {}
         self.lower_checks: list[ir.Precondition] = []
@@ -239,8 +235,12 @@ class _Inference:
                 bounds[v] = _Interval(self.total(lo, 0), self.total(hi, 0))
                 unresolved.remove(v)
         for v in unresolved:
-            if v not in st.lhs or any(v in ir.index_names(s) for r in accesses for s in r.subscripts
-                                      if r.tensor != st.tensor):
+            if v not in st.lhs or any(
+                v in ir.index_names(s)
+                for r in accesses
+                for s in r.subscripts
+                if r.tensor != st.tensor
+            ):
                 raise self.ambiguous(st, v)
             ext = self.extents[st.tensor][st.lhs.index(v)]
             if ext is None:

@@ -70,8 +70,10 @@ def tokenize(source: str) -> list[Token]:
             assert word is not None
             text = word.group()
             end = word.end()
-            if text in ("min", "max") and source.startswith("=", end) and not source.startswith(
-                "==", end
+            if (
+                text in ("min", "max")
+                and source.startswith("=", end)
+                and not source.startswith("==", end)
             ):
                 op = text + ("=!" if source.startswith("=!", end) else "=")
                 tokens.append(Token("op", op, Span(pos, pos + len(op))))

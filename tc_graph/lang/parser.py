@@ -110,7 +110,9 @@ class _Parser:
                 raise self.error("expected '}' to close the def body")
             body.append(self.statement())
         end = self.advance().span
-        return ast.Def(name.text, tuple(params), tuple(returns), tuple(body), start.merge(end), name.span)
+        return ast.Def(
+            name.text, tuple(params), tuple(returns), tuple(body), start.merge(end), name.span
+        )
 
     def tensor_type(self) -> ast.TensorType:
         t = self.tok
@@ -151,7 +153,11 @@ class _Parser:
         return ast.Param(ty, name.text, ty.span.merge(name.span))
 
     def ret(self) -> ast.Return:
-        if self.tok.kind == "id" and self.tok.text in TYPE_NAMES and self.peek().kind in ("id", "op"):
+        if (
+            self.tok.kind == "id"
+            and self.tok.text in TYPE_NAMES
+            and self.peek().kind in ("id", "op")
+        ):
             nxt = self.peek()
             if nxt.kind == "id" or nxt.text == "(":
                 ty = self.tensor_type()
@@ -183,7 +189,9 @@ class _Parser:
             self.advance()
         op_tok = self.tok
         if op_tok.kind != "op" or op_tok.text not in ASSIGN_OPS:
-            raise self.error("expected '=' or a reduction operator (+=, *=, min=, max=, with or without !)")
+            raise self.error(
+                "expected '=' or a reduction operator (+=, *=, min=, max=, with or without !)"
+            )
         self.advance()
         rhs = self.expr()
         wheres = self.where_clause()

@@ -18,12 +18,12 @@ from .types import (
     TYPE_NAMES,
     canonical,
     compute_type,
-    value_type,
     is_float,
     is_integral,
     literal_int_type,
     narrowing_store,
     promote,
+    value_type,
 )
 
 IDENTITY_OPS = {"+": "+=", "*": "*=", "min": "min=", "max": "max="}
@@ -151,9 +151,7 @@ class _DefChecker:
                 self.sizes.setdefault(dim.name)
                 dims.append(ir.Size(dim.name, span=dim.span))
             if p.name in self.sizes:
-                raise self.err(
-                    f"'{p.name}' is a size name and cannot also be a tensor", p.span
-                )
+                raise self.err(f"'{p.name}' is a size name and cannot also be a tensor", p.span)
             self.tensors[p.name] = TensorDecl(
                 p.name, canonical(p.type.dtype), "input", len(dims), tuple(dims), p.span
             )
@@ -215,12 +213,11 @@ class _DefChecker:
             t = self.tensors[name]
             if t.dtype == "":
                 self.tensors[name] = replace(t, dtype=dtype)
-        for name, value_type, span in self.stores:
+        for name, stored, span in self.stores:
             target = self.tensors[name].dtype
-            if narrowing_store(value_type, target):
+            if narrowing_store(stored, target):
                 raise self.err(
-                    f"storing a {value_type} value into {target} tensor '{name}' loses "
-                    "information",
+                    f"storing a {stored} value into {target} tensor '{name}' loses information",
                     span,
                     hint=f"cast explicitly, e.g. `{target}(...)`, or declare the output's type",
                 )
@@ -438,7 +435,7 @@ class _DefChecker:
         for param_name, arg in zip(callee.inputs, args, strict=True):
             param = callee.tensors[param_name]
             actual = self.tensors.get(arg.name)
-            if actual is None or arg.name not in self.written and actual.role != "input":
+            if actual is None or (arg.name not in self.written and actual.role != "input"):
                 raise self.err(
                     f"undefined tensor '{arg.name}' passed to '{callee_name}'",
                     arg.span,
@@ -577,8 +574,9 @@ class _Scope:
                     return ir.Unary("!", v, "bool", span=span)
                 return ir.Unary("-", v, value_type(v.dtype), span=span)
             case ast.Binary(op=op, left=a, right=b, span=span):
-                return self.binary(op, self.expr(a, subscript=subscript),
-                                   self.expr(b, subscript=subscript), span)
+                return self.binary(
+                    op, self.expr(a, subscript=subscript), self.expr(b, subscript=subscript), span
+                )
             case ast.Ternary(cond=c, then=a, other=b, span=span):
                 cv = self.expr(c, subscript=subscript)
                 av = self.expr(a, subscript=subscript)
@@ -700,9 +698,7 @@ class _Scope:
             )
         if name in c.sizes:
             raise self.err(f"'{name}' is a size, not a tensor or function", e.name_span)
-        raise self.err(
-            f"undefined name '{name}': not a tensor, a builtin or a def", e.name_span
-        )
+        raise self.err(f"undefined name '{name}': not a tensor, a builtin or a def", e.name_span)
 
     # -- size expressions ------------------------------------------------
     def size_expr(self, e: ast.Expr) -> ir.Expr:
@@ -724,13 +720,15 @@ class _Scope:
                 return ir.Unary("-", v, v.dtype, span=span)
             case ast.Binary(op=op, left=a, right=b, span=span) if op in "+-*/%":
                 return self.binary(op, self.size_expr(a), self.size_expr(b), span)
-            case ast.Apply(name=fn, args=args, span=span) if fn in ("min", "max") and len(
-                args
-            ) == 2:
+            case ast.Apply(name=fn, args=args, span=span) if (
+                fn in ("min", "max") and len(args) == 2
+            ):
                 vs = tuple(self.size_expr(a) for a in args)
                 return ir.Call(fn, vs, promote(vs[0].dtype, vs[1].dtype), span=span)
-        if isinstance(e, ast.Ident) and self.c.tensors.get(e.name) is None and not (
-            e.name in self.lets or e.name in TYPE_NAMES or e.name in self.c.def_names
+        if (
+            isinstance(e, ast.Ident)
+            and self.c.tensors.get(e.name) is None
+            and not (e.name in self.lets or e.name in TYPE_NAMES or e.name in self.c.def_names)
         ):
             raise self.err(
                 f"undefined size '{e.name}' in a size expression",
@@ -796,8 +794,6 @@ def _callees(d: ast.Def, names: set[str]) -> list[tuple[str, Span]]:
         if isinstance(s, ast.CallStmt):
             if s.callee in names:
                 out.append((s.callee, s.callee_span))
-        elif (
-            not s.indices and s.op == "=" and isinstance(s.rhs, ast.Apply) and s.rhs.name in names
-        ):
+        elif not s.indices and s.op == "=" and isinstance(s.rhs, ast.Apply) and s.rhs.name in names:
             out.append((s.rhs.name, s.rhs.name_span))
     return out
