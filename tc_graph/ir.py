@@ -284,6 +284,11 @@ def eval_pw(pa: isl.PwAff, point: isl.Set) -> int:
     return fixed.max_val().to_python()
 
 
+def isl_name(name: str) -> str:
+    """isl refuses names that look like numbers; TC allows `2LUT`. `$` is no TC character."""
+    return f"${name}" if name[:1].isdigit() else name
+
+
 def pw_to_text(pa: isl.PwAff, program: Program) -> str:
     """A parameter expression as C-like text (`I / 2`, `M >= N ? M - N + 1 : 0`).
     The text assumes every size is at least 1, which keeps it short; the
@@ -293,4 +298,4 @@ def pw_to_text(pa: isl.PwAff, program: Program) -> str:
         if name in program.size_params:
             shown = shown.lower_bound_val(isl.dim_type.param, k, isl.Val.one(shown.get_ctx()))
     build = isl.AstBuild.from_context(shown)
-    return build.expr_from_pw_aff(pa.gist_params(shown)).to_C_str()
+    return build.expr_from_pw_aff(pa.gist_params(shown)).to_C_str().replace("$", "")

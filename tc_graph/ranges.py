@@ -37,7 +37,7 @@ class _Inference:
         self.params = tuple(n for n in (*d.sizes, *d.index_scalars) if n not in self.constants)
         pspace = isl.Space.params_alloc(_CTX, len(self.params))
         for k, name in enumerate(self.params):
-            pspace = pspace.set_dim_name(isl.dim_type.param, k, name)
+            pspace = pspace.set_dim_name(isl.dim_type.param, k, ir.isl_name(name))
         self.pspace = pspace
         ctx_set = isl.Set.universe(self.pspace)
         for k, name in enumerate(self.params):
@@ -57,7 +57,11 @@ class _Inference:
 
     # -- isl helpers -----------------------------------------------------
     def space(self, iters: Sequence[str]) -> isl.Space:
-        return isl.Space.create_from_names(_CTX, set=list(iters), params=list(self.params))
+        return isl.Space.create_from_names(
+            _CTX,
+            set=[ir.isl_name(v) for v in iters],
+            params=[ir.isl_name(p) for p in self.params],
+        )
 
     def const(self, sp: isl.Space, v: int) -> isl.PwAff:
         return isl.PwAff.val_on_domain(isl.Set.universe(sp), isl.Val.int_from_si(_CTX, v))
@@ -137,7 +141,7 @@ class _Inference:
                 var.lt_set(self.lift(iv.hi, sp))
             )
         for k, v in enumerate(iters):
-            s = s.set_dim_name(isl.dim_type.set, k, v)
+            s = s.set_dim_name(isl.dim_type.set, k, ir.isl_name(v))
         return s
 
     def total(self, pa: isl.PwAff, default: int) -> isl.PwAff:

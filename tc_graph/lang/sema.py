@@ -140,7 +140,7 @@ class _DefChecker:
             dims: list[ir.Expr] = []
             for dim in p.type.dims or ():
                 if isinstance(dim, ast.Num):
-                    dims.append(ir.Const(int(dim.value), "int32", span=dim.span))
+                    dims.append(_literal(dim, self.source))
                     continue
                 if dim.name in self.tensors:
                     raise self.err(
@@ -235,7 +235,7 @@ class _DefChecker:
                 )
             for k, dim in enumerate(r.type.dims):
                 if isinstance(dim, ast.Num):
-                    want: ir.Expr = ir.Const(int(dim.value), "int32")
+                    want: ir.Expr = _literal(dim, self.source)
                 elif dim.name in self.sizes:
                     want = ir.Size(dim.name)
                 else:
@@ -563,7 +563,7 @@ class _Scope:
     def expr(self, e: ast.Expr, *, subscript: bool = False) -> ir.Expr:
         match e:
             case ast.Num():
-                return _literal(e)
+                return _literal(e, self.c.source)
             case ast.Ident(name=name, span=span):
                 return self.ident(name, span, subscript=subscript)
             case ast.DimOf():
@@ -705,7 +705,7 @@ class _Scope:
         """An integer expression of sizes, integer scalars and `T.d` (the bounds of a range)."""
         match e:
             case ast.Num(is_float=False):
-                return _literal(e)
+                return _literal(e, self.c.source)
             case ast.Ident(name=name, span=span):
                 if name in self.c.sizes:
                     return ir.Size(name, span=span)
@@ -744,9 +744,16 @@ class _Scope:
         )
 
 
-def _literal(e: ast.Num) -> ir.Const:
+def _literal(e: ast.Num, source: str) -> ir.Const:
     if e.is_float:
         return ir.Const(float(e.value), "float32", span=e.span)
+    if not -(2**63) <= int(e.value) < 2**63:
+        raise TcError(
+            f"integer literal {e.text} does not fit in 64 bits",
+            source=source,
+            span=e.span,
+            hint="use a float",
+        )
     return ir.Const(int(e.value), literal_int_type(int(e.value)), span=e.span)
 
 
