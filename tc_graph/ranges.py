@@ -16,10 +16,9 @@ from dataclasses import dataclass
 
 import islpy as isl
 
-from . import ir
+from . import affine, ir
 from .errors import Span, TcError
 from .lang.sema import CheckedDef, CheckedStmt
-from .lang.types import is_integral
 
 _CTX = isl.DEFAULT_CONTEXT
 
@@ -64,11 +63,10 @@ class _Inference:
         )
 
     def const(self, sp: isl.Space, v: int) -> isl.PwAff:
-        return isl.PwAff.val_on_domain(isl.Set.universe(sp), isl.Val.int_from_si(_CTX, v))
+        return affine.constant(sp, v)
 
     def lift(self, pa: isl.PwAff, sp: isl.Space) -> isl.PwAff:
-        """A parameter-only expression as a function on the space sp."""
-        return pa if sp.is_params() else pa.insert_domain(sp)
+        return affine.lift(pa, sp)
 
     def param_pa(self, e: ir.Expr) -> isl.PwAff:
         pa = self.to_pa(e, self.pspace, ())
@@ -81,54 +79,14 @@ class _Inference:
         return pa
 
     def to_pa(self, e: ir.Expr, sp: isl.Space, iters: Sequence[str]) -> isl.PwAff | None:
-        """e as a quasi-affine function of iters and the parameters, or None."""
-        if not is_integral(e.dtype):
-            return None
-        match e:
-            case ir.Const(value=v):
-                return self.const(sp, int(v))
-            case ir.Index(name=n):
-                if n not in iters:
-                    return None
-                ls = isl.LocalSpace.from_space(sp)
-                return isl.PwAff.var_on_domain(ls, isl.dim_type.set, list(iters).index(n))
-            case ir.Size(name=n):
-                if n in self.constants:
-                    return self.const(sp, self.constants[n])
-                ls = isl.LocalSpace.from_space(sp)
-                return isl.PwAff.var_on_domain(ls, isl.dim_type.param, self.params.index(n))
-            case ir.DimSize(tensor=t, dim=k):
-                ext = self.extents[t][k]
-                return None if ext is None else self.lift(ext, sp)
-            case ir.Unary(op="-", operand=x):
-                a = self.to_pa(x, sp, iters)
-                return None if a is None else a.neg()
-            case ir.Cast(operand=x):
-                return self.to_pa(x, sp, iters)
-            case ir.Binary(op=op, left=x, right=y) if op in "+-*/%":
-                a, b = self.to_pa(x, sp, iters), self.to_pa(y, sp, iters)
-                if a is None or b is None:
-                    return None
-                if op == "+":
-                    return a.add(b)
-                if op == "-":
-                    return a.sub(b)
-                if op == "*":
-                    return a.mul(b) if a.is_cst() or b.is_cst() else None
-                divisor = _constant(b)
-                if divisor is None or divisor == 0:
-                    return None
-                if op == "/":
-                    return a.div(b).floor()
-                if divisor < 0:
-                    return None
-                return a.mod_val(isl.Val.int_from_si(_CTX, divisor))
-            case ir.Call(fn="min" | "max" as fn, args=(x, y)):
-                a, b = self.to_pa(x, sp, iters), self.to_pa(y, sp, iters)
-                if a is None or b is None:
-                    return None
-                return a.min(b) if fn == "min" else a.max(b)
-        return None
+        return affine.to_pw_aff(
+            e,
+            sp,
+            iters,
+            params=self.params,
+            constants=self.constants,
+            extent=lambda t, k: self.extents[t][k],
+        )
 
     def box(self, sp: isl.Space, iters: Sequence[str], bounds: Mapping[str, _Interval]) -> isl.Set:
         s = isl.Set.universe(sp)
@@ -427,17 +385,6 @@ class _Inference:
 def _req(pa: isl.PwAff | None) -> isl.PwAff:
     assert pa is not None
     return pa
-
-
-def _constant(pa: isl.PwAff) -> int | None:
-    if not pa.is_cst():
-        return None
-    pieces = pa.get_pieces()
-    if len(pieces) != 1:
-        return None
-    aff = pieces[0][1]
-    v = aff.get_constant_val()
-    return v.to_python() if v.is_int() else None
 
 
 def _bound(good: isl.Set, which: str, shift: int = 0) -> isl.PwAff | None:

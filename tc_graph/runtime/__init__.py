@@ -1,0 +1,1 @@
+"""Native runtime: compiling generated C with the system compiler, caching and loading it."""

@@ -1,0 +1,444 @@
+"""Compile generated C with the system compiler, cache the shared objects on disk, load them.
+
+Cache layout (shared with the native onnxruntime library, see DESIGN.md "ONNX integration"):
+``<cache>/<key>/`` holds ``kernel.c`` (kept for error messages and debugging), ``kernel.so``
+and ``meta.json`` (``sha256`` of kernel.so's bytes, ``source_sha256``, ``compiler``,
+``created``). Every file is written to a unique temporary name in the same directory and
+``os.replace``d into place, meta.json last, so concurrent processes never see half a file
+and an entry whose .so does not match its meta.json is simply rebuilt.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import fcntl
+import hashlib
+import json
+import os
+import platform
+import re
+import secrets
+import shlex
+import shutil
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TypedDict
+
+from ..errors import TcError
+
+__all__ = [
+    "CacheInfo",
+    "build",
+    "cache_clear",
+    "cache_dir",
+    "cache_info",
+    "cache_key",
+    "compilations",
+    "compiler",
+    "compiler_identity",
+    "load",
+]
+
+DEFAULT_CC = "cc"
+DEFAULT_CFLAGS: tuple[str, ...] = (
+    "-O3",
+    "-march=native",
+    "-fopenmp",
+    "-fPIC",
+    "-fwrapv",
+    "-shared",
+    "-std=gnu11",
+)
+# Libraries go after the source file; libm so generated code may call expf, tanhf, ...
+_LIBS: tuple[str, ...] = ("-lm",)
+COMPILE_TIMEOUT_S = 120.0
+_VERSION_TIMEOUT_S = 30.0
+_MAX_STDERR_LINES = 40
+
+SO_NAME = "kernel.so"
+SOURCE_NAME = "kernel.c"
+META_NAME = "meta.json"
+_LOCK_NAME = ".lock"
+
+# Keys name directories: no separators, no leading dot (temp files and ".." start with one).
+_KEY_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
+
+compilations: int = 0
+"""How many times the C compiler actually ran in this process (tests read it)."""
+
+_identity_memo: dict[tuple[str | None, str | None], str] = {}
+_load_lock = threading.Lock()
+_handles: dict[tuple[str, str], ctypes.CDLL] = {}
+_dlopened_paths: set[str] = set()
+
+
+class CacheInfo(TypedDict):
+    """What ``tc-graph cache info`` prints."""
+
+    path: str
+    entries: int
+    bytes: int
+
+
+# ---------------------------------------------------------------------------- locations
+
+
+def cache_dir() -> Path:
+    """The kernel cache directory, created private (0o700): kernels are code we execute."""
+    override = os.environ.get("TC_GRAPH_CACHE")
+    if override:
+        path = Path(override).expanduser()
+    else:
+        xdg = os.environ.get("XDG_CACHE_HOME")
+        base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
+        path = base / "tc_graph"
+    if not path.is_dir():
+        try:
+            path.mkdir(mode=0o700, parents=True)
+        except FileExistsError:
+            pass  # another process won the race; it used the same mode
+        else:
+            # mkdir's mode is filtered by the umask; make sure nobody else can write here.
+            path.chmod(0o700)
+    return path
+
+
+# ----------------------------------------------------------------------------- compiler
+
+
+def compiler() -> tuple[str, list[str]]:
+    """The C compiler executable and every argument to pass it before ``-o``.
+
+    ``CC`` may carry arguments (``CC="ccache gcc -m64"``): the first word is the executable,
+    the rest come first in the list, then the defaults, then ``TC_GRAPH_CFLAGS`` so user
+    flags win.
+    """
+    argv = _cc_argv()
+    try:
+        extra = shlex.split(os.environ.get("TC_GRAPH_CFLAGS", ""))
+    except ValueError as exc:
+        raise TcError(f"cannot parse TC_GRAPH_CFLAGS: {exc}") from None
+    return argv[0], [*argv[1:], *DEFAULT_CFLAGS, *extra]
+
+
+def _cc_argv() -> list[str]:
+    """``CC`` split into argv, checked to exist so users get an actionable message."""
+    raw = os.environ.get("CC", "").strip()
+    try:
+        argv = shlex.split(raw) if raw else [DEFAULT_CC]
+    except ValueError as exc:
+        raise TcError(f"cannot parse CC={raw!r}: {exc}", hint="fix the quoting in CC") from None
+    if not argv:
+        argv = [DEFAULT_CC]
+    if shutil.which(argv[0]) is None:
+        raise TcError(
+            f"no C compiler found (tried {argv[0]!r}): install gcc (apt-get install gcc) or set CC"
+        )
+    return argv
+
+
+def compiler_identity() -> str:
+    """Compiler command, its ``--version`` first line, flags and CPU: part of every cache key.
+
+    An upgraded compiler, other flags or another CPU (``-march=native``) must not reuse old
+    objects. Memoized per (CC, TC_GRAPH_CFLAGS) because running ``--version`` costs ~10 ms.
+    """
+    memo_key = (os.environ.get("CC"), os.environ.get("TC_GRAPH_CFLAGS"))
+    cached = _identity_memo.get(memo_key)
+    if cached is not None:
+        return cached
+    cc, args = compiler()
+    try:
+        proc = subprocess.run(
+            [*_cc_argv(), "--version"],  # CC's own arguments may pick the compiler (ccache gcc)
+            capture_output=True,
+            text=True,
+            errors="replace",
+            timeout=_VERSION_TIMEOUT_S,
+            stdin=subprocess.DEVNULL,
+            check=False,
+        )
+        lines = (proc.stdout or proc.stderr).strip().splitlines()
+        version = lines[0].strip() if lines else "unknown version"
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise TcError(
+            f"cannot run the C compiler {cc!r}: {exc}",
+            hint="install gcc (apt-get install gcc) or set CC to a working compiler",
+        ) from None
+    resolved = shutil.which(cc) or cc
+    identity = " | ".join([resolved, version, shlex.join(args), _cpu_identity()])
+    _identity_memo[memo_key] = identity
+    return identity
+
+
+def _cpu_identity() -> str:
+    """Machine and CPU model, so ``-march=native`` objects are not shared across CPUs."""
+    model = ""
+    features = ""
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text(errors="replace").splitlines():
+            name, _, value = line.partition(":")
+            name = name.strip()
+            if not model and name in ("model name", "Model", "cpu model"):
+                model = value.strip()
+            elif not features and name in ("flags", "Features"):
+                features = hashlib.sha256(value.strip().encode()).hexdigest()[:16]
+            if model and features:
+                break
+    return f"{platform.machine()} {model or platform.processor()} {features}".strip()
+
+
+def cache_key(*parts: str) -> str:
+    """A cache key for ``parts`` and the current compiler identity (sha256, 32 hex digits).
+
+    Parts are length-prefixed so ("ab", "c") and ("a", "bc") never collide.
+    """
+    h = hashlib.sha256()
+    for part in (*parts, compiler_identity()):
+        data = part.encode("utf-8", "surrogatepass")
+        h.update(len(data).to_bytes(8, "little"))
+        h.update(data)
+    return h.hexdigest()[:32]
+
+
+# -------------------------------------------------------------------------------- build
+
+
+def build(c_source: str, key: str) -> Path:
+    """Path of a verified ``<cache>/<key>/kernel.so`` for ``c_source``, compiling on a miss.
+
+    A hit needs meta.json to parse, to name this source, and to hold the .so's sha256;
+    anything else (truncated, altered, missing meta, other source) is rebuilt. Builders of
+    one key take a lock so only one compiles, but correctness rests on the atomic renames:
+    without the lock (e.g. a filesystem without flock) concurrent builders still succeed.
+    """
+    if not _KEY_RE.fullmatch(key):
+        raise ValueError(f"invalid cache key {key!r}")
+    entry = cache_dir() / key
+    source_sha = _sha256(c_source.encode("utf-8", "surrogatepass"))
+    if _is_valid(entry, source_sha):
+        return entry / SO_NAME
+    entry.mkdir(mode=0o700, exist_ok=True)
+    with _locked(entry / _LOCK_NAME):
+        if not _is_valid(entry, source_sha):  # someone may have built it while we waited
+            _compile(c_source, entry, source_sha)
+    return entry / SO_NAME
+
+
+def _is_valid(entry: Path, source_sha: str) -> bool:
+    """Whether the entry's meta.json matches this source and the .so's current bytes."""
+    try:
+        meta = json.loads((entry / META_NAME).read_text(encoding="utf-8"))
+        so_bytes = (entry / SO_NAME).read_bytes()
+    except (OSError, ValueError):
+        return False
+    if not isinstance(meta, dict):
+        return False
+    return meta.get("source_sha256") == source_sha and meta.get("sha256") == _sha256(so_bytes)
+
+
+def _compile(c_source: str, entry: Path, source_sha: str) -> None:
+    """Run the compiler into a temp file, then rename the .so and then meta.json into place."""
+    global compilations
+    cc, args = compiler()
+    identity = compiler_identity()
+    c_path = entry / SOURCE_NAME
+    so_path = entry / SO_NAME
+    _write_atomic(c_path, c_source.encode("utf-8", "surrogatepass"))
+    tmp_so = _temp_name(entry, SO_NAME)
+    cmd = [cc, *args, "-o", str(tmp_so), str(c_path), *_LIBS]
+    try:
+        try:
+            proc = subprocess.run(
+                cmd,
+                capture_output=True,
+                text=True,
+                errors="replace",
+                timeout=COMPILE_TIMEOUT_S,
+                stdin=subprocess.DEVNULL,
+                check=False,
+            )
+        except subprocess.TimeoutExpired:
+            compilations += 1
+            raise TcError(
+                f"the C compiler took longer than {COMPILE_TIMEOUT_S:.0f} s on {c_path}",
+                hint="try smaller unroll factors or tile sizes in the MappingOptions",
+            ) from None
+        except OSError as exc:
+            raise TcError(
+                f"cannot run the C compiler {cc!r}: {exc}",
+                hint="install gcc (apt-get install gcc) or set CC to a working compiler",
+            ) from None
+        compilations += 1
+        if proc.returncode != 0:
+            raise TcError(
+                f"C compilation failed (exit status {proc.returncode}); source kept at "
+                f"{c_path}\ncommand: {shlex.join(cmd)}\n{_trim(proc.stderr or proc.stdout)}",
+                hint="this is a tc_graph bug if the source was generated; please report it "
+                "with the kernel.c above",
+            )
+        try:
+            so_bytes = tmp_so.read_bytes()
+        except OSError:
+            raise TcError(
+                f"the C compiler reported success but wrote no {tmp_so}; source kept at {c_path}"
+            ) from None
+        os.replace(tmp_so, so_path)
+    finally:
+        with contextlib.suppress(OSError):
+            tmp_so.unlink()
+    meta = {
+        "sha256": _sha256(so_bytes),
+        "source_sha256": source_sha,
+        "compiler": identity,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
+    _write_atomic(entry / META_NAME, (json.dumps(meta, indent=1) + "\n").encode())
+
+
+def _trim(text: str) -> str:
+    """The first lines of compiler output: the first error is the one that matters."""
+    lines = text.rstrip().splitlines()
+    if len(lines) <= _MAX_STDERR_LINES:
+        return "\n".join(lines)
+    rest = len(lines) - _MAX_STDERR_LINES
+    return "\n".join([*lines[:_MAX_STDERR_LINES], f"... ({rest} more lines)"])
+
+
+def _temp_name(directory: Path, name: str) -> Path:
+    """A name no other process or thread will pick: dot-prefixed, pid plus random."""
+    return directory / f".{name}.{os.getpid()}.{secrets.token_hex(6)}.tmp"
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    """Write via a unique temp file and rename, so readers see the old or the new file."""
+    tmp = _temp_name(path.parent, path.name)
+    try:
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
+    finally:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    """An exclusive flock on ``path``; best effort, the renames keep us correct without it."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError:
+        yield
+        return
+    try:
+        with contextlib.suppress(OSError):
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+# --------------------------------------------------------------------------------- load
+
+
+def load(path: Path) -> ctypes.CDLL:
+    """dlopen a built kernel; memoized by (path, sha256) so a rebuilt object is reloaded.
+
+    dlopen returns the already-loaded handle for a path it has seen, even when the file was
+    replaced since; so a path loaded before with other bytes is dlopened through a
+    per-process copy (removed right after dlopen, which keeps its mapping).
+    """
+    path = Path(path).absolute()
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise TcError(f"cannot read compiled kernel {path}: {exc}") from None
+    sha = _sha256(data)
+    memo_key = (str(path), sha)
+    with _load_lock:
+        lib = _handles.get(memo_key)
+        if lib is not None:
+            return lib
+        if str(path) in _dlopened_paths:
+            lib = _load_copy(path, data)
+        else:
+            lib = _dlopen(path)
+            _dlopened_paths.add(str(path))
+            with contextlib.suppress(OSError):
+                if _sha256(path.read_bytes()) != sha:
+                    # Replaced while we opened it: we cannot tell which bytes we got.
+                    lib = _load_copy(path, data)
+        _handles[memo_key] = lib
+        return lib
+
+
+def _load_copy(path: Path, data: bytes) -> ctypes.CDLL:
+    """dlopen exactly ``data`` under a fresh name beside ``path``."""
+    tmp = path.parent / f".{path.stem}.{os.getpid()}.{secrets.token_hex(6)}.so"
+    try:
+        tmp.write_bytes(data)
+        return _dlopen(tmp)
+    finally:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+
+
+def _dlopen(path: Path) -> ctypes.CDLL:
+    try:
+        return ctypes.CDLL(str(path))
+    except OSError as exc:
+        raise TcError(
+            f"cannot load compiled kernel {path}: {exc}",
+            hint="run `tc-graph cache clear` and try again",
+        ) from None
+
+
+# -------------------------------------------------------------------------- maintenance
+
+
+def _entries(root: Path) -> list[Path]:
+    """Kernel entries: directories holding meta.json or kernel.c (nothing else is ours)."""
+    try:
+        children = list(root.iterdir())
+    except OSError:
+        return []
+    return [
+        child
+        for child in children
+        if child.is_dir()
+        and not child.is_symlink()
+        and ((child / META_NAME).exists() or (child / SOURCE_NAME).exists())
+    ]
+
+
+def cache_info() -> CacheInfo:
+    """Where the cache is, how many kernel entries it holds and their total size in bytes."""
+    root = cache_dir()
+    entries = _entries(root)
+    total = 0
+    for entry in entries:
+        for dirpath, _dirs, files in os.walk(entry):
+            for name in files:
+                with contextlib.suppress(OSError):
+                    total += os.lstat(os.path.join(dirpath, name)).st_size
+    return {"path": str(root), "entries": len(entries), "bytes": total}
+
+
+def cache_clear() -> int:
+    """Remove every kernel entry (not the tuning database or other files); return how many.
+
+    Safe while kernels are loaded: mapped objects survive their files being unlinked.
+    """
+    removed = 0
+    for entry in _entries(cache_dir()):
+        shutil.rmtree(entry, ignore_errors=True)
+        if not entry.exists():
+            removed += 1
+    return removed
