@@ -101,9 +101,19 @@ def cache_dir() -> Path:
             path.mkdir(mode=0o700, parents=True)
         except FileExistsError:
             pass  # another process won the race; it used the same mode
+        except OSError as exc:
+            raise TcError(
+                f"cannot create the kernel cache directory {path}: {exc}",
+                hint="set TC_GRAPH_CACHE to a writable directory",
+            ) from None
         else:
             # mkdir's mode is filtered by the umask; make sure nobody else can write here.
             path.chmod(0o700)
+        if not path.is_dir():
+            raise TcError(
+                f"the kernel cache path {path} exists but is not a directory",
+                hint="remove it or set TC_GRAPH_CACHE to a directory",
+            )
     return path
 
 
