@@ -146,4 +146,10 @@ def define(source: str) -> TcModule:
     """Parse and check every def of a TC source; raises TcError on the first error."""
     if not isinstance(source, str):
         raise TcError(f"define() takes TC source text, got {type(source).__name__}")
-    return TcModule(source)
+    try:
+        return TcModule(source)
+    except RecursionError:
+        raise TcError(
+            "the program is nested too deeply to compile",
+            hint="split very long or deeply nested expressions into several statements",
+        ) from None

@@ -65,7 +65,7 @@ def tokenize(source: str) -> list[Token]:
                 tokens.append(Token("num", num.group(), Span(pos, num.end())))
                 pos = num.end()
                 continue
-        if ch.isalnum() or ch == "_":
+        if ch.isascii() and (ch.isalnum() or ch == "_"):
             word = _WORD.match(source, pos)
             assert word is not None
             text = word.group()

@@ -1,0 +1,230 @@
+"""Benchmark tc_graph against onnxruntime and NumPy.
+
+    python scripts/bench.py kernels [--json FILE] [--rounds N] [--threads N]
+                                    [--target cpu|reference|...] [--only NAME[,NAME]] [--small]
+    python scripts/bench.py models      # not implemented yet (issue 4)
+
+`kernels` runs the TC paper kernels (MLP3, MLP1, C3, 2LUT, tbmm, gconv, tmm) at the paper's
+sizes. Per kernel it compiles the TC in a fresh empty TC_GRAPH_CACHE (cold, seconds), then
+compiles a new `define` of it again (warm, milliseconds), checks tc_graph and onnxruntime
+against NumPy, and then times the three in interleaved rounds: in each round every contender
+warms up and runs calls for about 50 ms, and its round time is the median call. Reported:
+medians over rounds, p10/p90 over rounds, and `ratio_vs_ort`, the median of the per-round
+ratios onnxruntime time / tc_graph time (above 1: tc_graph is faster).
+
+OMP_NUM_THREADS (and OpenBLAS's thread count) are set to --threads, with
+OMP_WAIT_POLICY=PASSIVE, before NumPy, onnxruntime or tc_graph are loaded; onnxruntime's
+intra-op pool gets the same count.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import math
+import os
+import statistics
+import sys
+import time
+from collections.abc import Callable, Sequence
+
+WARMUP_S = 0.01
+BUDGET_S = 0.05
+MODELS_MESSAGE = "bench.py models: not implemented yet: needs the ONNX integration (issue 4)"
+
+
+def _set_thread_env(threads: int) -> None:
+    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ[var] = str(threads)
+    os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
+
+
+def _seconds_per_call(call: Callable[[], object]) -> float:
+    """Warm up (at least one call, about WARMUP_S), then time single calls for about
+    BUDGET_S; the median."""
+    calls, start = 0, time.perf_counter()
+    while calls == 0 or time.perf_counter() - start < WARMUP_S:
+        call()
+        calls += 1
+    estimate = (time.perf_counter() - start) / calls
+    times = []
+    for _ in range(max(1, round(BUDGET_S / estimate))):
+        t0 = time.perf_counter()
+        call()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def _rounds(calls: dict[str, Callable[[], object]], rounds: int) -> dict[str, list[float]]:
+    """Per contender, its time per call in each round; each round starts with the next one."""
+    names = list(calls)
+    times: dict[str, list[float]] = {n: [] for n in names}
+    gc.collect()
+    gc.disable()
+    try:
+        for r in range(rounds):
+            first = r % len(names)
+            for n in names[first:] + names[:first]:
+                times[n].append(_seconds_per_call(calls[n]))
+    finally:
+        gc.enable()
+    return times
+
+
+def _percentile(values: Sequence[float], q: float) -> float:
+    """Linear interpolation between the closest ranks (numpy.percentile's default)."""
+    s = sorted(values)
+    pos = (len(s) - 1) * q / 100
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(s) - 1)
+    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
+
+
+def _round(x: float | None, digits: int) -> float | None:
+    return None if x is None else round(x, digits)
+
+
+def _result(
+    name: str,
+    times: dict[str, list[float]],
+    threads: int,
+    compile_cold_s: float | None,
+    compile_warm_ms: float | None,
+) -> tuple[dict[str, object], tuple[float, float]]:
+    """The JSON object of one kernel, and the range of its per-round ratios."""
+    us = {k: [t * 1e6 for t in v] for k, v in times.items()}
+    ratios = [o / t for o, t in zip(us["ort"], us["tc_graph"], strict=True)]
+    row: dict[str, object] = {
+        "name": name,
+        "tc_graph_us": round(statistics.median(us["tc_graph"]), 2),
+        "ort_us": round(statistics.median(us["ort"]), 2),
+        "numpy_us": round(statistics.median(us["numpy"]), 2),
+        "tc_graph_p10_us": round(_percentile(us["tc_graph"], 10), 2),
+        "tc_graph_p90_us": round(_percentile(us["tc_graph"], 90), 2),
+        "ort_p10_us": round(_percentile(us["ort"], 10), 2),
+        "ort_p90_us": round(_percentile(us["ort"], 90), 2),
+        "ratio_vs_ort": round(statistics.median(ratios), 4),
+        "threads": threads,
+        "compile_cold_s": _round(compile_cold_s, 4),
+        "compile_warm_ms": _round(compile_warm_ms, 3),
+    }
+    return row, (min(ratios), max(ratios))
+
+
+ROW = "{:<7} {:>28} {:>28} {:>11} {:>24} {:>9} {:>9}"
+
+
+def _table_line(row: dict[str, object], ratio_range: tuple[float, float]) -> str:
+    def spread(key: str) -> str:
+        return f"{row[f'{key}_us']:.1f} [{row[f'{key}_p10_us']:.1f}-{row[f'{key}_p90_us']:.1f}]"
+
+    cold, warm = row["compile_cold_s"], row["compile_warm_ms"]
+    return ROW.format(
+        row["name"],
+        spread("tc_graph"),
+        spread("ort"),
+        f"{row['numpy_us']:.1f}",
+        f"{row['ratio_vs_ort']:.3g}x [{ratio_range[0]:.3g}-{ratio_range[1]:.3g}]",
+        "-" if cold is None else f"{cold:.2f}",
+        "-" if warm is None else f"{warm:.1f}",
+    )
+
+
+def _kernels(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    _set_thread_env(args.threads)
+    import _bench_models as bm  # only now: BLAS and OpenMP read the thread env when loaded
+
+    names = list(bm.BUILDERS)
+    if args.only:
+        by_lower = {n.lower(): n for n in names}
+        wanted = [w.strip() for w in args.only.split(",") if w.strip()]
+        unknown = [w for w in wanted if w.lower() not in by_lower]
+        if unknown:
+            parser.error(f"unknown kernel(s) {', '.join(unknown)}; choose from {', '.join(names)}")
+        names = [by_lower[w.lower()] for w in wanted]
+
+    sizes = "small (paper sizes / ~8)" if args.small else "paper sizes"
+    print(
+        f"tc_graph (target {args.target}) vs {bm.VERSIONS}; threads={args.threads}, "
+        f"rounds={args.rounds}, {sizes}; times in µs: median [p10-p90] over rounds"
+    )
+    print(
+        ROW.format(
+            "kernel",
+            "tc_graph",
+            "onnxruntime",
+            "numpy",
+            "ORT/tc_graph [range]",
+            "cold s",
+            "warm ms",
+        )
+    )
+    rows = []
+    notes: dict[str, list[str]] = {}
+    for name in names:
+        print(f"[{name}] building, compiling, checking against NumPy ...", file=sys.stderr)
+        with bm.prepared(name, args.small, args.target, args.threads) as prep:
+            print(f"[{name}] timing {args.rounds} rounds ...", file=sys.stderr)
+            times = _rounds(prep.calls, args.rounds)
+        row, ratio_range = _result(
+            name, times, args.threads, prep.compile_cold_s, prep.compile_warm_ms
+        )
+        rows.append(row)
+        if prep.note:
+            notes.setdefault(prep.note, []).append(name)
+        print(_table_line(row, ratio_range), flush=True)
+    for note, kernels in notes.items():
+        print(f"note ({', '.join(kernels)}): {note}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=2)
+            f.write("\n")
+        print(f"wrote {args.json}")
+    return 0
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--json", metavar="FILE", help="also write the results as a JSON list")
+    common.add_argument("--rounds", type=_positive, default=5, help="interleaved rounds (5)")
+    common.add_argument(
+        "--threads",
+        type=_positive,
+        default=os.cpu_count() or 1,
+        help="threads for tc_graph (OpenMP), onnxruntime and NumPy (default: os.cpu_count())",
+    )
+    common.add_argument(
+        "--target", default="cpu", help="tc_graph target (cpu; 'reference' is the NumPy oracle)"
+    )
+    common.add_argument("--only", metavar="NAME[,NAME]", help="run only these kernels")
+    common.add_argument("--small", action="store_true", help="sizes divided by about 8")
+    parser = argparse.ArgumentParser(
+        description="Benchmark tc_graph against onnxruntime and NumPy."
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser(
+        "kernels", parents=[common], help="the TC paper kernels against onnxruntime and NumPy"
+    )
+    sub.add_parser("models", parents=[common], help="whole ONNX models (not implemented yet)")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.command == "models":
+        print(MODELS_MESSAGE, file=sys.stderr)
+        return 2
+    return _kernels(args, parser)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
