@@ -11,9 +11,11 @@ from . import binding, ir, ranges, reference
 from .errors import TcError
 from .lang.parser import parse
 from .lang.sema import CheckedDef, check
+from .options import MappingOptions
+from .runtime.kernel import Kernel, compile_kernel
 
 TARGETS = ("reference", "cpu", "opencl", "cuda")
-DEFAULT_TARGET = "reference"
+DEFAULT_TARGET = "cpu"
 
 
 class TcFunction:
@@ -25,6 +27,7 @@ class TcFunction:
         # The symbolic program; None when the def is specialized on integer scalars.
         self.program = program
         self._specialized: dict[tuple[tuple[str, int], ...], ir.Program] = {}
+        self._kernels: dict[tuple[Any, ...], Kernel] = {}
 
     def __repr__(self) -> str:
         return f"<TcFunction {self.name}({', '.join(self.checked.inputs)})>"
@@ -56,21 +59,43 @@ class TcFunction:
         binding.bind_inputs(self.checked, args)
         return tuple(np.dtype(self.checked.tensors[o].dtype) for o in self.checked.outputs)
 
+    def compile(
+        self, *args: Any, target: str | None = None, options: MappingOptions | None = None
+    ) -> Kernel:
+        """A kernel specialized on these arguments' shapes, dtypes and integer scalars."""
+        target = _target(target)
+        if target == "reference":
+            raise TcError("the reference target interprets; it has nothing to compile",
+                          hint="call the function with target='reference' instead")
+        options = options or MappingOptions()
+        if not isinstance(options, MappingOptions):
+            raise TcError(f"options must be a tg.MappingOptions, got {type(options).__name__}")
+        _, _, sizes, _ = self._bind(args)
+        key = (
+            target,
+            options,
+            tuple((np.asarray(a).dtype.str, np.shape(a)) for a in args),
+            tuple((n, sizes[n]) for n in self.checked.index_scalars),
+        )
+        kernel = self._kernels.get(key)
+        if kernel is None:
+            program = self._program_for(sizes)
+            kernel = compile_kernel(self.checked, program, args, options=options, target=target)
+            self._kernels[key] = kernel
+        return kernel
+
     def __call__(
         self,
         *args: Any,
         target: str | None = None,
-        options: Any = None,
+        options: MappingOptions | None = None,
         out: Sequence[np.ndarray] | np.ndarray | None = None,
         unchecked: bool = False,
     ) -> np.ndarray | tuple[np.ndarray, ...]:
-        target = target or DEFAULT_TARGET
-        if target not in TARGETS:
-            raise TcError(f"unknown target '{target}'", hint=f"use one of {', '.join(TARGETS)}")
+        target = _target(target)
         if target != "reference":
-            raise TcError(
-                f"target '{target}' is not available in this version of tc_graph",
-                hint="use target='reference'",
+            return self.compile(*args, target=target, options=options)(
+                *args, out=out, unchecked=unchecked
             )
         if options is not None:
             raise TcError("mapping options apply to compiled targets, not to 'reference'")
@@ -82,6 +107,18 @@ class TcFunction:
         reference.evaluate(program, tensors, {**sizes, **program.constants})
         results = tuple(buffers[o] for o in program.outputs)
         return results[0] if len(results) == 1 else results
+
+
+def _target(target: str | None) -> str:
+    target = target or DEFAULT_TARGET
+    if target not in TARGETS:
+        raise TcError(f"unknown target '{target}'", hint=f"use one of {', '.join(TARGETS)}")
+    if target in ("opencl", "cuda"):
+        raise TcError(
+            f"target '{target}' is not available in this version of tc_graph",
+            hint="use target='cpu' or 'reference'",
+        )
+    return target
 
 
 class TcModule:

@@ -41,6 +41,7 @@ __all__ = [
     "compiler",
     "compiler_identity",
     "load",
+    "lookup",
 ]
 
 DEFAULT_CC = "cc"
@@ -239,8 +240,19 @@ def build(c_source: str, key: str) -> Path:
     return entry / SO_NAME
 
 
-def _is_valid(entry: Path, source_sha: str) -> bool:
-    """Whether the entry's meta.json matches this source and the .so's current bytes."""
+def lookup(key: str) -> Path | None:
+    """The verified shared object of an entry built earlier (by any process), or None.
+
+    This is the warm path: the key already covers the source, so nothing is generated."""
+    if not _KEY_RE.fullmatch(key):
+        raise ValueError(f"invalid cache key {key!r}")
+    entry = cache_dir() / key
+    return entry / SO_NAME if _is_valid(entry, None) else None
+
+
+def _is_valid(entry: Path, source_sha: str | None) -> bool:
+    """Whether the entry's meta.json matches the .so's current bytes (and this source,
+    when one is given)."""
     try:
         meta = json.loads((entry / META_NAME).read_text(encoding="utf-8"))
         so_bytes = (entry / SO_NAME).read_bytes()
@@ -248,7 +260,9 @@ def _is_valid(entry: Path, source_sha: str) -> bool:
         return False
     if not isinstance(meta, dict):
         return False
-    return meta.get("source_sha256") == source_sha and meta.get("sha256") == _sha256(so_bytes)
+    if source_sha is not None and meta.get("source_sha256") != source_sha:
+        return False
+    return meta.get("sha256") == _sha256(so_bytes)
 
 
 def _compile(c_source: str, entry: Path, source_sha: str) -> None:

@@ -1,0 +1,403 @@
+"""One C-family printer over the isl AST, with a dialect per target.
+
+The dialect hooks are narrow: the pragmas of a parallel loop, a SIMD loop and
+a reduction loop, and the kernel's signature. The C + OpenMP dialect is the
+CPU target; CUDA and OpenCL add their own hooks later.
+
+Generated kernels are specialized on sizes; integer `/` and `%` round toward
+negative infinity and give 0 for a zero divisor; float16 is stored as
+`_Float16` and computed in float; every tensor pointer is `restrict`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import islpy as isl
+import numpy as np
+
+from .. import ir
+from ..lang.types import compute_type, promote
+from ..options import MappingOptions
+from ..poly.scop import Scop, ScopStmt
+
+C_TYPES = {
+    "bool": "uint8_t",
+    "int8": "int8_t", "int16": "int16_t", "int32": "int32_t", "int64": "int64_t",
+    "uint8": "uint8_t", "uint16": "uint16_t", "uint32": "uint32_t", "uint64": "uint64_t",
+    "float16": "_Float16", "float32": "float", "float64": "double",
+}  # fmt: skip
+
+_INT_TYPES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
+
+# Builtins whose libm name is the same in float (with an `f` suffix) and double.
+_LIBM = frozenset({
+    "acos", "acosh", "asin", "asinh", "atan", "atanh", "cbrt", "ceil", "cos", "cosh", "erf",
+    "erfc", "exp", "exp10", "exp2", "expm1", "fabs", "floor", "j0", "j1", "lgamma", "log",
+    "log10", "log1p", "log2", "logb", "nearbyint", "rint", "round", "sin", "sinh", "sqrt", "tan",
+    "tanh", "tgamma", "trunc", "y0", "y1", "atan2", "copysign", "fdim", "fmax", "fmin", "fmod",
+    "hypot", "nextafter", "pow", "remainder", "fma",
+})  # fmt: skip
+
+_IDENTITY = {"+": "0", "*": "1"}
+
+
+def _prelude() -> str:
+    lines = [
+        "#include <stdint.h>",
+        "#include <stdlib.h>",
+        "#include <math.h>",
+        "#define floord(n, d) (((n) < 0) ? -((-(n) + (d) - 1) / (d)) : (n) / (d))",
+        "#define min(x, y) ((x) < (y) ? (x) : (y))",
+        "#define max(x, y) ((x) > (y) ? (x) : (y))",
+    ]
+    for t in _INT_TYPES:
+        c = C_TYPES[t]
+        lines.append(
+            f"static inline {c} tc_div_{t}({c} a, {c} b) {{ if (b == 0) return 0; "
+            f"{c} q = a / b; return (q * b != a && ((a < 0) != (b < 0))) ? q - 1 : q; }}"
+        )
+        lines.append(
+            f"static inline {c} tc_mod_{t}({c} a, {c} b) {{ if (b == 0) return 0; "
+            f"{c} r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r; }}"
+        )
+    for c, f in (("float", "f"), ("double", "")):
+        lines += [
+            f"static inline {c} tc_rsqrt{f}({c} x) {{ return 1 / sqrt{f}(x); }}",
+            f"static inline {c} tc_rcbrt{f}({c} x) {{ return 1 / cbrt{f}(x); }}",
+            f"static inline {c} tc_sinpi{f}({c} x) {{ return sin{f}(({c})M_PI * x); }}",
+            f"static inline {c} tc_cospi{f}({c} x) {{ return cos{f}(({c})M_PI * x); }}",
+            f"static inline {c} tc_normcdf{f}({c} x) {{ return ({c})0.5 * erfc{f}(-x / sqrt{f}(2)); }}",
+            f"static inline {c} tc_rhypot{f}({c} a, {c} b) {{ return 1 / hypot{f}(a, b); }}",
+            f"static inline {c} tc_norm3d{f}({c} a, {c} b, {c} c) "
+            f"{{ return sqrt{f}(a * a + b * b + c * c); }}",
+            f"static inline {c} tc_rnorm3d{f}({c} a, {c} b, {c} c) "
+            f"{{ return 1 / sqrt{f}(a * a + b * b + c * c); }}",
+            f"static inline {c} tc_norm4d{f}({c} a, {c} b, {c} c, {c} d) "
+            f"{{ return sqrt{f}(a * a + b * b + c * c + d * d); }}",
+            f"static inline {c} tc_rnorm4d{f}({c} a, {c} b, {c} c, {c} d) "
+            f"{{ return 1 / sqrt{f}(a * a + b * b + c * c + d * d); }}",
+            # erfinv by Newton steps on erf from Giles' single-precision starting point.
+            f"static inline {c} tc_erfinv{f}({c} x) {{"
+            f" if (x <= -1) return -({c})INFINITY; if (x >= 1) return ({c})INFINITY;"
+            f" {c} w = -log{f}((1 - x) * (1 + x)), p;"
+            f" if (w < 5) {{ w -= 2.5; p = 2.81022636e-08; p = 3.43273939e-07 + p * w;"
+            f" p = -3.5233877e-06 + p * w; p = -4.39150654e-06 + p * w; p = 0.00021858087 + p * w;"
+            f" p = -0.00125372503 + p * w; p = -0.00417768164 + p * w; p = 0.246640727 + p * w;"
+            f" p = 1.50140941 + p * w; }} else {{ w = sqrt{f}(w) - 3; p = -0.000200214257;"
+            f" p = 0.000100950558 + p * w; p = 0.00134934322 + p * w; p = -0.00367342844 + p * w;"
+            f" p = 0.00573950773 + p * w; p = -0.0076224613 + p * w; p = 0.00943887047 + p * w;"
+            f" p = 1.00167406 + p * w; p = 2.83297682 + p * w; }} {c} y = p * x;"
+            f" for (int i = 0; i < 2; i++) y -= (erf{f}(y) - x) / "
+            f"(({c})1.1283791670955126 * exp{f}(-y * y)); return y; }}",
+            f"static inline {c} tc_erfcinv{f}({c} x) {{ return tc_erfinv{f}(1 - x); }}",
+            f"static inline {c} tc_normcdfinv{f}({c} x) "
+            f"{{ return -({c})1.4142135623730951 * tc_erfcinv{f}(2 * x); }}",
+            f"static inline {c} tc_erfcx{f}({c} x) {{ return exp{f}(x * x) * erfc{f}(x); }}",
+        ]
+    return "\n".join(lines)
+
+
+def cname(tensor: str) -> str:
+    """C name of a tensor (TC names may be C keywords or start with a digit)."""
+    return f"t_{tensor}"
+
+
+@dataclass(frozen=True)
+class Dialect:
+    """The hooks in which targets differ."""
+
+    def parallel_pragma(self, options: MappingOptions) -> str:
+        threads = f" num_threads({options.threads})" if options.threads else ""
+        return f"#pragma omp parallel for schedule(static){threads}"
+
+    def simd_pragma(self) -> str:
+        return "#pragma omp simd"
+
+    def reduction_pragma(self, op: str, acc: str) -> str:
+        return f"#pragma omp simd reduction({op}:{acc})"
+
+
+C_OPENMP = Dialect()
+
+
+class _Printer:
+    def __init__(self, scop: Scop, options: MappingOptions, dialect: Dialect) -> None:
+        self.scop = scop
+        self.options = options
+        self.dialect = dialect
+        self.program = scop.program
+        self.lines: list[str] = []
+        self.tmp = 0
+
+    def out(self, depth: int, text: str) -> None:
+        self.lines.append("  " * depth + text)
+
+    # -- expressions ---------------------------------------------------
+    def linear(self, tensor: str, subs: Sequence[str]) -> str:
+        shape = self.scop.shapes[tensor]
+        if not subs:
+            return "0"
+        text = f"(int64_t)({subs[0]})"
+        for k in range(1, len(subs)):
+            text = f"({text} * {shape[k]} + (int64_t)({subs[k]}))"
+        return text
+
+    def expr(self, e: ir.Expr, env: Mapping[str, str]) -> str:
+        dt = C_TYPES.get(e.dtype, "")
+        match e:
+            case ir.Const(value=v):
+                return _literal(v, e.dtype)
+            case ir.Index(name=n):
+                return f"(({dt})({env[n]}))"
+            case ir.Size() | ir.DimSize():
+                raise AssertionError("sizes are specialized before printing")
+            case ir.Read(tensor=t, subscripts=subs):
+                idx = self.linear(t, [self.expr(s, env) for s in subs])
+                return f"{cname(t)}[{idx}]"
+            case ir.Unary(op="!", operand=x):
+                return f"(!({self.expr(x, env)}))"
+            case ir.Unary(operand=x):
+                return f"(({dt})(-({C_TYPES[compute_type(e.dtype)]})({self.expr(x, env)})))"
+            case ir.Binary(op=op, left=a, right=b, compute=ct):
+                return self.binary(e, op, a, b, ct, env)
+            case ir.Select(cond=c, then=a, other=b):
+                return (
+                    f"(({self.expr(c, env)}) ? ({dt})({self.expr(a, env)}) : "
+                    f"({dt})({self.expr(b, env)}))"
+                )
+            case ir.Call(fn=fn, args=args):
+                return self.call(fn, [self.expr(a, env) for a in args], e.dtype)
+            case ir.Cast(operand=x):
+                if e.dtype == "bool":
+                    return f"((uint8_t)(({self.expr(x, env)}) != 0))"
+                return f"(({dt})({self.expr(x, env)}))"
+        raise TypeError(e)
+
+    def binary(
+        self, e: ir.Expr, op: str, a: ir.Expr, b: ir.Expr, ct: str, env: Mapping[str, str]
+    ) -> str:
+        x, y = self.expr(a, env), self.expr(b, env)
+        if op in ir.LOGICAL:
+            return f"(({x}) {op} ({y}))"
+        c = C_TYPES[ct]
+        if op in ir.COMPARISONS:
+            return f"(({c})({x}) {op} ({c})({y}))"
+        if op in ("/", "%") and ct in _INT_TYPES:
+            fn = "tc_div" if op == "/" else "tc_mod"
+            text = f"{fn}_{ct}(({c})({x}), ({c})({y}))"
+        else:
+            text = f"(({c})({x}) {op} ({c})({y}))"
+        return text if e.dtype == ct else f"(({C_TYPES[e.dtype]}){text})"
+
+    def call(self, fn: str, args: list[str], dtype: str) -> str:
+        c = C_TYPES[dtype]
+        cast = [f"({c})({a})" for a in args]
+        if fn in ("min", "max"):
+            op = "<" if fn == "min" else ">"
+            self.tmp += 1
+            a, b = f"_a{self.tmp}", f"_b{self.tmp}"
+            return f"({{ {c} {a} = {cast[0]}, {b} = {cast[1]}; {a} {op} {b} ? {a} : {b}; }})"
+        if fn == "abs":
+            self.tmp += 1
+            a = f"_a{self.tmp}"
+            return f"({{ {c} {a} = {cast[0]}; {a} < 0 ? -{a} : {a}; }})"
+        suffix = "f" if dtype == "float32" else ""
+        name = f"{fn}{suffix}" if fn in _LIBM else f"tc_{fn}{suffix}"
+        return f"{name}({', '.join(cast)})"
+
+    # -- statements ----------------------------------------------------
+    def stmt_env(self, st: ScopStmt, args: Sequence[str]) -> dict[str, str]:
+        return dict(zip(st.iterators, args, strict=True))
+
+    def statement(self, st: ScopStmt, args: Sequence[str], depth: int) -> None:
+        env = self.stmt_env(st, args)
+        src = st.source
+        if st.kind == "check":
+            assert st.checked is not None
+            ext = self.scop.shapes[st.checked.tensor][st.checked_dim]
+            sub = self.expr(st.checked.subscripts[st.checked_dim], env)
+            code = self.check_codes[st.name]
+            self.out(depth, f"if (check) {{ int64_t v = (int64_t)({sub});")
+            self.out(depth + 1, f"if (v < 0 || v >= {ext}) {{ *err = v; code = {code}; goto done; }} }}")
+            return
+        target = f"{cname(src.tensor)}[{self.linear(src.tensor, [env[v] for v in src.lhs])}]"
+        tdt = self.program.tensors[src.tensor].dtype
+        tc = C_TYPES[tdt]
+        if st.kind == "init":
+            self.out(depth, f"{target} = ({tc})({_identity(src.op, tdt)});")
+            return
+        value = self.expr(src.rhs, env)
+        if st.kind == "assign":
+            self.out(depth, f"{target} = {_store(value, tdt)};")
+            return
+        acc = C_TYPES[compute_type(promote(tdt, src.rhs.dtype))]
+        self.out(depth, f"{target} = {_store(_combine(src.op, f'({acc}){target}', f'({acc})({value})', acc), tdt)};")
+
+    def reduction_loop(self, node: isl.AstNode, depth: int) -> bool:
+        """A loop over a reduction index of one update statement: accumulate in a local."""
+        body = node.for_get_body()
+        if body.get_type() != isl.ast_node_type.user:
+            return False
+        st, args = self.user(body)
+        src = st.source
+        it = node.for_get_iterator().to_C_str()
+        env = self.stmt_env(st, args)
+        if st.kind != "update" or any(it in env[v] for v in src.lhs):
+            return False
+        tdt = self.program.tensors[src.tensor].dtype
+        acc_t = compute_type(promote(tdt, src.rhs.dtype))
+        acc = C_TYPES[acc_t]
+        target = f"{cname(src.tensor)}[{self.linear(src.tensor, [env[v] for v in src.lhs])}]"
+        self.out(depth, "{")
+        self.out(depth + 1, f"{acc} acc = ({acc}){target};")
+        omp_op = {"+": "+", "*": "*", "min": "min", "max": "max"}[src.op]
+        self.out(depth + 1, self.dialect.reduction_pragma(omp_op, "acc"))
+        self.out(depth + 1, self.for_header(node))
+        value = self.expr(src.rhs, env)
+        self.out(depth + 2, f"acc = {_combine(src.op, 'acc', f'({acc})({value})', acc)};")
+        self.out(depth + 1, f"{target} = {_store('acc', tdt)};")
+        self.out(depth, "}")
+        return True
+
+    # -- AST -------------------------------------------------------------
+    def user(self, node: isl.AstNode) -> tuple[ScopStmt, list[str]]:
+        e = node.user_get_expr()
+        name = e.get_op_arg(0).get_id().get_name()
+        args = [e.get_op_arg(i).to_C_str() for i in range(1, e.get_op_n_arg())]
+        return self.scop.statement(name), args
+
+    def for_header(self, node: isl.AstNode) -> str:
+        it = node.for_get_iterator().to_C_str()
+        init = node.for_get_init().to_C_str()
+        cond = node.for_get_cond().to_C_str()
+        inc = node.for_get_inc().to_C_str()
+        return f"for (int {it} = {init}; {cond}; {it} += {inc})"
+
+    def node(self, node: isl.AstNode, depth: int, pragma: str | None = None) -> None:
+        t = node.get_type()
+        if t == isl.ast_node_type.for_:
+            if node.for_is_degenerate():
+                it = node.for_get_iterator().to_C_str()
+                self.out(depth, f"{{ const int {it} = {node.for_get_init().to_C_str()};")
+                self.node(node.for_get_body(), depth + 1)
+                self.out(depth, "}")
+                return
+            if pragma == "reduce" and self.reduction_loop(node, depth):
+                return
+            if pragma == "parallel":
+                self.out(depth, self.dialect.parallel_pragma(self.options))
+            elif pragma == "simd":
+                self.out(depth, self.dialect.simd_pragma())
+            self.out(depth, self.for_header(node) + " {")
+            self.node(node.for_get_body(), depth + 1)
+            self.out(depth, "}")
+        elif t == isl.ast_node_type.if_:
+            self.out(depth, f"if ({node.if_get_cond().to_C_str()}) {{")
+            self.node(node.if_get_then_node(), depth + 1, pragma)
+            if node.if_has_else_node():
+                self.out(depth, "} else {")
+                self.node(node.if_get_else_node(), depth + 1, pragma)
+            self.out(depth, "}")
+        elif t == isl.ast_node_type.block:
+            children = node.block_get_children()
+            for i in range(children.n_ast_node()):
+                self.node(children.get_at(i), depth, pragma)
+        elif t == isl.ast_node_type.mark:
+            self.node(node.mark_get_node(), depth, node.mark_get_id().get_name())
+        elif t == isl.ast_node_type.user:
+            st, args = self.user(node)
+            self.statement(st, args, depth)
+        else:
+            raise TypeError(f"unexpected isl AST node {t}")
+
+    # -- the kernel ------------------------------------------------------
+    def kernel(self, ast: isl.AstNode | None, name: str) -> str:
+        p = self.program
+        self.check_codes = {
+            s.name: k + 1 for k, s in enumerate(s for s in self.scop.statements if s.kind == "check")
+        }
+        args = [*p.inputs, *p.outputs]
+        self.out(0, f"int {name}(void *const *args, int check, int64_t *err) {{")
+        for k, n in enumerate(args):
+            t = p.tensors[n]
+            const = "const " if t.role == "input" else ""
+            self.out(1, f"{const}{C_TYPES[t.dtype]} *restrict {cname(n)} = "
+                        f"({const}{C_TYPES[t.dtype]} *)args[{k}];")
+        temps = p.temporaries
+        for n in temps:
+            t = p.tensors[n]
+            count = max(1, math.prod(self.scop.shapes[n]))
+            size = f"{count}, sizeof({C_TYPES[t.dtype]})"
+            alloc = f"calloc({size})" if t.zero_fill else f"malloc({size.replace(', ', ' * ')})"
+            self.out(1, f"{C_TYPES[t.dtype]} *restrict {cname(n)} = ({C_TYPES[t.dtype]} *){alloc};")
+        self.out(1, "int code = 0;")
+        if temps:
+            self.out(1, f"if ({' || '.join(f'!{cname(n)}' for n in temps)}) {{ code = -1; goto done; }}")
+        if ast is not None:
+            self.node(ast, 1)
+        self.out(0, "done:")
+        for n in temps:
+            self.out(1, f"free({cname(n)});")
+        self.out(1, "return code;")
+        self.out(0, "}")
+        return "\n".join(self.lines)
+
+
+def _literal(v: int | float | bool, dtype: str) -> str:
+    if dtype in ("float32", "float64", "float16"):
+        f = float(v)
+        suffix = "f" if dtype == "float32" else ""
+        if math.isnan(f):
+            return f"(({C_TYPES[dtype]})NAN)"
+        if math.isinf(f):
+            return f"(({C_TYPES[dtype]})({'-' if f < 0 else ''}INFINITY))"
+        return f"(({C_TYPES[dtype]}){f!r}{suffix})"
+    if dtype == "bool":
+        return "1" if v else "0"
+    if dtype in ("int64", "uint64"):
+        return f"(({C_TYPES[dtype]})INT64_C({int(v)}))"
+    return f"(({C_TYPES[dtype]})({int(v)}))"
+
+
+def _identity(op: str, dtype: str) -> str:
+    if op in _IDENTITY:
+        return _IDENTITY[op]
+    if dtype.startswith("float"):
+        return "INFINITY" if op == "min" else "-INFINITY"
+    if dtype == "bool":
+        return "1" if op == "min" else "0"
+    info = np.iinfo(dtype)
+    value = int(info.max) if op == "min" else int(info.min)
+    return _literal(value, dtype) if value > -(2**63) else "INT64_MIN"
+
+
+def _combine(op: str, acc: str, value: str, ctype: str) -> str:
+    if op in ("+", "*"):
+        return f"({acc} {op} {value})"
+    cmp = "<" if op == "min" else ">"
+    return f"({{ {ctype} _v = {value}, _c = {acc}; _v {cmp} _c ? _v : _c; }})"
+
+
+def _store(value: str, dtype: str) -> str:
+    if dtype == "bool":
+        return f"((uint8_t)(({value}) != 0))"
+    return f"(({C_TYPES[dtype]})({value}))"
+
+
+def emit(
+    scop: Scop,
+    schedule: isl.Schedule,
+    options: MappingOptions,
+    *,
+    name: str = "tc_kernel",
+    dialect: Dialect = C_OPENMP,
+) -> str:
+    """The C source of one kernel: `int name(void *const *args, int check, int64_t *err)`,
+    args = inputs then outputs; returns 0, or k > 0 when check k failed (value in *err)."""
+    build = isl.AstBuild.from_context(isl.Set.universe(isl.Space.params_alloc(isl.DEFAULT_CONTEXT, 0)))
+    ast = build.node_from_schedule(schedule) if scop.statements else None
+    printer = _Printer(scop, options, dialect)
+    return _prelude() + "\n\n" + printer.kernel(ast, name) + "\n"

@@ -1,0 +1,316 @@
+"""Scheduling: loop order, fusion, permutable bands, parallel members, tiling.
+
+Stock isl (islpy) has no fusion callbacks, so fusion is ours. We start from
+TC's canonical schedule (each statement its own nest, in program order) and
+fuse, level by level, maximal runs of consecutive sibling nests whose fusion
+keeps every dependence lexicographically non-negative. The strategies:
+`max` fuses whatever is legal; `preserve3coincident` fuses only while the
+fused loops (up to three) stay parallel; `min` fuses nothing. Loops are never
+skewed and coefficients are never negative, because every schedule dimension
+is one original iterator: a fused loop is the same iterator position of each
+statement. With `allow_skewing`, isl's own scheduler (`isl.ScheduleConstraints`
+with our dependences as validity, proximity and coincidence constraints) is
+used instead; its fusion follows the strategy through isl's options
+(`schedule_serialize_sccs` for min, `schedule_whole_component` for max).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import islpy as isl
+
+from .. import affine, ir
+from ..options import MappingOptions
+from .scop import Scop, ScopStmt
+
+_CTX = isl.DEFAULT_CONTEXT
+
+
+def loop_order(st: ScopStmt) -> tuple[str, ...]:
+    """CPU loop order of one statement: left-hand indices, then reduction indices,
+    then the one index that gives the most stride-1 accesses innermost (ties go to
+    left-hand indices, whose loops are parallel)."""
+    if st.kind == "check" or not st.iterators:
+        return st.iterators
+    src = st.source
+    accesses = [ir.Read(src.tensor, tuple(ir.Index(v) for v in src.lhs), "")]
+    if st.kind != "init":
+        accesses += [r for r in ir.reads(src.rhs) if r.subscripts]
+
+    def score(v: str) -> tuple[int, int]:
+        unit = 0
+        for r in accesses:
+            if not r.subscripts:
+                continue
+            last = r.subscripts[-1]
+            if v in ir.index_names(last) and not any(
+                v in ir.index_names(s) for s in r.subscripts[:-1]
+            ):
+                unit += 1
+        return unit, v in src.lhs
+
+    best = max(st.iterators, key=score)
+    lhs = [v for v in st.iterators if v in src.lhs and v != best]
+    red = [v for v in st.iterators if v not in src.lhs and v != best]
+    return (*lhs, *red, best)
+
+
+@dataclass(frozen=True)
+class Band:
+    """Consecutive loops shared by `stmts`: member k is position depth+k of each
+    statement's loop order."""
+
+    stmts: tuple[str, ...]
+    depth: int
+    members: int
+    coincident: tuple[bool, ...]
+    permutable: bool
+    child: Node
+
+
+@dataclass(frozen=True)
+class Sequence_:
+    children: tuple[Node, ...]
+
+
+@dataclass(frozen=True)
+class Leaf:
+    stmts: tuple[str, ...]
+
+
+Node = Band | Sequence_ | Leaf
+
+
+class _Scheduler:
+    def __init__(self, scop: Scop, options: MappingOptions) -> None:
+        self.scop = scop
+        self.options = options
+        self.order = {s.name: loop_order(s) for s in scop.statements}
+        self.by_name = {s.name: s for s in scop.statements}
+        self.deps = scop.dependences
+
+    def prefix(self, name: str, depth: int) -> isl.Map:
+        """{ S[iterators] -> [the first `depth` loops] }"""
+        s = self.by_name[name]
+        sp = s.domain.get_space()
+        order = self.order[name]
+        m = None
+        for v in order[:depth]:
+            piece = affine.var(sp, s.iterators.index(v)).as_map()
+            m = piece if m is None else m.flat_range_product(piece)
+        if m is None:
+            m = isl.Map.from_domain_and_range(
+                isl.Set.universe(sp), isl.Set.universe(isl.Space.create_from_names(_CTX, set=[]))
+            )
+        return m.intersect_domain(s.domain)
+
+    def prefix_union(self, names: Sequence[str], depth: int) -> isl.UnionMap:
+        out = isl.UnionMap.empty(isl.Space.params_alloc(_CTX, 0))
+        for n in names:
+            out = out.union(isl.UnionMap.from_map(self.prefix(n, depth)))
+        return out
+
+    def deps_among(self, names: Sequence[str]) -> isl.UnionMap:
+        dom = isl.UnionSet.empty(isl.Space.params_alloc(_CTX, 0))
+        for n in names:
+            dom = dom.union(isl.UnionSet.from_set(self.by_name[n].domain))
+        return self.deps.intersect_domain(dom).intersect_range(dom)
+
+    def distances(self, names: Sequence[str], depth: int) -> isl.UnionMap:
+        """Dependences among names as pairs of loop prefixes of length `depth`."""
+        p = self.prefix_union(names, depth)
+        return self.deps_among(names).apply_domain(p).apply_range(p)
+
+    def legal(self, names: Sequence[str], depth: int) -> bool:
+        """Fusing names over `depth` loops keeps every dependence forward."""
+        if depth == 0:
+            return True
+        pairs = self.distances(names, depth)
+        backward = pairs.intersect(_lex_gt(depth))
+        return backward.is_empty()
+
+    def carried_free(self, names: Sequence[str], depth: int, at: int) -> bool:
+        """No dependence among names with equal first `at` loops differs at loop `at`."""
+        pairs = self.distances(names, depth)
+        return pairs.intersect(_equal_prefix_differs(depth, at)).is_empty()
+
+    def nonnegative(self, names: Sequence[str], depth: int, outer: int, at: int) -> bool:
+        """Loop `at` has non-negative distance for deps not carried by the first `outer` loops."""
+        pairs = self.distances(names, depth)
+        return pairs.intersect(_equal_prefix_negative(depth, outer, at)).is_empty()
+
+    # -- the tree ------------------------------------------------------
+    def build(self, names: tuple[str, ...], depth: int) -> Node:
+        deep = [n for n in names if len(self.order[n]) > depth]
+        if not deep:
+            return Leaf(names)
+        groups = self.partition(names, depth)
+        if len(groups) > 1:
+            return Sequence_(tuple(self.build(g, depth) for g in groups))
+        members = 1
+        while all(len(self.order[n]) > depth + members for n in names):
+            if len(self.partition(names, depth + members)) > 1:
+                break
+            if not self.nonnegative(names, depth + members + 1, depth, depth + members):
+                break
+            members += 1
+        coincident = tuple(
+            self.carried_free(names, depth + k + 1, depth + k) for k in range(members)
+        )
+        permutable = all(
+            self.nonnegative(names, depth + members, depth, depth + k) for k in range(members)
+        )
+        return Band(names, depth, members, coincident, permutable,
+                    self.build(names, depth + members))
+
+    def partition(self, names: tuple[str, ...], depth: int) -> list[tuple[str, ...]]:
+        """Maximal runs of consecutive statements that can share loop `depth`."""
+        groups: list[list[str]] = []
+        for n in names:
+            if len(self.order[n]) <= depth:
+                groups.append([n])
+                continue
+            cur = groups[-1] if groups else None
+            if (
+                cur is not None
+                and all(len(self.order[m]) > depth for m in cur)
+                and self.may_fuse(cur, n, depth)
+            ):
+                cur.append(n)
+            else:
+                groups.append([n])
+        return [tuple(g) for g in groups]
+
+    def may_fuse(self, group: list[str], n: str, depth: int) -> bool:
+        """Index checks stay in nests of their own: they leave by `goto`, which a
+        parallel loop forbids."""
+        if n.startswith("K") or group[0].startswith("K"):
+            return False
+        fusion = self.options.fusion
+        if fusion == "min" and group and (group[0].split("_")[0] != n.split("_")[0]):
+            return False
+        names = [*group, n]
+        if not self.legal(names, depth + 1):
+            return False
+        if fusion == "preserve3coincident" and group[0].split("_")[0] != n.split("_")[0]:
+            keep = min(3, depth + 1)
+            return all(self.carried_free(names, depth + 1, k) for k in range(keep))
+        return True
+
+
+def _lex_gt(n: int) -> isl.UnionMap:
+    """{ [x] -> [y] : x >lex y } on n-tuples."""
+    sp = isl.Space.create_from_names(_CTX, set=[f"x{k}" for k in range(n)])
+    return isl.UnionMap.from_map(isl.Map.lex_gt(sp))
+
+
+def _equal_prefix_differs(n: int, at: int) -> isl.UnionMap:
+    sp = isl.Space.create_from_names(_CTX, in_=[f"x{k}" for k in range(n)],
+                                     out=[f"y{k}" for k in range(n)])
+    m = isl.Map.universe(sp)
+    for k in range(at):
+        m = m.equate(isl.dim_type.in_, k, isl.dim_type.out, k)
+    ne = isl.Map.universe(sp)
+    lt = ne.order_lt(isl.dim_type.in_, at, isl.dim_type.out, at)
+    gt = ne.order_gt(isl.dim_type.in_, at, isl.dim_type.out, at)
+    return isl.UnionMap.from_map(m.intersect(lt.union(gt)))
+
+
+def _equal_prefix_negative(n: int, outer: int, at: int) -> isl.UnionMap:
+    sp = isl.Space.create_from_names(_CTX, in_=[f"x{k}" for k in range(n)],
+                                     out=[f"y{k}" for k in range(n)])
+    m = isl.Map.universe(sp)
+    for k in range(outer):
+        m = m.equate(isl.dim_type.in_, k, isl.dim_type.out, k)
+    return isl.UnionMap.from_map(m.order_gt(isl.dim_type.in_, at, isl.dim_type.out, at))
+
+
+def schedule_tree(scop: Scop, options: MappingOptions) -> tuple[Node, dict[str, tuple[str, ...]]]:
+    """Our schedule as a small tree, and each statement's loop order."""
+    sch = _Scheduler(scop, options)
+    return sch.build(tuple(s.name for s in scop.statements), 0), sch.order
+
+
+def to_isl(node: Node, scop: Scop, order: dict[str, tuple[str, ...]]) -> isl.Schedule:
+    """Our tree as an isl schedule tree (bands carry their coincident flags)."""
+    stmts = {s.name: s for s in scop.statements}
+    sched = isl.Schedule.from_domain(scop.domain)
+
+    def filter_of(names: Sequence[str]) -> isl.UnionSet:
+        out = isl.UnionSet.empty(isl.Space.params_alloc(_CTX, 0))
+        for n in names:
+            out = out.union(isl.UnionSet.from_set(stmts[n].domain))
+        return out
+
+    def band_schedule(b: Band) -> isl.MultiUnionPwAff:
+        cols = []
+        for k in range(b.members):
+            upa = None
+            for n in b.stmts:
+                s = stmts[n]
+                pa = affine.var(s.domain.get_space(), s.iterators.index(order[n][b.depth + k]))
+                piece = isl.UnionPwAff.from_pw_aff(pa.intersect_domain(s.domain))
+                upa = piece if upa is None else upa.union_add(piece)
+            cols.append(upa)
+        mupa = isl.MultiUnionPwAff.from_union_pw_aff(cols[0])
+        for c in cols[1:]:
+            mupa = mupa.flat_range_product(isl.MultiUnionPwAff.from_union_pw_aff(c))
+        return mupa
+
+    def insert(pos: isl.ScheduleNode, node: Node) -> isl.ScheduleNode:
+        """Insert node at leaf position pos; returns a node inside the same tree."""
+        match node:
+            case Leaf():
+                return pos
+            case Band():
+                pos = pos.insert_partial_schedule(band_schedule(node))
+                pos = pos.band_set_permutable(int(node.permutable))
+                for k, c in enumerate(node.coincident):
+                    pos = pos.band_member_set_coincident(k, int(c))
+                return insert(pos.child(0), node.child).parent()
+            case Sequence_():
+                filters = isl.UnionSetList.alloc(_CTX, len(node.children))
+                for child in node.children:
+                    filters = filters.add(filter_of(_stmts_of(child)))
+                pos = pos.insert_sequence(filters)
+                for k, child in enumerate(node.children):
+                    pos = insert(pos.child(k).child(0), child).parent().parent()
+                return pos
+        raise TypeError(node)
+
+    root = sched.get_root().child(0)
+    return insert(root, node).get_schedule()
+
+
+def _stmts_of(node: Node) -> tuple[str, ...]:
+    match node:
+        case Leaf(stmts=s) | Band(stmts=s):
+            return s
+        case Sequence_(children=cs):
+            return tuple(n for c in cs for n in _stmts_of(c))
+    raise TypeError(node)
+
+
+def isl_schedule(scop: Scop, options: MappingOptions) -> isl.Schedule:
+    """isl's scheduler on our dependences (used when skewing is allowed)."""
+    deps = scop.dependences
+    sc = isl.ScheduleConstraints.on_domain(scop.domain)
+    sc = sc.set_validity(deps).set_proximity(deps).set_coincidence(deps)
+    ctx = _CTX
+    saved = (ctx.get_schedule_serialize_sccs(), ctx.get_schedule_whole_component())
+    try:
+        ctx.set_schedule_serialize_sccs(int(options.fusion == "min"))
+        ctx.set_schedule_whole_component(int(options.fusion == "max"))
+        return sc.compute_schedule()
+    finally:
+        ctx.set_schedule_serialize_sccs(saved[0])
+        ctx.set_schedule_whole_component(saved[1])
+
+
+def build_schedule(scop: Scop, options: MappingOptions) -> isl.Schedule:
+    if options.allow_skewing:
+        return isl_schedule(scop, options)
+    node, order = schedule_tree(scop, options)
+    return to_isl(node, scop, order)

@@ -1,0 +1,205 @@
+"""The polyhedral model of a program specialized to concrete sizes.
+
+Each `ir.Statement` becomes up to two scop statements: `S<n>_init` (the `!`
+of a reduction: the left-hand region set to the identity) and `S<n>`. Every
+indirect read adds a check statement `K<n>_<j>` that tests the final subscript
+value before anything runs. Accesses are isl maps; a subscript that is not
+affine (an indirect one) becomes a may-access of the whole dimension.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import islpy as isl
+
+from .. import affine, ir
+
+_CTX = isl.DEFAULT_CONTEXT
+
+
+@dataclass(frozen=True)
+class ScopStmt:
+    name: str
+    kind: str  # "init", "assign", "update" or "check"
+    source: ir.Statement = field(compare=False)
+    iterators: tuple[str, ...]
+    domain: isl.Set = field(compare=False)
+    reads: isl.UnionMap = field(compare=False)
+    writes: isl.UnionMap = field(compare=False)
+    checked: ir.Read | None = field(default=None, compare=False)  # for "check" statements
+    checked_dim: int = 0
+
+
+@dataclass(frozen=True)
+class Scop:
+    program: ir.Program = field(compare=False)
+    sizes: Mapping[str, int]
+    shapes: Mapping[str, tuple[int, ...]]
+    statements: tuple[ScopStmt, ...]
+    dependences: isl.UnionMap = field(compare=False)
+
+    @property
+    def domain(self) -> isl.UnionSet:
+        out = isl.UnionSet.empty(isl.Space.params_alloc(_CTX, 0))
+        for s in self.statements:
+            out = out.union(isl.UnionSet.from_set(s.domain))
+        return out
+
+    def statement(self, name: str) -> ScopStmt:
+        return next(s for s in self.statements if s.name == name)
+
+
+def specialize(e: ir.Expr, sizes: Mapping[str, int], shapes: Mapping[str, tuple[int, ...]]) -> ir.Expr:
+    """Sizes and `T.d` replaced by their values."""
+
+    def fn(n: ir.Expr) -> ir.Expr:
+        if isinstance(n, ir.Size):
+            return ir.Const(sizes[n.name], n.dtype, span=n.span)
+        if isinstance(n, ir.DimSize):
+            return ir.Const(shapes[n.tensor][n.dim], n.dtype, span=n.span)
+        return n
+
+    return ir.map_expr(e, fn)
+
+
+def _space(name: str, iters: Sequence[str]) -> isl.Space:
+    sp = isl.Space.create_from_names(_CTX, set=[ir.isl_name(v) for v in iters])
+    return sp.set_tuple_name(isl.dim_type.set, name)
+
+
+def _box(name: str, iters: Sequence[str], ranges: Sequence[tuple[int, int]]) -> isl.Set:
+    s = isl.Set.universe(_space(name, iters))
+    for k, (lo, hi) in enumerate(ranges):
+        s = s.lower_bound_val(isl.dim_type.set, k, isl.Val.int_from_si(_CTX, lo))
+        s = s.upper_bound_val(isl.dim_type.set, k, isl.Val.int_from_si(_CTX, hi - 1))
+    return s
+
+
+def _no_extent(_t: str, _k: int) -> None:
+    return None
+
+
+def _pa(e: ir.Expr, sp: isl.Space, iters: Sequence[str]) -> isl.PwAff | None:
+    return affine.to_pw_aff(e, sp, iters, params=(), constants={}, extent=_no_extent)
+
+
+def access_map(
+    domain: isl.Set, iters: Sequence[str], tensor: str, subs: Sequence[ir.Expr], shape: Sequence[int]
+) -> isl.Map:
+    """{ S[iters] -> T[subscripts] }; non-affine subscripts cover the whole dimension."""
+    sp = domain.get_space()
+    out: isl.Map | None = None
+    for k, sub in enumerate(subs):
+        pa = _pa(sub, sp, iters)
+        if pa is not None:
+            m = pa.as_map()
+        else:
+            rng = isl.Set.universe(isl.Space.create_from_names(_CTX, set=["t"]))
+            rng = rng.lower_bound_val(isl.dim_type.set, 0, isl.Val.zero(_CTX))
+            rng = rng.upper_bound_val(isl.dim_type.set, 0, isl.Val.int_from_si(_CTX, shape[k] - 1))
+            m = isl.Map.from_domain_and_range(isl.Set.universe(sp), rng)
+        out = m if out is None else out.flat_range_product(m)
+    if out is None:
+        out = isl.Map.from_domain_and_range(
+            isl.Set.universe(sp), isl.Set.universe(isl.Space.create_from_names(_CTX, set=[]))
+        )
+    out = out.set_tuple_name(isl.dim_type.out, ir.isl_name(tensor))
+    return out.intersect_domain(domain)
+
+
+def _union(maps: Sequence[isl.Map]) -> isl.UnionMap:
+    out = isl.UnionMap.empty(isl.Space.params_alloc(_CTX, 0))
+    for m in maps:
+        out = out.union(isl.UnionMap.from_map(m))
+    return out
+
+
+def build_scop(program: ir.Program, sizes: Mapping[str, int], shapes: Mapping[str, tuple[int, ...]]) -> Scop:
+    """The scop of program for concrete sizes (`shapes` holds every tensor's shape)."""
+    point = ir.param_point(program, sizes)
+    checks: list[ScopStmt] = []
+    body: list[ScopStmt] = []
+    for n, st in enumerate(program.statements):
+        ranges = [(ir.eval_pw(lo, point), ir.eval_pw(hi, point)) for lo, hi in st.bounds]
+        rhs = specialize(st.rhs, sizes, shapes)
+        st = ir.Statement(
+            st.tensor, st.lhs, st.iterators, st.op, st.init, rhs, st.domain, st.bounds, st.span
+        )
+        shape = shapes[st.tensor]
+        nl = len(st.lhs)
+        if st.init:
+            dom = _box(f"S{n}_init", st.lhs, ranges[:nl])
+            w = access_map(dom, st.lhs, st.tensor, [ir.Index(v) for v in st.lhs], shape)
+            body.append(ScopStmt(f"S{n}_init", "init", st, st.lhs, dom, _union([]), _union([w])))
+        name = f"S{n}"
+        dom = _box(name, st.iterators, ranges)
+        lhs_idx = [ir.Index(v) for v in st.lhs]
+        write = access_map(dom, st.iterators, st.tensor, lhs_idx, shape)
+        reads = [
+            access_map(dom, st.iterators, r.tensor, r.subscripts, shapes[r.tensor])
+            for r in ir.reads(rhs)
+        ]
+        kind = "assign" if st.op == "=" else "update"
+        if kind == "update":
+            reads.append(write)
+        indirect = [
+            (r, k, sub)
+            for r in ir.reads(rhs)
+            for k, sub in enumerate(r.subscripts)
+            if any(isinstance(x, ir.Read) for x in ir.walk(sub))
+        ]
+        for j, (r, k, sub) in enumerate(indirect):
+            used = [v for v in st.iterators if v in ir.index_names(sub)]
+            cdom = _box(f"K{n}_{j}", used, [ranges[st.iterators.index(v)] for v in used])
+            creads = [
+                access_map(cdom, used, x.tensor, x.subscripts, shapes[x.tensor])
+                for x in ir.reads(sub)
+            ]
+            check = ScopStmt(
+                f"K{n}_{j}", "check", st, tuple(used), cdom, _union(creads), _union([]),
+                checked=r, checked_dim=k,
+            )
+            # Index values read from inputs are checked before anything runs; values
+            # computed by the program are checked right before the statement that uses them.
+            inputs_only = all(x.tensor in program.inputs for x in ir.reads(sub))
+            (checks if inputs_only else body).append(check)
+        body.append(ScopStmt(name, kind, st, st.iterators, dom, _union(reads), _union([write])))
+    statements = (*checks, *body)
+    return Scop(program, dict(sizes), dict(shapes), statements, _dependences(statements))
+
+
+def original_order(statements: Sequence[ScopStmt]) -> isl.UnionMap:
+    """The sequential order: statement after statement, each in lexicographic order."""
+    depth = max((len(s.iterators) for s in statements), default=0)
+    maps = []
+    for pos, s in enumerate(statements):
+        sp = s.domain.get_space()
+        terms = [affine.constant(sp, pos)]
+        terms += [affine.var(sp, k) for k in range(len(s.iterators))]
+        terms += [affine.constant(sp, 0)] * (depth - len(s.iterators))
+        m = terms[0].as_map()
+        for t in terms[1:]:
+            m = m.flat_range_product(t.as_map())
+        maps.append(m.intersect_domain(s.domain))
+    return _union(maps)
+
+
+def _dependences(statements: Sequence[ScopStmt]) -> isl.UnionMap:
+    """Flow, anti and output dependences under the original order (validity for every
+    transformation)."""
+    if not statements:
+        return _union([])
+    order = original_order(statements)
+    reads = _union([])
+    writes = _union([])
+    for s in statements:
+        reads = reads.union(s.reads)
+        writes = writes.union(s.writes)
+
+    def flow(sink: isl.UnionMap, source: isl.UnionMap) -> isl.UnionMap:
+        info = isl.UnionAccessInfo.from_sink(sink).set_may_source(source).set_schedule_map(order)
+        return info.compute_flow().get_may_dependence()
+
+    return flow(reads, writes).union(flow(writes, reads)).union(flow(writes, writes)).coalesce()

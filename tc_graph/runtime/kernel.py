@@ -1,0 +1,191 @@
+"""Compiled kernels: the CPU pipeline end to end, and the callable `Kernel`.
+
+Compiling looks the kernel key up in the cache first (a hit costs a hash and
+a dlopen); only a miss runs scop → schedule → mapping → C → compiler.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .. import binding, ir
+from ..codegen.c import emit
+from ..errors import TcError
+from ..lang.canonical import canonical
+from ..lang.sema import CheckedDef
+from ..options import MappingOptions
+from ..poly.cpu import map_cpu
+from ..poly.schedule import build_schedule
+from ..poly.scop import build_scop
+from . import cc
+
+ENTRY = "tc_kernel"
+
+
+def generate_c(
+    program: ir.Program,
+    sizes: Mapping[str, int],
+    shapes: Mapping[str, tuple[int, ...]],
+    options: MappingOptions,
+) -> tuple[str, tuple[str, ...]]:
+    """The C source of a program for these sizes, and the access each check guards."""
+    scop = build_scop(program, sizes, shapes)
+    schedule = map_cpu(build_schedule(scop, options), scop, options)
+    checks = tuple(
+        ir.to_text(s.checked) for s in scop.statements if s.kind == "check" and s.checked
+    )
+    header = f"/* checks: {' ;; '.join(checks)} */\n"
+    return header + emit(scop, schedule, options, name=ENTRY), checks
+
+
+class Kernel:
+    """A TC function compiled for fixed input shapes, dtypes and integer scalars.
+
+    Calling it re-checks shapes and dtypes (cheap), allocates the outputs, and
+    runs the native code; no Python runs inside the kernel.
+    """
+
+    def __init__(
+        self,
+        *,
+        checked: CheckedDef,
+        program: ir.Program,
+        sizes: Mapping[str, int],
+        shapes: Mapping[str, tuple[int, ...]],
+        options: MappingOptions,
+        target: str,
+        library: Path,
+        checks: tuple[str, ...],
+    ) -> None:
+        self.checked = checked
+        self.program = program
+        self.options = options
+        self.target = target
+        self.library = library
+        self._checks = checks
+        self._sizes = dict(sizes)
+        self._shapes = dict(shapes)
+        self._fn = cc.load(library)[ENTRY]
+        self._fn.restype = ctypes.c_int
+        self._fn.argtypes = [
+            ctypes.POINTER(ctypes.c_void_p),
+            ctypes.c_int,
+            ctypes.POINTER(ctypes.c_int64),
+        ]
+        self._expected = [
+            (np.dtype(checked.tensors[n].dtype), shapes[n]) for n in program.inputs
+        ]
+        self._nargs = len(program.inputs) + len(program.outputs)
+
+    @property
+    def source(self) -> str:
+        """The generated C text (kept beside the object in the cache)."""
+        return (self.library.parent / "kernel.c").read_text(encoding="utf-8")
+
+    def __repr__(self) -> str:
+        return f"<Kernel {self.checked.name} target={self.target} {self.options}>"
+
+    def _inputs(self, args: Sequence[Any]) -> list[np.ndarray]:
+        fast = len(args) == len(self._expected) and all(
+            isinstance(a, np.ndarray) and a.dtype == dt and a.shape == shape
+            and a.flags.c_contiguous
+            for a, (dt, shape) in zip(args, self._expected, strict=False)
+        )
+        if fast:
+            return list(args)
+        arrays, sizes = binding.bind_inputs(self.checked, args)
+        for name in self.checked.index_scalars:
+            if sizes.get(name) != self._sizes.get(name):
+                raise TcError(
+                    f"this kernel was compiled for {name}={self._sizes.get(name)}, "
+                    f"got {sizes.get(name)}; compile it again for the new value"
+                )
+        for n in self.program.inputs:
+            if arrays[n].shape != self._shapes[n]:
+                raise TcError(
+                    f"this kernel was compiled for '{n}' of shape {self._shapes[n]}, "
+                    f"got {arrays[n].shape}"
+                )
+        return [arrays[n] for n in self.program.inputs]
+
+    def __call__(
+        self,
+        *args: Any,
+        out: Sequence[np.ndarray] | np.ndarray | None = None,
+        unchecked: bool = False,
+    ) -> np.ndarray | tuple[np.ndarray, ...]:
+        inputs = self._inputs(args)
+        shapes = {n: self._shapes[n] for n in self.program.outputs}
+        buffers = binding.allocate(self.program, shapes, out)
+        outputs = [buffers[n] for n in self.program.outputs]
+        ptrs = (ctypes.c_void_p * self._nargs)(
+            *(a.ctypes.data for a in inputs), *(o.ctypes.data for o in outputs)
+        )
+        err = ctypes.c_int64(0)
+        code = self._fn(ptrs, 0 if unchecked else 1, ctypes.byref(err))
+        if code > 0:
+            raise TcError(
+                f"index out of bounds: {self._checks[code - 1]} reads an index value of "
+                f"{err.value}, outside the tensor (pass unchecked=True only when indices are "
+                "known to be valid)"
+            )
+        if code < 0:
+            raise TcError("out of memory allocating the kernel's temporaries")
+        return outputs[0] if len(outputs) == 1 else tuple(outputs)
+
+
+def compile_kernel(
+    checked: CheckedDef,
+    program: ir.Program,
+    args: Sequence[Any],
+    *,
+    options: MappingOptions,
+    target: str,
+) -> Kernel:
+    """Compile (or fetch from the cache) the kernel of program for these arguments."""
+    if target != "cpu":
+        raise TcError(f"target '{target}' cannot compile yet", hint="use target='cpu'")
+    arrays, sizes = binding.bind_inputs(checked, args)
+    binding.check_preconditions(program, sizes)
+    shapes = {**{n: a.shape for n, a in arrays.items()}, **binding.tensor_shapes(program, sizes)}
+    text, _ = canonical(program.source)
+    key = cc.cache_key(
+        "kernel-v1",
+        target,
+        text,
+        checked.name,
+        repr(sorted((n, str(arrays[n].dtype), arrays[n].shape) for n in checked.inputs)),
+        repr(sorted((n, sizes[n]) for n in checked.index_scalars)),
+        options.to_json(),
+    )
+    library = cc.lookup(key)
+    checks: tuple[str, ...]
+    if library is None:
+        source, checks = generate_c(program, {**sizes, **program.constants}, shapes, options)
+        library = cc.build(source, key)
+    else:
+        checks = _checks_of(library)
+    return Kernel(
+        checked=checked,
+        program=program,
+        sizes={**sizes, **program.constants},
+        shapes=shapes,
+        options=options,
+        target=target,
+        library=library,
+        checks=checks,
+    )
+
+
+def _checks_of(library: Path) -> tuple[str, ...]:
+    """The accesses the kernel checks, in code order, from the comment generate_c leaves."""
+    for line in (library.parent / "kernel.c").read_text(encoding="utf-8").splitlines():
+        if line.startswith("/* checks: "):
+            body = line[len("/* checks: ") : -len(" */")]
+            return tuple(body.split(" ;; ")) if body else ()
+    return ()
