@@ -109,9 +109,9 @@ def cname(tensor: str) -> str:
 class Dialect:
     """The hooks in which targets differ."""
 
-    def parallel_pragma(self, options: MappingOptions) -> str:
+    def parallel_pragma(self, options: MappingOptions, *, simd: bool) -> str:
         threads = f" num_threads({options.threads})" if options.threads else ""
-        return f"#pragma omp parallel for schedule(static){threads}"
+        return f"#pragma omp parallel for{' simd' if simd else ''} schedule(static){threads}"
 
     def simd_pragma(self) -> str:
         return "#pragma omp simd"
@@ -276,7 +276,7 @@ class _Printer:
         inc = node.for_get_inc().to_C_str()
         return f"for (int {it} = {init}; {cond}; {it} += {inc})"
 
-    def node(self, node: isl.AstNode, depth: int, pragma: str | None = None) -> None:
+    def node(self, node: isl.AstNode, depth: int, marks: frozenset[str] = frozenset()) -> None:
         t = node.get_type()
         if t == isl.ast_node_type.for_:
             if node.for_is_degenerate():
@@ -285,28 +285,28 @@ class _Printer:
                 self.node(node.for_get_body(), depth + 1)
                 self.out(depth, "}")
                 return
-            if pragma == "reduce" and self.reduction_loop(node, depth):
+            if "reduce" in marks and "parallel" not in marks and self.reduction_loop(node, depth):
                 return
-            if pragma == "parallel":
-                self.out(depth, self.dialect.parallel_pragma(self.options))
-            elif pragma == "simd":
+            if "parallel" in marks:
+                self.out(depth, self.dialect.parallel_pragma(self.options, simd="simd" in marks))
+            elif "simd" in marks:
                 self.out(depth, self.dialect.simd_pragma())
             self.out(depth, self.for_header(node) + " {")
             self.node(node.for_get_body(), depth + 1)
             self.out(depth, "}")
         elif t == isl.ast_node_type.if_:
             self.out(depth, f"if ({node.if_get_cond().to_C_str()}) {{")
-            self.node(node.if_get_then_node(), depth + 1, pragma)
+            self.node(node.if_get_then_node(), depth + 1, marks)
             if node.if_has_else_node():
                 self.out(depth, "} else {")
-                self.node(node.if_get_else_node(), depth + 1, pragma)
+                self.node(node.if_get_else_node(), depth + 1, marks)
             self.out(depth, "}")
         elif t == isl.ast_node_type.block:
             children = node.block_get_children()
             for i in range(children.n_ast_node()):
-                self.node(children.get_at(i), depth, pragma)
+                self.node(children.get_at(i), depth, marks)
         elif t == isl.ast_node_type.mark:
-            self.node(node.mark_get_node(), depth, node.mark_get_id().get_name())
+            self.node(node.mark_get_node(), depth, marks | {node.mark_get_id().get_name()})
         elif t == isl.ast_node_type.user:
             st, args = self.user(node)
             self.statement(st, args, depth)

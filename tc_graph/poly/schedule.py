@@ -145,7 +145,10 @@ class _Scheduler:
     def build(self, names: tuple[str, ...], depth: int) -> Node:
         deep = [n for n in names if len(self.order[n]) > depth]
         if not deep:
-            return Leaf(names)
+            # Statements at the same point still run in program order.
+            if len(names) == 1:
+                return Leaf(names)
+            return Sequence_(tuple(Leaf((n,)) for n in names))
         groups = self.partition(names, depth)
         if len(groups) > 1:
             return Sequence_(tuple(self.build(g, depth) for g in groups))

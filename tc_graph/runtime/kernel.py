@@ -7,6 +7,8 @@ a dlopen); only a miss runs scop → schedule → mapping → C → compiler.
 from __future__ import annotations
 
 import ctypes
+import functools
+import hashlib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -25,6 +27,15 @@ from ..poly.scop import build_scop
 from . import cc
 
 ENTRY = "tc_kernel"
+
+
+@functools.cache
+def code_version() -> str:
+    """A hash of tc_graph's own sources: a changed compiler never reuses old kernels."""
+    h = hashlib.sha256()
+    for path in sorted(Path(__file__).resolve().parents[1].rglob("*.py")):
+        h.update(path.read_bytes())
+    return h.hexdigest()[:16]
 
 
 def generate_c(
@@ -155,7 +166,7 @@ def compile_kernel(
     shapes = {**{n: a.shape for n, a in arrays.items()}, **binding.tensor_shapes(program, sizes)}
     text, _ = canonical(program.source)
     key = cc.cache_key(
-        "kernel-v1",
+        code_version(),
         target,
         text,
         checked.name,

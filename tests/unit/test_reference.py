@@ -34,6 +34,7 @@ import numpy as np
 import pytest
 
 import tc_graph as tg
+from tests.tolerances import assert_matches
 
 Outputs = tuple[np.ndarray, ...]
 Args = tuple[Any, ...]
@@ -42,11 +43,6 @@ f16, f32, f64 = np.float16, np.float32, np.float64
 i8, i32, i64 = np.int8, np.int32, np.int64
 u8, u32 = np.uint8, np.uint32
 
-TOLERANCES: dict[np.dtype, dict[str, float]] = {
-    np.dtype(np.float16): {"rtol": 1e-2, "atol": 1e-3},
-    np.dtype(np.float32): {"rtol": 1e-4, "atol": 1e-5},
-    np.dtype(np.float64): {"rtol": 1e-10, "atol": 1e-12},
-}
 
 
 # --------------------------------------------------------------------------- #
@@ -1124,17 +1120,6 @@ def _define(source: str) -> Any:
         return tg.define(source)
 
 
-def assert_matches(got: Any, expected: np.ndarray, what: str) -> None:
-    assert isinstance(got, np.ndarray), f"{what}: expected an ndarray, got {type(got).__name__}"
-    assert got.dtype == expected.dtype, f"{what}: dtype {got.dtype}, expected {expected.dtype}"
-    assert got.shape == expected.shape, f"{what}: shape {got.shape}, expected {expected.shape}"
-    tol = TOLERANCES.get(expected.dtype)
-    if tol is None:  # integers and bool: exact
-        np.testing.assert_array_equal(got, expected, err_msg=what)
-    else:
-        np.testing.assert_allclose(got.astype(f64), expected.astype(f64), err_msg=what, **tol)
-
-
 def _copy_args(args: Args) -> Args:
     return tuple(a.copy() if isinstance(a, np.ndarray) else a for a in args)
 
@@ -1147,13 +1132,13 @@ def _split(c: Case, args: Args, n_outputs: int) -> tuple[Args, Outputs | None]:
     return args[:cut], tuple(np.array(a, copy=True) for a in args[cut:])
 
 
-def _call_reference(c: Case, args: Args, out: Outputs | None) -> Any:
+def call_case(c: Case, args: Args, out: Outputs | None, target: str = "reference") -> Any:
     fn = _define(c.source)[c.entry]
     call_args = _copy_args(args)
     if out is None:
-        got = fn(*call_args, target="reference")
+        got = fn(*call_args, target=target)
     else:
-        got = fn(*call_args, target="reference", out=out)
+        got = fn(*call_args, target=target, out=out)
     for before, after in zip(args, call_args, strict=True):
         if isinstance(before, np.ndarray):
             np.testing.assert_array_equal(after, before, err_msg="an input was modified")
@@ -1165,7 +1150,7 @@ def test_reference_matches_numpy(c: Case) -> None:
     args = c.args()
     expected = c.oracle(*args)
     call_args, out = _split(c, args, len(expected))
-    got = _call_reference(c, call_args, out)
+    got = call_case(c, call_args, out)
     if len(expected) == 1:
         assert isinstance(got, np.ndarray), "one output must come back as one array"
         got_tuple: tuple[Any, ...] = (got,)

@@ -1,0 +1,141 @@
+"""The CPU backend (C + OpenMP through the system compiler) against independent oracles:
+the hand-written NumPy of the reference tests and the reference evaluator on every
+accepted program of the conformance table."""
+
+from __future__ import annotations
+
+import itertools
+import warnings
+from typing import Any
+
+import numpy as np
+import pytest
+
+import tc_graph as tg
+from tests.tolerances import assert_matches
+from tests.unit import test_conformance as conf
+from tests.unit import test_reference as ref
+
+
+def _as_tuple(x: Any) -> tuple[np.ndarray, ...]:
+    return x if isinstance(x, tuple) else (x,)
+
+
+@pytest.mark.parametrize("c", ref.CASES, ids=lambda c: c.name)
+def test_cpu_matches_numpy(c: ref.Case) -> None:
+    args = c.args()
+    expected = c.oracle(*args)
+    call_args, out = ref._split(c, args, len(expected))
+    got = _as_tuple(ref.call_case(c, call_args, out, target="cpu"))
+    assert len(got) == len(expected)
+    for k, (g, e) in enumerate(zip(got, expected, strict=True)):
+        assert_matches(g, e, f"{c.name} output {k}")
+
+
+@pytest.mark.parametrize("case", conf.SHAPE_CASES, ids=[c["name"] for c in conf.SHAPE_CASES])
+def test_cpu_matches_reference(case: dict[str, Any]) -> None:
+    fn = conf.define(case)[conf.entry_of(case)]
+    args = conf.build_args(case)
+    want = _as_tuple(fn(*args, target="reference"))
+    got = _as_tuple(fn(*args, target="cpu"))
+    for k, (g, e) in enumerate(zip(got, want, strict=True)):
+        assert_matches(g, e, f"{case['name']} output {k}")
+
+
+# A fixed representative subset, run under the option matrix (pairwise, not the product).
+SUBSET = (
+    "matmul", "conv2d", "max_pool_2x2", "2LUT", "MLP1_in_place", "MLP3_temporaries",
+    "softmax", "layer_norm", "batched_matmul",
+)  # fmt: skip
+OPTION_SETS = [
+    tg.MappingOptions(fusion=f, tile=t, register_tile=r)
+    for f, t, r in [
+        ("max", (), 4),
+        ("max", (8, 8), 0),
+        ("preserve3coincident", (), 0),
+        ("preserve3coincident", (4, 16), 4),
+        ("min", (), 4),
+        ("min", (16,), 0),
+    ]
+]
+
+
+def _subset_cases() -> list[ref.Case]:
+    by_name = {c.name: c for c in ref.CASES}
+    return [by_name[name] for name in SUBSET]
+
+
+@pytest.mark.parametrize(
+    ("c", "options"),
+    [
+        (c, OPTION_SETS[(i + j) % len(OPTION_SETS)])
+        for i, c in enumerate(_subset_cases())
+        for j in range(2)
+    ],
+    ids=lambda x: x.name if isinstance(x, ref.Case) else f"{x.fusion}-{x.tile}-{x.register_tile}",
+)
+def test_cpu_options_match_numpy(c: ref.Case, options: tg.MappingOptions) -> None:
+    args = c.args()
+    expected = c.oracle(*args)
+    call_args, out = ref._split(c, args, len(expected))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", tg.TcWarning)
+        fn = tg.define(c.source)[c.entry]
+    got = _as_tuple(fn(*ref._copy_args(call_args), options=options, out=out))
+    for k, (g, e) in enumerate(zip(got, expected, strict=True)):
+        assert_matches(g, e, f"{c.name} output {k} under {options}")
+
+
+def test_option_matrix_covers_every_value_pair() -> None:
+    pairs = {(o.fusion, bool(o.tile), bool(o.register_tile)) for o in OPTION_SETS}
+    fusions = {"max", "preserve3coincident", "min"}
+    for f, t in itertools.product(fusions, (False, True)):
+        assert any(p[0] == f and p[1] == t for p in pairs)
+    for f, r in itertools.product(fusions, (False, True)):
+        assert any(p[0] == f and p[2] == r for p in pairs)
+
+
+MATMUL = "def mm(float(M,K) A, float(K,N) B) -> (C) { C(m,n) +=! A(m,k) * B(k,n) }"
+MLP3 = """
+def MLP3(float(B,N) I, float(O,N) W2, float(O) B2, float(P,O) W3, float(P) B3,
+         float(Q,P) W4, float(Q) B4) -> (O4) {
+  O2(b,o) = B2(o)
+  O2(b,o) += I(b,n) * W2(o,n)
+  O2(b,o) = fmax(O2(b,o), 0)
+  O3(b,p) = B3(p)
+  O3(b,p) += O2(b,o) * W3(p,o)
+  O3(b,p) = fmax(O3(b,p), 0)
+  O4(b,q) = B4(q)
+  O4(b,q) += O3(b,p) * W4(q,p)
+  O4(b,q) = fmax(O4(b,q), 0)
+}
+"""
+
+
+def test_matmul_code_has_parallel_and_simd_loops() -> None:
+    a = np.ones((32, 16), np.float32)
+    b = np.ones((16, 24), np.float32)
+    src = tg.define(MATMUL).mm.compile(a, b).source
+    assert "#pragma omp parallel for" in src
+    assert "#pragma omp simd" in src
+
+
+def test_mlp3_is_one_kernel_with_one_parallel_region() -> None:
+    rng = np.random.default_rng(0)
+    shapes = [(16, 12), (8, 12), (8,), (6, 8), (6,), (2, 6), (2,)]
+    args = [rng.standard_normal(s).astype(np.float32) for s in shapes]
+    kernel = tg.define(MLP3).MLP3.compile(*args, options=tg.MappingOptions(fusion="max"))
+    assert kernel.source.count("#pragma omp parallel") == 1
+    i, w2, b2, w3, b3, w4, b4 = args
+    o2 = np.maximum(i @ w2.T + b2, 0)
+    o3 = np.maximum(o2 @ w3.T + b3, 0)
+    want = np.maximum(o3 @ w4.T + b4, 0)
+    np.testing.assert_allclose(kernel(*args), want, rtol=1e-4, atol=1e-5)
+
+
+def test_indirect_index_out_of_bounds_is_an_error_not_a_read() -> None:
+    fn = tg.define("def g(float(N) X, int(M) I) -> (Z) { Z(i) = X(I(i)) }").g
+    x = np.arange(4, dtype=np.float32)
+    with pytest.raises(tg.TcError, match="out of bounds"):
+        fn(x, np.array([0, 4], np.int32))
+    np.testing.assert_array_equal(fn(x, np.array([3, 1], np.int32)), [3, 1])
