@@ -65,8 +65,10 @@ class TcFunction:
         """A kernel specialized on these arguments' shapes, dtypes and integer scalars."""
         target = _target(target)
         if target == "reference":
-            raise TcError("the reference target interprets; it has nothing to compile",
-                          hint="call the function with target='reference' instead")
+            raise TcError(
+                "the reference target interprets; it has nothing to compile",
+                hint="call the function with target='reference' instead",
+            )
         options = options or MappingOptions()
         if not isinstance(options, MappingOptions):
             raise TcError(f"options must be a tg.MappingOptions, got {type(options).__name__}")

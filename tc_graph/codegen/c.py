@@ -221,7 +221,9 @@ class _Printer:
             sub = self.expr(st.checked.subscripts[st.checked_dim], env)
             code = self.check_codes[st.name]
             self.out(depth, f"if (check) {{ int64_t v = (int64_t)({sub});")
-            self.out(depth + 1, f"if (v < 0 || v >= {ext}) {{ *err = v; code = {code}; goto done; }} }}")
+            self.out(
+                depth + 1, f"if (v < 0 || v >= {ext}) {{ *err = v; code = {code}; goto done; }} }}"
+            )
             return
         target = f"{cname(src.tensor)}[{self.linear(src.tensor, [env[v] for v in src.lhs])}]"
         tdt = self.program.tensors[src.tensor].dtype
@@ -234,7 +236,10 @@ class _Printer:
             self.out(depth, f"{target} = {_store(value, tdt)};")
             return
         acc = C_TYPES[compute_type(promote(tdt, src.rhs.dtype))]
-        self.out(depth, f"{target} = {_store(_combine(src.op, f'({acc}){target}', f'({acc})({value})', acc), tdt)};")
+        self.out(
+            depth,
+            f"{target} = {_store(_combine(src.op, f'({acc}){target}', f'({acc})({value})', acc), tdt)};",
+        )
 
     def reduction_loop(self, node: isl.AstNode, depth: int) -> bool:
         """A loop over a reduction index of one update statement: accumulate in a local."""
@@ -317,15 +322,19 @@ class _Printer:
     def kernel(self, ast: isl.AstNode | None, name: str) -> str:
         p = self.program
         self.check_codes = {
-            s.name: k + 1 for k, s in enumerate(s for s in self.scop.statements if s.kind == "check")
+            s.name: k + 1
+            for k, s in enumerate(s for s in self.scop.statements if s.kind == "check")
         }
         args = [*p.inputs, *p.outputs]
         self.out(0, f"int {name}(void *const *args, int check, int64_t *err) {{")
         for k, n in enumerate(args):
             t = p.tensors[n]
             const = "const " if t.role == "input" else ""
-            self.out(1, f"{const}{C_TYPES[t.dtype]} *restrict {cname(n)} = "
-                        f"({const}{C_TYPES[t.dtype]} *)args[{k}];")
+            self.out(
+                1,
+                f"{const}{C_TYPES[t.dtype]} *restrict {cname(n)} = "
+                f"({const}{C_TYPES[t.dtype]} *)args[{k}];",
+            )
         temps = p.temporaries
         for n in temps:
             t = p.tensors[n]
@@ -335,7 +344,9 @@ class _Printer:
             self.out(1, f"{C_TYPES[t.dtype]} *restrict {cname(n)} = ({C_TYPES[t.dtype]} *){alloc};")
         self.out(1, "int code = 0;")
         if temps:
-            self.out(1, f"if ({' || '.join(f'!{cname(n)}' for n in temps)}) {{ code = -1; goto done; }}")
+            self.out(
+                1, f"if ({' || '.join(f'!{cname(n)}' for n in temps)}) {{ code = -1; goto done; }}"
+            )
         if ast is not None:
             self.node(ast, 1)
         self.out(0, "done:")
@@ -397,7 +408,9 @@ def emit(
 ) -> str:
     """The C source of one kernel: `int name(void *const *args, int check, int64_t *err)`,
     args = inputs then outputs; returns 0, or k > 0 when check k failed (value in *err)."""
-    build = isl.AstBuild.from_context(isl.Set.universe(isl.Space.params_alloc(isl.DEFAULT_CONTEXT, 0)))
+    build = isl.AstBuild.from_context(
+        isl.Set.universe(isl.Space.params_alloc(isl.DEFAULT_CONTEXT, 0))
+    )
     ast = build.node_from_schedule(schedule) if scop.statements else None
     printer = _Printer(scop, options, dialect)
     return _prelude() + "\n\n" + printer.kernel(ast, name) + "\n"

@@ -16,8 +16,11 @@ def canonical(source: str) -> tuple[str, dict[str, str]]:
     out: list[str] = []
     for tok in tokenize(source):
         text = tok.text
-        if tok.kind == "id" and text not in TYPE_NAMES and text != "in" and (
-            builtins.resolve(text) is None
+        if (
+            tok.kind == "id"
+            and text not in TYPE_NAMES
+            and text != "in"
+            and (builtins.resolve(text) is None)
         ):
             text = names.setdefault(text, f"v{len(names)}")
         out.append(text)

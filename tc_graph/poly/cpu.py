@@ -68,7 +68,11 @@ def map_cpu(schedule: isl.Schedule, scop: Scop, options: MappingOptions) -> isl.
         now hold an inserted mark)."""
         down = 0
         if node.get_type() == _BAND and not any(n.startswith("K") for n in _names(node)):
-            if not parallel_done and options.parallel_depth > 0 and node.band_member_get_coincident(0):
+            if (
+                not parallel_done
+                and options.parallel_depth > 0
+                and node.band_member_get_coincident(0)
+            ):
                 if options.tile and node.band_get_permutable():
                     node = _tile(node, options.tile)
                 node = node.insert_mark(isl.Id("parallel", context=_CTX)).child(0)

@@ -165,8 +165,9 @@ class _Scheduler:
         permutable = all(
             self.nonnegative(names, depth + members, depth, depth + k) for k in range(members)
         )
-        return Band(names, depth, members, coincident, permutable,
-                    self.build(names, depth + members))
+        return Band(
+            names, depth, members, coincident, permutable, self.build(names, depth + members)
+        )
 
     def partition(self, names: tuple[str, ...], depth: int) -> list[tuple[str, ...]]:
         """Maximal runs of consecutive statements that can share loop `depth`."""
@@ -210,8 +211,9 @@ def _lex_gt(n: int) -> isl.UnionMap:
 
 
 def _equal_prefix_differs(n: int, at: int) -> isl.UnionMap:
-    sp = isl.Space.create_from_names(_CTX, in_=[f"x{k}" for k in range(n)],
-                                     out=[f"y{k}" for k in range(n)])
+    sp = isl.Space.create_from_names(
+        _CTX, in_=[f"x{k}" for k in range(n)], out=[f"y{k}" for k in range(n)]
+    )
     m = isl.Map.universe(sp)
     for k in range(at):
         m = m.equate(isl.dim_type.in_, k, isl.dim_type.out, k)
@@ -222,8 +224,9 @@ def _equal_prefix_differs(n: int, at: int) -> isl.UnionMap:
 
 
 def _equal_prefix_negative(n: int, outer: int, at: int) -> isl.UnionMap:
-    sp = isl.Space.create_from_names(_CTX, in_=[f"x{k}" for k in range(n)],
-                                     out=[f"y{k}" for k in range(n)])
+    sp = isl.Space.create_from_names(
+        _CTX, in_=[f"x{k}" for k in range(n)], out=[f"y{k}" for k in range(n)]
+    )
     m = isl.Map.universe(sp)
     for k in range(outer):
         m = m.equate(isl.dim_type.in_, k, isl.dim_type.out, k)

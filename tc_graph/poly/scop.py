@@ -51,7 +51,9 @@ class Scop:
         return next(s for s in self.statements if s.name == name)
 
 
-def specialize(e: ir.Expr, sizes: Mapping[str, int], shapes: Mapping[str, tuple[int, ...]]) -> ir.Expr:
+def specialize(
+    e: ir.Expr, sizes: Mapping[str, int], shapes: Mapping[str, tuple[int, ...]]
+) -> ir.Expr:
     """Sizes and `T.d` replaced by their values."""
 
     def fn(n: ir.Expr) -> ir.Expr:
@@ -86,7 +88,11 @@ def _pa(e: ir.Expr, sp: isl.Space, iters: Sequence[str]) -> isl.PwAff | None:
 
 
 def access_map(
-    domain: isl.Set, iters: Sequence[str], tensor: str, subs: Sequence[ir.Expr], shape: Sequence[int]
+    domain: isl.Set,
+    iters: Sequence[str],
+    tensor: str,
+    subs: Sequence[ir.Expr],
+    shape: Sequence[int],
 ) -> isl.Map:
     """{ S[iters] -> T[subscripts] }; non-affine subscripts cover the whole dimension."""
     sp = domain.get_space()
@@ -116,7 +122,9 @@ def _union(maps: Sequence[isl.Map]) -> isl.UnionMap:
     return out
 
 
-def build_scop(program: ir.Program, sizes: Mapping[str, int], shapes: Mapping[str, tuple[int, ...]]) -> Scop:
+def build_scop(
+    program: ir.Program, sizes: Mapping[str, int], shapes: Mapping[str, tuple[int, ...]]
+) -> Scop:
     """The scop of program for concrete sizes (`shapes` holds every tensor's shape)."""
     point = ir.param_point(program, sizes)
     checks: list[ScopStmt] = []
@@ -158,8 +166,15 @@ def build_scop(program: ir.Program, sizes: Mapping[str, int], shapes: Mapping[st
                 for x in ir.reads(sub)
             ]
             check = ScopStmt(
-                f"K{n}_{j}", "check", st, tuple(used), cdom, _union(creads), _union([]),
-                checked=r, checked_dim=k,
+                f"K{n}_{j}",
+                "check",
+                st,
+                tuple(used),
+                cdom,
+                _union(creads),
+                _union([]),
+                checked=r,
+                checked_dim=k,
             )
             # Index values read from inputs are checked before anything runs; values
             # computed by the program are checked right before the statement that uses them.

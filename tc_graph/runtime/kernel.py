@@ -88,9 +88,7 @@ class Kernel:
             ctypes.c_int,
             ctypes.POINTER(ctypes.c_int64),
         ]
-        self._expected = [
-            (np.dtype(checked.tensors[n].dtype), shapes[n]) for n in program.inputs
-        ]
+        self._expected = [(np.dtype(checked.tensors[n].dtype), shapes[n]) for n in program.inputs]
         self._nargs = len(program.inputs) + len(program.outputs)
 
     @property
@@ -103,7 +101,9 @@ class Kernel:
 
     def _inputs(self, args: Sequence[Any]) -> list[np.ndarray]:
         fast = len(args) == len(self._expected) and all(
-            isinstance(a, np.ndarray) and a.dtype == dt and a.shape == shape
+            isinstance(a, np.ndarray)
+            and a.dtype == dt
+            and a.shape == shape
             and a.flags.c_contiguous
             for a, (dt, shape) in zip(args, self._expected, strict=False)
         )
