@@ -35,7 +35,7 @@ def _scalar(d: CheckedDef, name: str, x: Any) -> np.ndarray:
         raise TcError(f"'{name}' of '{d.name}' is a scalar, but the argument has rank {value.ndim}")
     kind = value.dtype.kind
     if kind not in "biuf":
-        raise TcError(f"'{name}' of '{d.name}' expects a {want} number, got dtype {value.dtype}")
+        raise TcError(f"'{name}' of '{d.name}' expects a number ({want}), got dtype {value.dtype}")
     if kind == "f" and want.kind != "f":
         raise TcError(
             f"'{name}' of '{d.name}' has dtype {want}, but the argument is a float ({value.dtype})"
@@ -62,6 +62,11 @@ def bind_inputs(d: CheckedDef, args: Sequence[Any]) -> tuple[dict[str, np.ndarra
             arrays[name] = _scalar(d, name, x)
             if name in d.index_scalars:
                 sizes[name] = int(arrays[name])
+                if not -(2**31) <= sizes[name] < 2**31:
+                    raise TcError(
+                        f"'{name}' of '{d.name}' is used as a size and must fit in 32 bits, "
+                        f"got {sizes[name]}"
+                    )
             continue
         a = _as_array(x)
         if a.dtype != np.dtype(t.dtype):
@@ -86,6 +91,11 @@ def bind_inputs(d: CheckedDef, args: Sequence[Any]) -> tuple[dict[str, np.ndarra
             if dim.name in sizes and sizes[dim.name] != n:
                 raise TcError(
                     f"{dim.name} is {sizes[dim.name]} for {source[dim.name]} but {n} for {name}"
+                )
+            if n >= 2**31:
+                raise TcError(
+                    f"dimension {k} of '{name}' has {n} elements; tc_graph supports sizes up to "
+                    "2^31 - 1"
                 )
             sizes.setdefault(dim.name, n)
             source.setdefault(dim.name, name)

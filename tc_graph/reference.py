@@ -157,21 +157,51 @@ class _Evaluator:
         arr = self.tensors[r.tensor]
         if not r.subscripts:
             return arr[()]
-        subs = []
-        for k, s in enumerate(r.subscripts):
-            v = self(s).astype(np.int64)
-            if v.size:
-                lo, hi = int(v.min()), int(v.max())
-                if lo < 0 or hi >= arr.shape[k]:
-                    bad = lo if lo < 0 else hi
-                    raise TcError(
-                        f"index out of bounds: {ir.to_text(r)} reads '{r.tensor}' at {bad} in "
-                        f"dimension {k}, whose extent is {arr.shape[k]}",
-                        source=self.program.source,
-                        span=r.span,
-                    )
-            subs.append(v)
+        subs = [self.subscript(r, k) for k in range(len(r.subscripts))]
         return arr[tuple(subs)]
+
+    def subscript(self, r: ir.Read, k: int) -> np.ndarray:
+        """The values of subscript k of r, all within the tensor (else a TcError)."""
+        v = self(r.subscripts[k]).astype(np.int64)
+        extent = self.tensors[r.tensor].shape[k]
+        if v.size:
+            lo, hi = int(v.min()), int(v.max())
+            if lo < 0 or hi >= extent:
+                raise TcError(
+                    f"index out of bounds: {ir.to_text(r)} reads '{r.tensor}' at "
+                    f"{lo if lo < 0 else hi} in dimension {k}, whose extent is {extent}",
+                    source=self.program.source,
+                    span=r.span,
+                )
+        return v
+
+
+def _grids(iterators: tuple[str, ...], ranges: list[tuple[int, int]]) -> dict[str, np.ndarray]:
+    """Each iterator as an arange along its own axis."""
+    return {
+        v: np.arange(lo, hi, dtype=np.int64).reshape(
+            [-1 if j == k else 1 for j in range(len(ranges))]
+        )
+        for k, (v, (lo, hi)) in enumerate(zip(iterators, ranges, strict=True))
+    }
+
+
+def _check_indirect(
+    program: ir.Program,
+    st: ir.Statement,
+    ranges: list[tuple[int, int]],
+    tensors: Mapping[str, np.ndarray],
+    sizes: Mapping[str, int],
+) -> None:
+    """Index values read from inputs are checked before anything is written."""
+    for r in ir.reads(st.rhs):
+        for k, sub in enumerate(r.subscripts):
+            inner = [x for x in ir.walk(sub) if isinstance(x, ir.Read)]
+            if inner and all(x.tensor in program.inputs for x in inner):
+                used = tuple(v for v in st.iterators if v in ir.index_names(sub))
+                box = [ranges[st.iterators.index(v)] for v in used]
+                if all(hi > lo for lo, hi in box):
+                    _Evaluator(program, tensors, sizes, _grids(used, box)).subscript(r, k)
 
 
 def _store(
@@ -187,19 +217,15 @@ def _store(
     if any(hi <= lo for lo, hi in ranges[:nl]):
         return
     shape = tuple(max(hi - lo, 0) for lo, hi in ranges)
-    grids = {
-        v: np.arange(lo, hi, dtype=np.int64).reshape(
-            [-1 if j == k else 1 for j in range(len(ranges))]
-        )
-        for k, (v, (lo, hi)) in enumerate(zip(st.iterators, ranges, strict=True))
-    }
+    grids = _grids(st.iterators, ranges)
     value = np.broadcast_to(_Evaluator(program, tensors, sizes, grids)(st.rhs), shape)
     if st.op == "=":
         target[region] = value.astype(target.dtype)
         return
     acc = np.dtype(compute_type(promote(str(target.dtype), st.rhs.dtype)))
     ufunc = _REDUCERS[st.op]
-    init = identity(st.op, acc)
+    # The identity of the tensor's own type: int8 `max=!` over nothing is -128.
+    init = identity(st.op, target.dtype)
     reduced = ufunc.reduce(value.astype(acc), axis=tuple(range(nl, len(shape))), initial=init)
     if not st.init:
         reduced = ufunc(target[region].astype(acc), reduced)
@@ -215,9 +241,14 @@ def evaluate(
     temporaries, allocated and zero-filled by the caller); `sizes` gives every
     parameter's value."""
     point = ir.param_point(program, sizes)
+    all_ranges = [
+        [(ir.eval_pw(lo, point), ir.eval_pw(hi, point)) for lo, hi in st.bounds]
+        for st in program.statements
+    ]
     with np.errstate(all="ignore"):
-        for st in program.statements:
-            ranges = [(ir.eval_pw(lo, point), ir.eval_pw(hi, point)) for lo, hi in st.bounds]
+        for st, ranges in zip(program.statements, all_ranges, strict=True):
+            _check_indirect(program, st, ranges, tensors, sizes)
+        for st, ranges in zip(program.statements, all_ranges, strict=True):
             volume = math.prod(max(hi - lo, 0) for lo, hi in ranges)
             first = ranges[0] if st.lhs else None
             if first is None or volume <= _SLAB_ELEMENTS or first[1] - first[0] <= 1:

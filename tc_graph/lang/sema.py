@@ -152,6 +152,8 @@ class _DefChecker:
                 dims.append(ir.Size(dim.name, span=dim.span))
             if p.name in self.sizes:
                 raise self.err(f"'{p.name}' is a size name and cannot also be a tensor", p.span)
+            if p.name in TYPE_NAMES:
+                raise self.err(f"the type name '{p.name}' cannot name a parameter", p.span)
             self.tensors[p.name] = TensorDecl(
                 p.name, canonical(p.type.dtype), "input", len(dims), tuple(dims), p.span
             )
@@ -293,6 +295,8 @@ class _DefChecker:
             )
         if name in self.sizes:
             raise self.err(f"cannot write size '{name}'", span)
+        if name in TYPE_NAMES:
+            raise self.err(f"the type name '{name}' cannot name a tensor", span)
         if name in self.def_names:
             raise self.err(f"'{name}' is a def and cannot be written", span)
         if t is None:
@@ -301,7 +305,9 @@ class _DefChecker:
             self.tensors[name] = TensorDecl(name, dtype, role, rank, None, span)
         elif t.rank != rank:
             raise self.err(
-                f"'{name}' has {t.rank} dimensions but is written with {rank} subscripts", span
+                f"wrong number of subscripts: '{name}' has {_n(t.rank, 'dimension')} but is "
+                f"written with {rank}",
+                span,
             )
 
     def assign(self, s: ast.Assign) -> None:
@@ -422,11 +428,12 @@ class _DefChecker:
         callee = self.checked[callee_name]
         if len(args) != len(callee.inputs):
             raise self.err(
-                f"'{callee_name}' takes {len(callee.inputs)} arguments, got {len(args)}", span
+                f"wrong number of arguments: '{callee_name}' takes {len(callee.inputs)}, got {len(args)}",
+                span,
             )
         if len(outs) != len(callee.outputs):
             raise self.err(
-                f"'{callee_name}' returns {len(callee.outputs)} outputs, but {len(outs)} "
+                f"wrong number of outputs: '{callee_name}' returns {len(callee.outputs)}, but {len(outs)} "
                 "names receive them",
                 span,
             )
@@ -633,7 +640,7 @@ class _Scope:
             raise self.err(f"undefined tensor '{e.tensor}' in '{e.tensor}.{e.dim}'", e.span)
         if e.dim >= t.rank:
             raise self.err(
-                f"'{e.tensor}' has {t.rank} dimensions, so '{e.tensor}.{e.dim}' does not exist",
+                f"'{e.tensor}' has {_n(t.rank, 'dimension')}, so '{e.tensor}.{e.dim}' does not exist",
                 e.span,
             )
         if e.tensor == self.lhs and e.tensor not in self.c.written:
@@ -649,8 +656,8 @@ class _Scope:
         if t is not None:
             if len(e.args) != t.rank:
                 raise self.err(
-                    f"'{name}' has {t.rank} dimensions but is indexed with {len(e.args)} "
-                    "subscripts",
+                    f"wrong number of subscripts: '{name}' has {_n(t.rank, 'dimension')} but is "
+                    f"indexed with {len(e.args)}",
                     e.span,
                 )
             subs = []
@@ -679,9 +686,7 @@ class _Scope:
         if fn is not None:
             n = builtins.arity(fn)
             if len(args) != n:
-                raise self.err(
-                    f"'{name}' takes {n} argument{'s' if n > 1 else ''}, got {len(args)}", e.span
-                )
+                raise self.err(f"'{name}' takes {_n(n, 'argument')}, got {len(args)}", e.span)
             if fn in builtins.GENERIC_BUILTINS:
                 dtype = args[0].dtype
                 for a in args[1:]:
@@ -744,6 +749,10 @@ class _Scope:
         )
 
 
+def _n(count: int, word: str) -> str:
+    return f"{count} {word}{'' if count == 1 else 's'}"
+
+
 def _literal(e: ast.Num, source: str) -> ir.Const:
     if e.is_float:
         return ir.Const(float(e.value), "float32", span=e.span)
@@ -791,7 +800,8 @@ def check(module: ast.Module) -> CheckedModule:
     for d in module.defs:
         visit(d.name)
     for m in messages:
-        warnings.warn(TcWarning(m), stacklevel=3)
+        # Attributed to the caller of tg.define (check <- TcModule <- define <- user).
+        warnings.warn(TcWarning(m), stacklevel=4)
     return CheckedModule(source, {d.name: checked[d.name] for d in module.defs}, tuple(messages))
 
 
