@@ -160,3 +160,14 @@ def allocate(
         make = np.zeros if t.zero_fill else np.empty
         buffers[name] = make(shape, dtype=t.dtype)
     return buffers
+
+
+def index_error(program: ir.Program, r: ir.Read, k: int, value: int, extent: int) -> TcError:
+    """The error of an index value outside its tensor, as every target reports it."""
+    return TcError(
+        f"index out of bounds: {ir.to_text(r)} reads '{r.tensor}' at {value} in dimension {k}, "
+        f"whose extent is {extent}",
+        source=program.source,
+        span=r.span,
+        hint="clamp the index, e.g. B(max(min(C(i), J - 1), 0)), or fix the index values",
+    )

@@ -19,7 +19,7 @@ import numpy as np
 import scipy.special as sp
 
 from . import ir
-from .errors import TcError
+from .binding import index_error
 from .lang.types import compute_type, promote
 
 _SLAB_ELEMENTS = 1 << 22
@@ -167,12 +167,7 @@ class _Evaluator:
         if v.size:
             lo, hi = int(v.min()), int(v.max())
             if lo < 0 or hi >= extent:
-                raise TcError(
-                    f"index out of bounds: {ir.to_text(r)} reads '{r.tensor}' at "
-                    f"{lo if lo < 0 else hi} in dimension {k}, whose extent is {extent}",
-                    source=self.program.source,
-                    span=r.span,
-                )
+                raise index_error(self.program, r, k, lo if lo < 0 else hi, extent)
         return v
 
 

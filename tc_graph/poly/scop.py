@@ -122,6 +122,31 @@ def _union(maps: Sequence[isl.Map]) -> isl.UnionMap:
     return out
 
 
+def indirect_reads(rhs: ir.Expr) -> list[tuple[ir.Read, int]]:
+    """(read, dimension) of every subscript that reads a tensor, in a fixed order."""
+    return [
+        (r, k)
+        for r in ir.reads(rhs)
+        for k, sub in enumerate(r.subscripts)
+        if any(isinstance(x, ir.Read) for x in ir.walk(sub))
+    ]
+
+
+def _inputs_only(program: ir.Program, sub: ir.Expr) -> bool:
+    return all(x.tensor in program.inputs for x in ir.reads(sub))
+
+
+def checked_accesses(program: ir.Program) -> list[tuple[ir.Read, int]]:
+    """The indirect accesses in the order of a kernel's check codes 1, 2, ...: those
+    whose index values come from inputs (checked first), then the others."""
+    early: list[tuple[ir.Read, int]] = []
+    late: list[tuple[ir.Read, int]] = []
+    for st in program.statements:
+        for r, k in indirect_reads(st.rhs):
+            (early if _inputs_only(program, r.subscripts[k]) else late).append((r, k))
+    return early + late
+
+
 def build_scop(
     program: ir.Program, sizes: Mapping[str, int], shapes: Mapping[str, tuple[int, ...]]
 ) -> Scop:
@@ -152,13 +177,8 @@ def build_scop(
         kind = "assign" if st.op == "=" else "update"
         if kind == "update":
             reads.append(write)
-        indirect = [
-            (r, k, sub)
-            for r in ir.reads(rhs)
-            for k, sub in enumerate(r.subscripts)
-            if any(isinstance(x, ir.Read) for x in ir.walk(sub))
-        ]
-        for j, (r, k, sub) in enumerate(indirect):
+        for j, (r, k) in enumerate(indirect_reads(rhs)):
+            sub = r.subscripts[k]
             used = [v for v in st.iterators if v in ir.index_names(sub)]
             cdom = _box(f"K{n}_{j}", used, [ranges[st.iterators.index(v)] for v in used])
             creads = [
@@ -178,8 +198,7 @@ def build_scop(
             )
             # Index values read from inputs are checked before anything runs; values
             # computed by the program are checked right before the statement that uses them.
-            inputs_only = all(x.tensor in program.inputs for x in ir.reads(sub))
-            (checks if inputs_only else body).append(check)
+            (checks if _inputs_only(program, sub) else body).append(check)
         body.append(ScopStmt(name, kind, st, st.iterators, dom, _union(reads), _union([write])))
     statements = (*checks, *body)
     return Scop(program, dict(sizes), dict(shapes), statements, _dependences(statements))

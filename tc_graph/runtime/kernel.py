@@ -23,7 +23,7 @@ from ..lang.sema import CheckedDef
 from ..options import MappingOptions
 from ..poly.cpu import map_cpu
 from ..poly.schedule import build_schedule
-from ..poly.scop import build_scop
+from ..poly.scop import build_scop, checked_accesses
 from . import cc
 
 ENTRY = "tc_kernel"
@@ -43,15 +43,11 @@ def generate_c(
     sizes: Mapping[str, int],
     shapes: Mapping[str, tuple[int, ...]],
     options: MappingOptions,
-) -> tuple[str, tuple[str, ...]]:
-    """The C source of a program for these sizes, and the access each check guards."""
+) -> str:
+    """The C source of a program for these sizes."""
     scop = build_scop(program, sizes, shapes)
     schedule = map_cpu(build_schedule(scop, options), scop, options)
-    checks = tuple(
-        ir.to_text(s.checked) for s in scop.statements if s.kind == "check" and s.checked
-    )
-    header = f"/* checks: {' ;; '.join(checks)} */\n"
-    return header + emit(scop, schedule, options, name=ENTRY), checks
+    return emit(scop, schedule, options, name=ENTRY)
 
 
 class Kernel:
@@ -71,14 +67,13 @@ class Kernel:
         options: MappingOptions,
         target: str,
         library: Path,
-        checks: tuple[str, ...],
     ) -> None:
         self.checked = checked
         self.program = program
         self.options = options
         self.target = target
         self.library = library
-        self._checks = checks
+        self._checks = checked_accesses(program)
         self._sizes = dict(sizes)
         self._shapes = dict(shapes)
         self._fn = cc.load(library)[ENTRY]
@@ -140,11 +135,8 @@ class Kernel:
         err = ctypes.c_int64(0)
         code = self._fn(ptrs, 0 if unchecked else 1, ctypes.byref(err))
         if code > 0:
-            raise TcError(
-                f"index out of bounds: {self._checks[code - 1]} reads an index value of "
-                f"{err.value}, outside the tensor (pass unchecked=True only when indices are "
-                "known to be valid)"
-            )
+            r, k = self._checks[code - 1]
+            raise binding.index_error(self.program, r, k, err.value, self._shapes[r.tensor][k])
         if code < 0:
             raise TcError("out of memory allocating the kernel's temporaries")
         return outputs[0] if len(outputs) == 1 else tuple(outputs)
@@ -175,12 +167,9 @@ def compile_kernel(
         options.to_json(),
     )
     library = cc.lookup(key)
-    checks: tuple[str, ...]
     if library is None:
-        source, checks = generate_c(program, {**sizes, **program.constants}, shapes, options)
+        source = generate_c(program, {**sizes, **program.constants}, shapes, options)
         library = cc.build(source, key)
-    else:
-        checks = _checks_of(library)
     return Kernel(
         checked=checked,
         program=program,
@@ -189,14 +178,4 @@ def compile_kernel(
         options=options,
         target=target,
         library=library,
-        checks=checks,
     )
-
-
-def _checks_of(library: Path) -> tuple[str, ...]:
-    """The accesses the kernel checks, in code order, from the comment generate_c leaves."""
-    for line in (library.parent / "kernel.c").read_text(encoding="utf-8").splitlines():
-        if line.startswith("/* checks: "):
-            body = line[len("/* checks: ") : -len(" */")]
-            return tuple(body.split(" ;; ")) if body else ()
-    return ()
