@@ -37,7 +37,7 @@ MODELS_MESSAGE = "bench.py models: not implemented yet: needs the ONNX integrati
 def _set_thread_env(threads: int) -> None:
     for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         os.environ[var] = str(threads)
-    os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
+    os.environ.setdefault("GOMP_SPINCOUNT", "200000")
 
 
 def _seconds_per_call(call: Callable[[], object]) -> float:

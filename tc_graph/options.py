@@ -24,8 +24,8 @@ class MappingOptions:
     parallel_depth: how many outer parallel loops are collapsed into the OpenMP
       `parallel for` (0 runs the kernel on one thread).
     vector_width: float lanes of one vector register (16 for AVX-512).
-    register_tile: rows of the output tile kept in vector registers around a
-      reduction (0 turns register tiling off).
+    register_tile: vectors of an output row kept in registers across a reduction
+      (register_tile * vector_width outputs per tile; 0 turns register tiling off).
     threads: OpenMP threads (0: OpenMP's default).
     allow_skewing / allow_negative: let the isl scheduler skew loops or use
       negative coefficients; off by default, as in TC.

@@ -44,9 +44,11 @@ _LIBM = frozenset({
 _IDENTITY = {"+": "0", "*": "1"}
 
 
-def _prelude() -> str:
+def _prelude(vector_width: int) -> str:
     lines = [
         "#include <stdint.h>",
+        f"typedef float tc_vf __attribute__((vector_size({4 * vector_width})));",
+        f"typedef float tc_vfu __attribute__((vector_size({4 * vector_width}), aligned(4)));",
         "#include <stdlib.h>",
         "#include <math.h>",
         "#define floord(n, d) (((n) < 0) ? -((-(n) + (d) - 1) / (d)) : (n) / (d))",
@@ -252,6 +254,8 @@ class _Printer:
         env = self.stmt_env(st, args)
         if st.kind != "update" or any(it in env[v] for v in src.lhs):
             return False
+        if self.options.register_tile and self.vector_reduction(node, st, env, depth):
+            return True
         tdt = self.program.tensors[src.tensor].dtype
         acc_t = compute_type(promote(tdt, src.rhs.dtype))
         acc = C_TYPES[acc_t]
@@ -264,6 +268,203 @@ class _Printer:
         value = self.expr(src.rhs, env)
         self.out(depth + 2, f"acc = {_combine(src.op, 'acc', f'({acc})({value})', acc)};")
         self.out(depth + 1, f"{target} = {_store('acc', tdt)};")
+        self.out(depth, "}")
+        return True
+
+    # -- vector code (register tiles, vectorized reductions) -----------
+    def vexpr(self, e: ir.Expr, env: Mapping[str, str], lane: str) -> tuple[str, bool]:
+        """e with `lane` running over the lanes of one float vector starting at env[lane]:
+        (text, whether it is a vector). Raises _Scalar where that needs a gather."""
+        if lane not in ir.index_names(e):
+            return self.expr(e, env), False
+        if e.dtype != "float32":
+            raise _Scalar
+        match e:
+            case ir.Read(tensor=t, subscripts=subs) if self.program.tensors[t].dtype == "float32":
+                *outer, last = subs
+                if any(lane in ir.index_names(x) for x in outer) or not _unit(last, lane):
+                    raise _Scalar
+                idx = self.linear(t, [self.expr(x, env) for x in subs])
+                return f"(*(const tc_vfu *)&{cname(t)}[{idx}])", True
+            case ir.Binary(op="+" | "-" | "*" | "/" as op, left=a, right=b, compute="float32"):
+                x, xv = self.vexpr(a, env, lane)
+                y, yv = self.vexpr(b, env, lane)
+                x = x if xv else f"(float)({x})"
+                y = y if yv else f"(float)({y})"
+                return f"({x} {op} {y})", True
+            case ir.Unary(op="-", operand=a):
+                x, _ = self.vexpr(a, env, lane)
+                return f"(-{x})", True
+            case ir.Cast(operand=a) if a.dtype == "float32":
+                return self.vexpr(a, env, lane)
+        raise _Scalar
+
+    def vector_rhs(self, st: ScopStmt, env: dict[str, str], lane: str, at: str) -> str | None:
+        """The right side as a vector over lane = at, at+1, ...; None when it cannot be."""
+        src = st.source
+        if src.op != "+" or self.program.tensors[src.tensor].dtype != "float32":
+            return None
+        try:
+            text, is_vector = self.vexpr(src.rhs, {**env, lane: at}, lane)
+        except _Scalar:
+            return None
+        return text if is_vector else None
+
+    def band_loops(self, node: isl.AstNode) -> tuple[ScopStmt, list[str], list[str]] | None:
+        """The statement under a perfect nest of loops, its arguments, and the loops' iterators."""
+        loops: list[str] = []
+        while node.get_type() == isl.ast_node_type.for_:
+            loops.append(node.for_get_iterator().to_C_str())
+            node = node.for_get_body()
+        if node.get_type() != isl.ast_node_type.user:
+            return None
+        st, args = self.user(node)
+        return st, args, loops
+
+    def register_tile(self, node: isl.AstNode, depth: int) -> bool:
+        """Reduction loops around the stride-1 output loop j of one `+=` statement: each
+        tile of register_tile vectors of the output row stays in registers while the
+        reduction runs (the CPU's private-memory promotion)."""
+        found = self.band_loops(node)
+        if found is None:
+            return False
+        st, args, loops = found
+        src = st.source
+        inner = [v for v, a in zip(st.iterators, args, strict=True) if a in loops]
+        j = src.lhs[-1]
+        if set(inner) != {j, *(v for v in inner if v in src.reduction_vars)}:
+            return False
+        env = {v: a for v, a in zip(st.iterators, args, strict=True) if v not in inner}
+        width = self.options.vector_width
+        tile = width * self.options.register_tile
+        lanes = [f"(j0 + {q * width})" for q in range(self.options.register_tile)]
+        reds = [v for v in st.iterators if v in inner and v != j]
+        names = {v: f"_r{n}" for n, v in enumerate(reds)}
+        vec = [self.vector_rhs(st, {**env, **names}, j, at) for at in lanes]
+        if any(v is None for v in vec):
+            return False
+        ranges = self.ranges(st)
+        jlo, jhi = ranges[j]
+
+        def row(at: str) -> str:
+            return self.linear(src.tensor, [at if v == j else env[v] for v in src.lhs])
+
+        out = cname(src.tensor)
+        self.out(depth, f"for (int j0 = {jlo}; j0 < {jhi}; j0 += {tile}) {{")
+        self.out(depth + 1, f"if (j0 + {tile} <= {jhi}) {{")
+        for q, at in enumerate(lanes):
+            self.out(depth + 2, f"tc_vf acc{q} = *(const tc_vfu *)&{out}[{row(at)}];")
+        d = depth + 2
+        for v in reds:
+            lo, hi = ranges[v]
+            self.out(d, f"for (int {names[v]} = {lo}; {names[v]} < {hi}; {names[v]} += 1) {{")
+            d += 1
+        self.prefetch(st, {**env, **names}, reds, ranges, "j0", d)
+        for q, text in enumerate(vec):
+            self.out(d, f"acc{q} += {text};")
+        for _ in reds:
+            d -= 1
+            self.out(d, "}")
+        for q, at in enumerate(lanes):
+            self.out(depth + 2, f"*(tc_vfu *)&{out}[{row(at)}] = acc{q};")
+        self.out(depth + 1, "} else {")
+        self.out(depth + 2, f"for (int j1 = j0; j1 < {jhi}; j1 += 1) {{")
+        self.scalar_reduction(st, {**env, j: "j1"}, reds, ranges, depth + 3)
+        self.out(depth + 2, "}")
+        self.out(depth + 1, "}")
+        self.out(depth, "}")
+        return True
+
+    def prefetch(
+        self,
+        st: ScopStmt,
+        env: dict[str, str],
+        reds: list[str],
+        ranges: Mapping[str, tuple[int, int]],
+        lane_at: str,
+        depth: int,
+    ) -> None:
+        """Rows found through an index tensor are fetched a few reduction steps ahead."""
+        if not reds:
+            return
+        r = reds[-1]
+        ahead = 8
+        for read in ir.reads(st.source.rhs):
+            outer = read.subscripts[:-1]
+            if not any(isinstance(x, ir.Read) for s in outer for x in ir.walk(s)):
+                continue
+            if r not in {n for s in outer for n in ir.index_names(s)}:
+                continue
+            if not all(x.tensor in self.program.inputs for s in outer for x in ir.reads(s)):
+                continue
+            fenv = {**env, r: f"({env[r]} + {ahead})", st.source.lhs[-1]: lane_at}
+            idx = self.linear(read.tensor, [self.expr(s, fenv) for s in read.subscripts])
+            line = 16
+            width = self.options.vector_width * self.options.register_tile
+            self.out(depth, f"if ({env[r]} + {ahead} < {ranges[r][1]}) {{")
+            for off in range(0, width, line):
+                self.out(depth + 1, f"__builtin_prefetch(&{cname(read.tensor)}[{idx} + {off}]);")
+            self.out(depth, "}")
+
+    def scalar_reduction(
+        self,
+        st: ScopStmt,
+        env: dict[str, str],
+        reds: list[str],
+        ranges: Mapping[str, tuple[int, int]],
+        depth: int,
+    ) -> None:
+        src = st.source
+        target = f"{cname(src.tensor)}[{self.linear(src.tensor, [env[v] for v in src.lhs])}]"
+        self.out(depth, f"float acc = {target};")
+        d = depth
+        names = {v: f"_r{n}" for n, v in enumerate(reds)}
+        for v in reds:
+            lo, hi = ranges[v]
+            self.out(d, f"for (int {names[v]} = {lo}; {names[v]} < {hi}; {names[v]} += 1) {{")
+            d += 1
+        renv = {**env, **names}
+        self.out(d, f"acc += (float)({self.expr(src.rhs, renv)});")
+        for _ in reds:
+            d -= 1
+            self.out(d, "}")
+        self.out(depth, f"{target} = acc;")
+
+    def ranges(self, st: ScopStmt) -> dict[str, tuple[int, int]]:
+        """The box of a statement's domain (domains are boxes): v -> [lo, hi)."""
+        out = {}
+        for k, v in enumerate(st.iterators):
+            lo = st.domain.dim_min_val(k).to_python()
+            hi = st.domain.dim_max_val(k).to_python() + 1
+            out[v] = (lo, hi)
+        return out
+
+    def vector_reduction(self, node: isl.AstNode, st: ScopStmt, env: dict[str, str], depth: int) -> bool:
+        """A dot product along a stride-1 reduction index: four vector accumulators, so
+        consecutive fused multiply-adds do not wait on each other."""
+        src = st.source
+        it = node.for_get_iterator().to_C_str()
+        r = next(v for v in st.iterators if env[v] == it)
+        width = self.options.vector_width
+        vec = [self.vector_rhs(st, env, r, f"(r0 + {q * width})") for q in range(4)]
+        if any(v is None for v in vec):
+            return False
+        lo, hi = self.ranges(st)[r]
+        target = f"{cname(src.tensor)}[{self.linear(src.tensor, [env[v] for v in src.lhs])}]"
+        self.out(depth, "{")
+        self.out(depth + 1, "tc_vf a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};")
+        self.out(depth + 1, f"int r0 = {lo};")
+        self.out(depth + 1, f"for (; r0 + {4 * width} <= {hi}; r0 += {4 * width}) {{")
+        for q, text in enumerate(vec):
+            self.out(depth + 2, f"a{q} += {text};")
+        self.out(depth + 1, "}")
+        self.out(depth + 1, f"for (; r0 + {width} <= {hi}; r0 += {width}) a0 += {vec[0]};")
+        self.out(depth + 1, "a0 = (a0 + a1) + (a2 + a3);")
+        self.out(depth + 1, f"float acc = {target};")
+        self.out(depth + 1, f"for (int l = 0; l < {width}; l++) acc += a0[l];")
+        tail = self.expr(src.rhs, {**env, r: "r0"})
+        self.out(depth + 1, f"for (; r0 < {hi}; r0++) acc += (float)({tail});")
+        self.out(depth + 1, f"{target} = acc;")
         self.out(depth, "}")
         return True
 
@@ -291,6 +492,8 @@ class _Printer:
                 self.out(depth, "}")
                 return
             if "reduce" in marks and "parallel" not in marks and self.reduction_loop(node, depth):
+                return
+            if "regtile" in marks and "parallel" not in marks and self.register_tile(node, depth):
                 return
             if "parallel" in marks:
                 self.out(depth, self.dialect.parallel_pragma(self.options, simd="simd" in marks))
@@ -357,6 +560,26 @@ class _Printer:
         return "\n".join(self.lines)
 
 
+class _Scalar(Exception):
+    """An expression that has no vector form (it would need a gather)."""
+
+
+def _unit(e: ir.Expr, lane: str) -> bool:
+    """e is `lane` plus a term without it: consecutive lanes read consecutive elements."""
+    match e:
+        case ir.Index(name=n):
+            return n == lane
+        case ir.Cast(operand=x):
+            return _unit(x, lane)
+        case ir.Binary(op="+", left=a, right=b):
+            return (_unit(a, lane) and lane not in ir.index_names(b)) or (
+                _unit(b, lane) and lane not in ir.index_names(a)
+            )
+        case ir.Binary(op="-", left=a, right=b):
+            return _unit(a, lane) and lane not in ir.index_names(b)
+    return False
+
+
 def _literal(v: int | float | bool, dtype: str) -> str:
     if dtype in ("float32", "float64", "float16"):
         f = float(v)
@@ -413,4 +636,4 @@ def emit(
     )
     ast = build.node_from_schedule(schedule) if scop.statements else None
     printer = _Printer(scop, options, dialect)
-    return _prelude() + "\n\n" + printer.kernel(ast, name) + "\n"
+    return _prelude(options.vector_width) + "\n\n" + printer.kernel(ast, name) + "\n"

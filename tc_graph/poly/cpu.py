@@ -14,7 +14,7 @@ from __future__ import annotations
 import islpy as isl
 
 from ..options import MappingOptions
-from .scop import Scop
+from .scop import Scop, ScopStmt
 
 _CTX = isl.DEFAULT_CONTEXT
 _BAND = isl.schedule_node_type.band
@@ -35,31 +35,56 @@ def _has_band_below(node: isl.ScheduleNode) -> bool:
     return False
 
 
-def _is_reduction_member(node: isl.ScheduleNode, scop: Scop) -> bool:
-    """The band's last member is a reduction loop of exactly one update statement."""
+def _member_iterators(node: isl.ScheduleNode, scop: Scop) -> tuple[ScopStmt, list[str]] | None:
+    """For a band over one statement: the statement, and the iterator each member counts."""
     names = _names(node)
     if len(names) != 1:
-        return False
+        return None
     st = scop.statement(next(iter(names)))
-    if st.kind != "update":
-        return False
     umap = node.band_get_partial_schedule_union_map()
-    last = node.band_n_member() - 1
-    found = False
+    maps: list[isl.Map] = []
+    umap.foreach_map(maps.append)
+    if len(maps) != 1:
+        return None
+    (m,) = maps
+    out: list[str] = []
+    for k in range(node.band_n_member()):
+        mk = m.project_out(isl.dim_type.out, k + 1, node.band_n_member() - k - 1)
+        mk = mk.project_out(isl.dim_type.out, 0, k)
+        for pos, v in enumerate(st.iterators):
+            probe = isl.Map.universe(mk.get_space()).equate(isl.dim_type.in_, pos, isl.dim_type.out, 0)
+            if mk.is_subset(probe):
+                out.append(v)
+                break
+        else:
+            return None
+    return st, out
 
-    def check(m: isl.Map) -> None:
-        nonlocal found
-        m = m.project_out(isl.dim_type.out, 0, last)
-        # The loop is a reduction index when some reduction iterator is what it counts.
-        for v in st.source.reduction_vars:
-            k = st.iterators.index(v)
-            probe = isl.Map.universe(m.get_space())
-            probe = probe.equate(isl.dim_type.in_, k, isl.dim_type.out, 0)
-            if m.is_subset(probe):
-                found = True
 
-    umap.foreach_map(check)
-    return found
+def _is_reduction_member(node: isl.ScheduleNode, scop: Scop) -> bool:
+    """The band's last member is a reduction loop of an update statement."""
+    found = _member_iterators(node, scop)
+    if found is None:
+        return False
+    st, its = found
+    return st.kind == "update" and its[-1] in st.source.reduction_vars
+
+
+def _is_register_tile(node: isl.ScheduleNode, scop: Scop) -> bool:
+    """Reduction loops around a stride-1 output loop of one `+=` statement: the output row
+    can live in vector registers across the reduction."""
+    found = _member_iterators(node, scop)
+    if found is None or len(found[1]) < 2:
+        return False
+    st, its = found
+    src = st.source
+    return (
+        st.kind == "update"
+        and src.op == "+"
+        and bool(src.lhs)
+        and its[-1] == src.lhs[-1]
+        and all(v in src.reduction_vars for v in its[:-1])
+    )
 
 
 def map_cpu(schedule: isl.Schedule, scop: Scop, options: MappingOptions) -> isl.Schedule:
@@ -78,7 +103,10 @@ def map_cpu(schedule: isl.Schedule, scop: Scop, options: MappingOptions) -> isl.
                 node = node.insert_mark(isl.Id("parallel", context=_CTX)).child(0)
                 down += 1
                 parallel_done = True
-            if not _has_band_below(node):
+            if not _has_band_below(node) and options.register_tile and _is_register_tile(node, scop):
+                node = node.insert_mark(isl.Id("regtile", context=_CTX)).child(0)
+                down += 1
+            elif not _has_band_below(node):
                 n = node.band_n_member()
                 if n > 1:
                     node = node.band_split(n - 1).child(0)
