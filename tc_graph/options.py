@@ -21,14 +21,15 @@ class MappingOptions:
     tile: tile sizes of the outer band, outermost first; () turns tiling off.
     unroll: innermost loops with at most this many iterations are fully unrolled
       (1 turns unrolling off).
-    parallel_depth: how many outer parallel loops are collapsed into the OpenMP
-      `parallel for` (0 runs the kernel on one thread).
+    parallel_depth: 1 runs the outer parallel loop as an OpenMP `parallel for`,
+      0 runs the kernel on one thread (collapsing deeper loops is not supported yet).
     vector_width: float lanes of one vector register (16 for AVX-512).
     register_tile: vectors of an output row kept in registers across a reduction
       (register_tile * vector_width outputs per tile; 0 turns register tiling off).
     threads: OpenMP threads (0: OpenMP's default).
-    allow_skewing / allow_negative: let the isl scheduler skew loops or use
-      negative coefficients; off by default, as in TC.
+    allow_skewing: schedule with isl's scheduler, which may skew loops (off by
+      default, as in TC); allow_negative: also accept its negative coefficients
+      (without it, such a schedule is replaced by tc_graph's own).
     """
 
     fusion: str = "max"
@@ -53,6 +54,8 @@ class MappingOptions:
             v = getattr(self, name)
             if not isinstance(v, int) or v < 0:
                 raise TcError(f"{name} must be a non-negative integer, got {v!r}")
+        if self.parallel_depth > 1:
+            raise TcError("parallel_depth above 1 (collapsed loops) is not supported yet")
         if self.unroll < 1:
             raise TcError("unroll must be at least 1 (1 turns unrolling off)")
         if self.vector_width not in (1, 2, 4, 8, 16, 32, 64):

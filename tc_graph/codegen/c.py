@@ -49,6 +49,8 @@ def _prelude(vector_width: int) -> str:
         "#include <stdint.h>",
         f"typedef float tc_vf __attribute__((vector_size({4 * vector_width})));",
         f"typedef float tc_vfu __attribute__((vector_size({4 * vector_width}), aligned(4)));",
+        f"typedef int tc_vi __attribute__((vector_size({4 * vector_width})));",
+        _hsum(vector_width),
         "#include <stdlib.h>",
         "#include <math.h>",
         "#define floord(n, d) (((n) < 0) ? -((-(n) + (d) - 1) / (d)) : (n) / (d))",
@@ -439,7 +441,9 @@ class _Printer:
             out[v] = (lo, hi)
         return out
 
-    def vector_reduction(self, node: isl.AstNode, st: ScopStmt, env: dict[str, str], depth: int) -> bool:
+    def vector_reduction(
+        self, node: isl.AstNode, st: ScopStmt, env: dict[str, str], depth: int
+    ) -> bool:
         """A dot product along a stride-1 reduction index: four vector accumulators, so
         consecutive fused multiply-adds do not wait on each other."""
         src = st.source
@@ -460,8 +464,7 @@ class _Printer:
         self.out(depth + 1, "}")
         self.out(depth + 1, f"for (; r0 + {width} <= {hi}; r0 += {width}) a0 += {vec[0]};")
         self.out(depth + 1, "a0 = (a0 + a1) + (a2 + a3);")
-        self.out(depth + 1, f"float acc = {target};")
-        self.out(depth + 1, f"for (int l = 0; l < {width}; l++) acc += a0[l];")
+        self.out(depth + 1, f"float acc = {target} + tc_hsum(a0);")
         tail = self.expr(src.rhs, {**env, r: "r0"})
         self.out(depth + 1, f"for (; r0 < {hi}; r0++) acc += (float)({tail});")
         self.out(depth + 1, f"{target} = acc;")
@@ -558,6 +561,17 @@ class _Printer:
         self.out(1, "return code;")
         self.out(0, "}")
         return "\n".join(self.lines)
+
+
+def _hsum(width: int) -> str:
+    """The sum of a vector's lanes as a tree of shuffles (log2(width) steps, not width)."""
+    steps = []
+    half = width // 2
+    while half:
+        mask = ", ".join(str((lane + half) % width) for lane in range(width))
+        steps.append(f"v += __builtin_shuffle(v, (tc_vi){{{mask}}});")
+        half //= 2
+    return f"static inline float tc_hsum(tc_vf v) {{ {' '.join(steps)} return v[0]; }}"
 
 
 class _Scalar(Exception):

@@ -52,7 +52,9 @@ def _member_iterators(node: isl.ScheduleNode, scop: Scop) -> tuple[ScopStmt, lis
         mk = m.project_out(isl.dim_type.out, k + 1, node.band_n_member() - k - 1)
         mk = mk.project_out(isl.dim_type.out, 0, k)
         for pos, v in enumerate(st.iterators):
-            probe = isl.Map.universe(mk.get_space()).equate(isl.dim_type.in_, pos, isl.dim_type.out, 0)
+            probe = isl.Map.universe(mk.get_space()).equate(
+                isl.dim_type.in_, pos, isl.dim_type.out, 0
+            )
             if mk.is_subset(probe):
                 out.append(v)
                 break
@@ -103,7 +105,11 @@ def map_cpu(schedule: isl.Schedule, scop: Scop, options: MappingOptions) -> isl.
                 node = node.insert_mark(isl.Id("parallel", context=_CTX)).child(0)
                 down += 1
                 parallel_done = True
-            if not _has_band_below(node) and options.register_tile and _is_register_tile(node, scop):
+            if (
+                not _has_band_below(node)
+                and options.register_tile
+                and _is_register_tile(node, scop)
+            ):
                 node = node.insert_mark(isl.Id("regtile", context=_CTX)).child(0)
                 down += 1
             elif not _has_band_below(node):
@@ -111,7 +117,9 @@ def map_cpu(schedule: isl.Schedule, scop: Scop, options: MappingOptions) -> isl.
                 if n > 1:
                     node = node.band_split(n - 1).child(0)
                     down += 1
-                if node.band_member_get_coincident(0):
+                if options.unroll > 1 and _trip_count(node) <= options.unroll:
+                    node = node.band_member_set_ast_loop_type(0, isl.ast_loop_type.unroll)
+                elif node.band_member_get_coincident(0):
                     node = node.insert_mark(isl.Id("simd", context=_CTX)).child(0)
                     down += 1
                 elif _is_reduction_member(node, scop):
@@ -127,6 +135,17 @@ def map_cpu(schedule: isl.Schedule, scop: Scop, options: MappingOptions) -> isl.
     return root.get_schedule()
 
 
+def _trip_count(node: isl.ScheduleNode) -> int:
+    """Iterations of a one-member band's loop."""
+    values = node.band_get_partial_schedule_union_map().intersect_domain(node.get_domain()).range()
+    sets: list[isl.Set] = []
+    values.foreach_set(sets.append)
+    count = 0
+    for s in sets:
+        count = max(count, s.dim_max_val(0).to_python() - s.dim_min_val(0).to_python() + 1)
+    return count
+
+
 def _tile(node: isl.ScheduleNode, sizes: tuple[int, ...]) -> isl.ScheduleNode:
     n = min(len(sizes), node.band_n_member())
     if n < node.band_n_member():
@@ -137,6 +156,26 @@ def _tile(node: isl.ScheduleNode, sizes: tuple[int, ...]) -> isl.ScheduleNode:
         mv = mv.set_val(k, isl.Val.int_from_si(_CTX, sizes[k]))
     node = node.band_tile(mv)
     point = node.child(0)
-    if point.get_type() == _BAND and point.n_children() == 1 and point.child(0).get_type() != _LEAF:
-        point = point.band_sink()
+    if point.child(0).get_type() == isl.schedule_node_type.sequence:
+        point = _sink_below_sequence(point)
     return point.parent()
+
+
+def _sink_below_sequence(point: isl.ScheduleNode) -> isl.ScheduleNode:
+    """Imperfectly nested tiling (TC paper 5.3): the point band moves below the sequence,
+    one copy on top of each child, so each statement's own inner loops stay inside it.
+    (isl's band_sink would sink it below those loops too.) Returns the sequence node."""
+    mupa = point.band_get_partial_schedule()
+    coincident = [point.band_member_get_coincident(k) for k in range(point.band_n_member())]
+    permutable = point.band_get_permutable()
+    seq = point.delete()
+    for i in range(seq.n_children()):
+        filt = seq.child(i)
+        below = filt.child(0).insert_partial_schedule(
+            mupa.intersect_domain(filt.filter_get_filter())
+        )
+        below = below.band_set_permutable(permutable)
+        for k, c in enumerate(coincident):
+            below = below.band_member_set_coincident(k, c)
+        seq = below.parent().parent()
+    return seq

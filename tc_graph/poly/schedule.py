@@ -315,8 +315,32 @@ def isl_schedule(scop: Scop, options: MappingOptions) -> isl.Schedule:
         ctx.set_schedule_whole_component(saved[1])
 
 
+def _has_negative_coefficient(schedule: isl.Schedule) -> bool:
+    found = False
+
+    def visit(node: isl.ScheduleNode) -> bool:
+        nonlocal found
+        if node.get_type() == isl.schedule_node_type.band:
+            mupa = node.band_get_partial_schedule()
+            for k in range(mupa.dim(isl.dim_type.out)):
+
+                def piece(_dom: isl.Set, aff: isl.Aff) -> None:
+                    nonlocal found
+                    for i in range(aff.dim(isl.dim_type.in_)):
+                        if aff.get_coefficient_val(isl.dim_type.in_, i).is_neg():
+                            found = True
+
+                mupa.get_at(k).foreach_pw_aff(lambda pa: pa.foreach_piece(piece))
+        return True
+
+    schedule.get_root().foreach_descendant_top_down(visit)
+    return found
+
+
 def build_schedule(scop: Scop, options: MappingOptions) -> isl.Schedule:
     if options.allow_skewing:
-        return isl_schedule(scop, options)
+        sched = isl_schedule(scop, options)
+        if options.allow_negative or not _has_negative_coefficient(sched):
+            return sched
     node, order = schedule_tree(scop, options)
     return to_isl(node, scop, order)

@@ -139,3 +139,36 @@ def test_indirect_index_out_of_bounds_is_an_error_not_a_read() -> None:
     with pytest.raises(tg.TcError, match="out of bounds"):
         fn(x, np.array([0, 4], np.int32))
     np.testing.assert_array_equal(fn(x, np.array([3, 1], np.int32)), [3, 1])
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        tg.MappingOptions(allow_skewing=True),
+        tg.MappingOptions(allow_skewing=True, allow_negative=True, fusion="min"),
+        tg.MappingOptions(unroll=8, register_tile=0, parallel_depth=0),
+        tg.MappingOptions(vector_width=8, register_tile=2, tile=(2, 4)),
+    ],
+    ids=["isl-scheduler", "isl-negative-min", "unrolled-serial", "narrow-vectors"],
+)
+@pytest.mark.parametrize("name", ["matmul", "2LUT", "MLP3_temporaries", "conv1d", "softmax"])
+def test_more_options_match_numpy(name: str, options: tg.MappingOptions) -> None:
+    c = next(c for c in ref.CASES if c.name == name)
+    args = c.args()
+    expected = c.oracle(*args)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", tg.TcWarning)
+        fn = tg.define(c.source)[c.entry]
+    got = _as_tuple(fn(*args, options=options))
+    for k, (g, e) in enumerate(zip(got, expected, strict=True)):
+        assert_matches(g, e, f"{c.name} output {k} under {options}")
+
+
+def test_options_round_trip_json_and_reject_nonsense() -> None:
+    o = tg.MappingOptions(fusion="min", tile=(8, 16), unroll=4, threads=2)
+    assert tg.MappingOptions.from_json(o.to_json()) == o
+    assert "fusion='min'" in str(o)
+    with pytest.raises(tg.TcError, match="fusion"):
+        tg.MappingOptions(fusion="some")
+    with pytest.raises(tg.TcError, match="unknown mapping options"):
+        tg.MappingOptions.from_json('{"tiles": [1]}')
