@@ -84,7 +84,16 @@ class Kernel:
             ctypes.POINTER(ctypes.c_int64),
         ]
         self._expected = [(np.dtype(checked.tensors[n].dtype), shapes[n]) for n in program.inputs]
-        self._nargs = len(program.inputs) + len(program.outputs)
+        self._out_shapes = {n: shapes[n] for n in program.outputs}
+        self._fresh = [
+            (
+                np.zeros if program.tensors[n].zero_fill else np.empty,
+                shapes[n],
+                np.dtype(program.tensors[n].dtype),
+            )
+            for n in program.outputs
+        ]
+        self._ptr_array = ctypes.c_void_p * (len(program.inputs) + len(program.outputs))
 
     @property
     def source(self) -> str:
@@ -126,12 +135,13 @@ class Kernel:
         unchecked: bool = False,
     ) -> np.ndarray | tuple[np.ndarray, ...]:
         inputs = self._inputs(args)
-        shapes = {n: self._shapes[n] for n in self.program.outputs}
-        buffers = binding.allocate(self.program, shapes, out)
-        outputs = [buffers[n] for n in self.program.outputs]
-        ptrs = (ctypes.c_void_p * self._nargs)(
-            *(a.ctypes.data for a in inputs), *(o.ctypes.data for o in outputs)
-        )
+        if out is None:
+            outputs = [make(shape, dtype) for make, shape, dtype in self._fresh]
+        else:
+            buffers = binding.allocate(self.program, self._out_shapes, out)
+            outputs = [buffers[n] for n in self.program.outputs]
+        # Fresh per call: ctypes drops the GIL, so threads may run one kernel at once.
+        ptrs = self._ptr_array(*(a.ctypes.data for a in inputs), *(o.ctypes.data for o in outputs))
         err = ctypes.c_int64(0)
         code = self._fn(ptrs, 0 if unchecked else 1, ctypes.byref(err))
         if code > 0:

@@ -172,3 +172,23 @@ def test_options_round_trip_json_and_reject_nonsense() -> None:
         tg.MappingOptions(fusion="some")
     with pytest.raises(tg.TcError, match="unknown mapping options"):
         tg.MappingOptions.from_json('{"tiles": [1]}')
+
+
+def test_one_kernel_called_from_several_threads_at_once() -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    kernel = tg.define(MATMUL).mm.compile(
+        np.ones((64, 32), np.float32), np.ones((32, 48), np.float32)
+    )
+    rng = np.random.default_rng(1)
+    pairs = [
+        (
+            rng.standard_normal((64, 32)).astype(np.float32),
+            rng.standard_normal((32, 48)).astype(np.float32),
+        )
+        for _ in range(16)
+    ]
+    with ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(lambda ab: kernel(*ab), pairs * 4))
+    for (a, b), got in zip(pairs * 4, results, strict=True):
+        np.testing.assert_allclose(got, a @ b, rtol=1e-4, atol=1e-4)
