@@ -12,9 +12,10 @@ warms up and runs calls for about 50 ms, and its round time is the median call. 
 medians over rounds, p10/p90 over rounds, and `ratio_vs_ort`, the median of the per-round
 ratios onnxruntime time / tc_graph time (above 1: tc_graph is faster).
 
-OMP_NUM_THREADS (and OpenBLAS's thread count) are set to --threads, with
-OMP_WAIT_POLICY=PASSIVE, before NumPy, onnxruntime or tc_graph are loaded; onnxruntime's
-intra-op pool gets the same count.
+OMP_NUM_THREADS (and OpenBLAS's thread count) are set to --threads before NumPy,
+onnxruntime or tc_graph are loaded; onnxruntime's intra-op pool gets the same count. Both
+pools spin briefly between calls (onnxruntime's default; GOMP_SPINCOUNT bounds libgomp's),
+so neither pays a thread wake-up per call.
 """
 
 from __future__ import annotations
