@@ -338,15 +338,18 @@ class _Printer:
             return False
         env = {v: a for v, a in zip(st.iterators, args, strict=True) if v not in inner}
         width = self.options.vector_width
-        tile = width * self.options.register_tile
-        lanes = [f"(j0 + {q * width})" for q in range(self.options.register_tile)]
+        ranges = self.ranges(st)
+        jlo, jhi = ranges[j]
+        vectors = min(self.options.register_tile, (jhi - jlo) // width)
+        if vectors < 1:
+            return False
+        tile = width * vectors
+        lanes = [f"(j0 + {q * width})" for q in range(vectors)]
         reds = [v for v in st.iterators if v in inner and v != j]
         names = {v: f"_r{n}" for n, v in enumerate(reds)}
         vec = [self.vector_rhs(st, {**env, **names}, j, at) for at in lanes]
         if any(v is None for v in vec):
             return False
-        ranges = self.ranges(st)
-        jlo, jhi = ranges[j]
 
         def row(at: str) -> str:
             return self.linear(src.tensor, [at if v == j else env[v] for v in src.lhs])
@@ -361,7 +364,7 @@ class _Printer:
             lo, hi = ranges[v]
             self.out(d, f"for (int {names[v]} = {lo}; {names[v]} < {hi}; {names[v]} += 1) {{")
             d += 1
-        self.prefetch(st, {**env, **names}, reds, ranges, "j0", d)
+        self.prefetch(st, {**env, **names}, reds, ranges, "j0", tile, d)
         for q, text in enumerate(vec):
             self.out(d, f"acc{q} += {text};")
         for _ in reds:
@@ -384,6 +387,7 @@ class _Printer:
         reds: list[str],
         ranges: Mapping[str, tuple[int, int]],
         lane_at: str,
+        width: int,
         depth: int,
     ) -> None:
         """Rows found through an index tensor are fetched a few reduction steps ahead."""
@@ -402,7 +406,6 @@ class _Printer:
             fenv = {**env, r: f"({env[r]} + {ahead})", st.source.lhs[-1]: lane_at}
             idx = self.linear(read.tensor, [self.expr(s, fenv) for s in read.subscripts])
             line = 16
-            width = self.options.vector_width * self.options.register_tile
             self.out(depth, f"if ({env[r]} + {ahead} < {ranges[r][1]}) {{")
             for off in range(0, width, line):
                 self.out(depth + 1, f"__builtin_prefetch(&{cname(read.tensor)}[{idx} + {off}]);")

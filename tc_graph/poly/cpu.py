@@ -72,21 +72,21 @@ def _is_reduction_member(node: isl.ScheduleNode, scop: Scop) -> bool:
     return st.kind == "update" and its[-1] in st.source.reduction_vars
 
 
-def _is_register_tile(node: isl.ScheduleNode, scop: Scop) -> bool:
-    """Reduction loops around a stride-1 output loop of one `+=` statement: the output row
-    can live in vector registers across the reduction."""
+def _register_tile_start(node: isl.ScheduleNode, scop: Scop) -> int | None:
+    """Where a register tile starts in a band of one `+=` statement: the members from
+    there on are reduction loops around the stride-1 output loop, so the output row can
+    live in vector registers across the reduction. None when there is no such suffix."""
     found = _member_iterators(node, scop)
-    if found is None or len(found[1]) < 2:
-        return False
+    if found is None:
+        return None
     st, its = found
     src = st.source
-    return (
-        st.kind == "update"
-        and src.op == "+"
-        and bool(src.lhs)
-        and its[-1] == src.lhs[-1]
-        and all(v in src.reduction_vars for v in its[:-1])
-    )
+    if st.kind != "update" or src.op != "+" or not src.lhs or its[-1] != src.lhs[-1]:
+        return None
+    start = len(its) - 1
+    while start > 0 and its[start - 1] in src.reduction_vars:
+        start -= 1
+    return None if start == len(its) - 1 else start
 
 
 def map_cpu(schedule: isl.Schedule, scop: Scop, options: MappingOptions) -> isl.Schedule:
@@ -105,11 +105,15 @@ def map_cpu(schedule: isl.Schedule, scop: Scop, options: MappingOptions) -> isl.
                 node = node.insert_mark(isl.Id("parallel", context=_CTX)).child(0)
                 down += 1
                 parallel_done = True
-            if (
-                not _has_band_below(node)
-                and options.register_tile
-                and _is_register_tile(node, scop)
-            ):
+            start = (
+                _register_tile_start(node, scop)
+                if options.register_tile and not _has_band_below(node)
+                else None
+            )
+            if start is not None:
+                if start > 0:
+                    node = node.band_split(start).child(0)
+                    down += 1
                 node = node.insert_mark(isl.Id("regtile", context=_CTX)).child(0)
                 down += 1
             elif not _has_band_below(node):
