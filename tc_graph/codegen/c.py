@@ -474,6 +474,88 @@ class _Printer:
         self.out(depth, "}")
         return True
 
+    def contraction(self, node: isl.AstNode, depth: int) -> None:
+        """The kernel of a dot-product contraction (poly/contraction.py): R x C tiles of
+        outputs whose vector dot products share operand loads, columns outermost so a
+        tile's column operands stay in cache while the rows stream."""
+        found = self.band_loops(node)
+        assert found is not None, "a contraction is one perfect nest"
+        st, args, loops = found
+        plan = st.contraction
+        assert plan is not None
+        src = st.source
+        ranges = self.ranges(st)
+        env = {v: a for v, a in zip(st.iterators, args, strict=True) if a not in loops}
+        names = {v: f"_o{k}" for k, v in enumerate(v for v in src.lhs if v not in env)}
+        names.update({plan.rows: "_a", plan.cols: "_b", plan.red: "_r"})
+        size = max(1, min(self.options.register_tile, 4))
+        width = self.options.vector_width
+        (alo, ahi), (blo, bhi), (rlo, rhi) = (ranges[v] for v in (plan.rows, plan.cols, plan.red))
+        outer = [v for v in src.lhs if v not in env and v not in (plan.rows, plan.cols)]
+        d = depth
+        self.out(d, "{")
+        d += 1
+        if self.options.parallel_depth:
+            self.out(d, self.dialect.parallel_pragma(self.options, simd=False))
+        for v in outer:
+            lo, hi = ranges[v]
+            self.out(d, f"for (int {names[v]} = {lo}; {names[v]} < {hi}; {names[v]}++) {{")
+            d += 1
+        self.out(d, f"for (int b0 = {blo}; b0 < {bhi}; b0 += {size}) {{")
+        self.out(d + 1, f"for (int a0 = {alo}; a0 < {ahi}; a0 += {size}) {{")
+        d += 2
+        tile = [(i, j) for i in range(size) for j in range(size)]
+        self.out(d, f"if (a0 + {size} <= {ahi} && b0 + {size} <= {bhi}) {{")
+        for i, j in tile:
+            self.out(d + 1, f"tc_vf acc{i}_{j} = {{0}};")
+        self.out(d + 1, f"int r0 = {rlo};")
+        self.out(d + 1, f"for (; r0 + {width} <= {rhi}; r0 += {width}) {{")
+        for i, j in tile:
+            at = {**env, **names, plan.rows: f"(a0 + {i})", plan.cols: f"(b0 + {j})"}
+            vec = self.vector_rhs(st, at, plan.red, "r0")
+            assert vec is not None, "plan() admits only vector forms"
+            self.out(d + 2, f"acc{i}_{j} += {vec};")
+        self.out(d + 1, "}")
+        for i, j in tile:
+            at = {**env, **names, plan.rows: f"(a0 + {i})", plan.cols: f"(b0 + {j})"}
+            self.finish_dot(st, at, f"tc_hsum(acc{i}_{j})", "r0", rhi, d + 1)
+        self.out(d, "} else {")
+        self.out(
+            d + 1,
+            f"for (int {names[plan.rows]} = a0; {names[plan.rows]} < min(a0 + {size}, {ahi}); "
+            f"{names[plan.rows]}++)",
+        )
+        self.out(
+            d + 1,
+            f"for (int {names[plan.cols]} = b0; {names[plan.cols]} < min(b0 + {size}, {bhi}); "
+            f"{names[plan.cols]}++) {{",
+        )
+        at = {**env, **names}
+        vec = self.vector_rhs(st, at, plan.red, "r0")
+        self.out(d + 2, "tc_vf acc = {0};")
+        self.out(d + 2, f"int r0 = {rlo};")
+        self.out(d + 2, f"for (; r0 + {width} <= {rhi}; r0 += {width}) acc += {vec};")
+        self.finish_dot(st, at, "tc_hsum(acc)", "r0", rhi, d + 2)
+        self.out(d + 1, "}")
+        self.out(d, "}")
+        for _ in range(len(outer) + 2):
+            d -= 1
+            self.out(d, "}")
+        self.out(depth, "}")
+
+    def finish_dot(
+        self, st: ScopStmt, env: Mapping[str, str], total: str, r0: str, rhi: int, depth: int
+    ) -> None:
+        """Add the scalar tail of a dot product and store it (`!` starts from 0)."""
+        src = st.source
+        assert st.contraction is not None
+        target = f"{cname(src.tensor)}[{self.linear(src.tensor, [env[v] for v in src.lhs])}]"
+        tail = self.expr(src.rhs, {**env, st.contraction.red: "_t"})
+        start = "0.0f" if src.init else target
+        self.out(depth, f"{{ float s = {start} + {total};")
+        self.out(depth + 1, f"for (int _t = {r0}; _t < {rhi}; _t++) s += (float)({tail});")
+        self.out(depth + 1, f"{target} = s; }}")
+
     # -- AST -------------------------------------------------------------
     def user(self, node: isl.AstNode) -> tuple[ScopStmt, list[str]]:
         e = node.user_get_expr()
@@ -520,6 +602,9 @@ class _Printer:
             for i in range(children.n_ast_node()):
                 self.node(children.get_at(i), depth, marks)
         elif t == isl.ast_node_type.mark:
+            if node.mark_get_id().get_name() == "contract":
+                self.contraction(node.mark_get_node(), depth)
+                return
             self.node(node.mark_get_node(), depth, marks | {node.mark_get_id().get_name()})
         elif t == isl.ast_node_type.user:
             st, args = self.user(node)

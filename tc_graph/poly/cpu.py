@@ -94,6 +94,11 @@ def map_cpu(schedule: isl.Schedule, scop: Scop, options: MappingOptions) -> isl.
         """Map the subtree at node; returns the node at the same position (which may
         now hold an inserted mark)."""
         down = 0
+        if node.get_type() == _BAND and any(
+            scop.statement(n).kind == "contract" for n in _names(node)
+        ):
+            # The printer writes the whole nest (tiles, parallel loop, vectors).
+            return node.insert_mark(isl.Id("contract", context=_CTX))
         if node.get_type() == _BAND and not any(n.startswith("K") for n in _names(node)):
             if (
                 not parallel_done

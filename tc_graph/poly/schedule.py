@@ -187,10 +187,13 @@ class _Scheduler:
                 groups.append([n])
         return [tuple(g) for g in groups]
 
+    def alone(self, name: str) -> bool:
+        """Index checks leave by `goto`, which a parallel loop forbids; contractions get a
+        kernel of their own. Both keep nests of their own."""
+        return self.by_name[name].kind in ("check", "contract")
+
     def may_fuse(self, group: list[str], n: str, depth: int) -> bool:
-        """Index checks stay in nests of their own: they leave by `goto`, which a
-        parallel loop forbids."""
-        if n.startswith("K") or group[0].startswith("K"):
+        if self.alone(n) or self.alone(group[0]):
             return False
         fusion = self.options.fusion
         if fusion == "min" and group and (group[0].split("_")[0] != n.split("_")[0]):

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import islpy as isl
 
 from .. import affine, ir
+from .contraction import Contraction, plan
 
 _CTX = isl.DEFAULT_CONTEXT
 
@@ -22,7 +23,7 @@ _CTX = isl.DEFAULT_CONTEXT
 @dataclass(frozen=True)
 class ScopStmt:
     name: str
-    kind: str  # "init", "assign", "update" or "check"
+    kind: str  # "init", "assign", "update", "contract" (see contraction.py) or "check"
     source: ir.Statement = field(compare=False)
     iterators: tuple[str, ...]
     domain: isl.Set = field(compare=False)
@@ -30,6 +31,7 @@ class ScopStmt:
     writes: isl.UnionMap = field(compare=False)
     checked: ir.Read | None = field(default=None, compare=False)  # for "check" statements
     checked_dim: int = 0
+    contraction: Contraction | None = None  # for "contract" statements
 
 
 @dataclass(frozen=True)
@@ -148,9 +150,14 @@ def checked_accesses(program: ir.Program) -> list[tuple[ir.Read, int]]:
 
 
 def build_scop(
-    program: ir.Program, sizes: Mapping[str, int], shapes: Mapping[str, tuple[int, ...]]
+    program: ir.Program,
+    sizes: Mapping[str, int],
+    shapes: Mapping[str, tuple[int, ...]],
+    *,
+    contractions: bool = True,
 ) -> Scop:
-    """The scop of program for concrete sizes (`shapes` holds every tensor's shape)."""
+    """The scop of program for concrete sizes (`shapes` holds every tensor's shape).
+    With `contractions`, dot-product contractions become single "contract" statements."""
     point = ir.param_point(program, sizes)
     checks: list[ScopStmt] = []
     body: list[ScopStmt] = []
@@ -162,7 +169,9 @@ def build_scop(
         )
         shape = shapes[st.tensor]
         nl = len(st.lhs)
-        if st.init:
+        trips = {v: max(0, hi - lo) for v, (lo, hi) in zip(st.iterators, ranges, strict=True)}
+        contract = plan(program, st, trips) if contractions else None
+        if st.init and contract is None:
             dom = _box(f"S{n}_init", st.lhs, ranges[:nl])
             w = access_map(dom, st.lhs, st.tensor, [ir.Index(v) for v in st.lhs], shape)
             body.append(ScopStmt(f"S{n}_init", "init", st, st.lhs, dom, _union([]), _union([w])))
@@ -174,8 +183,8 @@ def build_scop(
             access_map(dom, st.iterators, r.tensor, r.subscripts, shapes[r.tensor])
             for r in ir.reads(rhs)
         ]
-        kind = "assign" if st.op == "=" else "update"
-        if kind == "update":
+        kind = "assign" if st.op == "=" else "contract" if contract else "update"
+        if kind != "assign":
             reads.append(write)
         for j, (r, k) in enumerate(indirect_reads(rhs)):
             sub = r.subscripts[k]
@@ -199,7 +208,18 @@ def build_scop(
             # Index values read from inputs are checked before anything runs; values
             # computed by the program are checked right before the statement that uses them.
             (checks if _inputs_only(program, sub) else body).append(check)
-        body.append(ScopStmt(name, kind, st, st.iterators, dom, _union(reads), _union([write])))
+        body.append(
+            ScopStmt(
+                name,
+                kind,
+                st,
+                st.iterators,
+                dom,
+                _union(reads),
+                _union([write]),
+                contraction=contract,
+            )
+        )
     statements = (*checks, *body)
     return Scop(program, dict(sizes), dict(shapes), statements, _dependences(statements))
 

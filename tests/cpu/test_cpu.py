@@ -192,3 +192,38 @@ def test_one_kernel_called_from_several_threads_at_once() -> None:
         results = list(pool.map(lambda ab: kernel(*ab), pairs * 4))
     for (a, b), got in zip(pairs * 4, results, strict=True):
         np.testing.assert_allclose(got, a @ b, rtol=1e-4, atol=1e-4)
+
+
+CONTRACTIONS = """
+def tmm(float(M,K) A, float(N,K) B) -> (C) { C(m,n) +=! A(m,kk) * B(n,kk) }
+def acc(float(M,K) A, float(N,K1) B, float(M,N) C0) -> (C) {
+  C(m,n) = C0(m,n)
+  C(m,n) += 0.5 * A(m,kk) * B(n,kk+1) - A(m,kk)
+}
+def btmm(float(G,M,K) A, float(G,N,K) B) -> (C) { C(g,m,n) +=! A(g,m,kk) * B(g,n,kk) }
+"""
+
+
+@pytest.mark.parametrize(("m", "n", "k"), [(8, 12, 256), (9, 13, 300), (4, 4, 257), (130, 5, 263)])
+def test_long_contractions_match_numpy(m: int, n: int, k: int) -> None:
+    """Long dot products take the tiled contraction kernel (full tiles, row and column
+    remainders, reduction tails) with and without `!`."""
+    rng = np.random.default_rng(m * n + k)
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    b = rng.standard_normal((n, k)).astype(np.float32)
+    mod = tg.define(CONTRACTIONS)
+    kernel = mod.tmm.compile(a, b)
+    assert "tc_hsum(acc0_0)" in kernel.source
+    np.testing.assert_allclose(kernel(a, b), a.astype(np.float64) @ b.T, rtol=1e-4, atol=1e-3)
+    b1 = rng.standard_normal((n, k + 1)).astype(np.float32)
+    c0 = rng.standard_normal((m, n)).astype(np.float32)
+    want = (
+        c0 + 0.5 * (a.astype(np.float64) @ b1[:, 1:].T) - a.sum(axis=1, dtype=np.float64)[:, None]
+    )
+    assert "tc_hsum(acc0_0)" in mod.acc.compile(a, b1, c0).source
+    np.testing.assert_allclose(mod.acc(a, b1, c0), want, rtol=1e-4, atol=1e-3)
+    ga = rng.standard_normal((3, m, k)).astype(np.float32)
+    gb = rng.standard_normal((3, n, k)).astype(np.float32)
+    want = np.einsum("gmk,gnk->gmn", ga.astype(np.float64), gb.astype(np.float64))
+    assert "tc_hsum(acc0_0)" in mod.btmm.compile(ga, gb).source
+    np.testing.assert_allclose(mod.btmm(ga, gb), want, rtol=1e-4, atol=1e-3)
