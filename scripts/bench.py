@@ -31,7 +31,7 @@ import time
 from collections.abc import Callable, Sequence
 
 WARMUP_S = 0.01
-IDLE_S = 0.05
+IDLE_S = 0.25
 BUDGET_S = 0.05
 MODELS_MESSAGE = "bench.py models: not implemented yet: needs the ONNX integration (issue 4)"
 
@@ -40,6 +40,8 @@ def _set_thread_env(threads: int) -> None:
     for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         os.environ[var] = str(threads)
     os.environ.setdefault("GOMP_SPINCOUNT", "100000")
+    # OpenBLAS's workers spin about 2^28 cycles after a call by default (NumPy's turn).
+    os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")
 
 
 def _seconds_per_call(call: Callable[[], object]) -> float:

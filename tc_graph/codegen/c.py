@@ -274,9 +274,12 @@ class _Printer:
         return True
 
     # -- vector code (register tiles, vectorized reductions) -----------
-    def vexpr(self, e: ir.Expr, env: Mapping[str, str], lane: str) -> tuple[str, bool]:
+    def vexpr(
+        self, e: ir.Expr, env: Mapping[str, str], lane: str, loads: dict[str, str] | None = None
+    ) -> tuple[str, bool]:
         """e with `lane` running over the lanes of one float vector starting at env[lane]:
-        (text, whether it is a vector). Raises _Scalar where that needs a gather."""
+        (text, whether it is a vector). Raises _Scalar where that needs a gather. With
+        `loads`, each distinct vector load becomes a named local (declared by the caller)."""
         if lane not in ir.index_names(e):
             return self.expr(e, env), False
         if e.dtype != "float32":
@@ -287,27 +290,37 @@ class _Printer:
                 if any(lane in ir.index_names(x) for x in outer) or not _unit(last, lane):
                     raise _Scalar
                 idx = self.linear(t, [self.expr(x, env) for x in subs])
-                return f"(*(const tc_vfu *)&{cname(t)}[{idx}])", True
+                text = f"(*(const tc_vfu *)&{cname(t)}[{idx}])"
+                if loads is not None:
+                    text = loads.setdefault(text, f"_v{len(loads)}")
+                return text, True
             case ir.Binary(op="+" | "-" | "*" | "/" as op, left=a, right=b, compute="float32"):
-                x, xv = self.vexpr(a, env, lane)
-                y, yv = self.vexpr(b, env, lane)
+                x, xv = self.vexpr(a, env, lane, loads)
+                y, yv = self.vexpr(b, env, lane, loads)
                 x = x if xv else f"(float)({x})"
                 y = y if yv else f"(float)({y})"
                 return f"({x} {op} {y})", True
             case ir.Unary(op="-", operand=a):
-                x, _ = self.vexpr(a, env, lane)
+                x, _ = self.vexpr(a, env, lane, loads)
                 return f"(-{x})", True
             case ir.Cast(operand=a) if a.dtype == "float32":
-                return self.vexpr(a, env, lane)
+                return self.vexpr(a, env, lane, loads)
         raise _Scalar
 
-    def vector_rhs(self, st: ScopStmt, env: dict[str, str], lane: str, at: str) -> str | None:
+    def vector_rhs(
+        self,
+        st: ScopStmt,
+        env: dict[str, str],
+        lane: str,
+        at: str,
+        loads: dict[str, str] | None = None,
+    ) -> str | None:
         """The right side as a vector over lane = at, at+1, ...; None when it cannot be."""
         src = st.source
         if src.op != "+" or self.program.tensors[src.tensor].dtype != "float32":
             return None
         try:
-            text, is_vector = self.vexpr(src.rhs, {**env, lane: at}, lane)
+            text, is_vector = self.vexpr(src.rhs, {**env, lane: at}, lane, loads)
         except _Scalar:
             return None
         return text if is_vector else None
@@ -510,12 +523,16 @@ class _Printer:
             self.out(d + 1, f"tc_vf acc{i}_{j} = {{0}};")
         self.out(d + 1, f"int r0 = {rlo};")
         self.out(d + 1, f"for (; r0 + {width} <= {rhi}; r0 += {width}) {{")
-        for i, j in tile:
-            at = {**env, **names, plan.rows: f"(a0 + {i})", plan.cols: f"(b0 + {j})"}
-            vec = self.vector_rhs(st, at, plan.red, "r0")
-            assert vec is not None, "plan() admits only vector forms"
-            self.out(d + 2, f"acc{i}_{j} += {vec};")
+        self.tile_step(st, env, names, tile, "r0", d + 2, mask=None)
         self.out(d + 1, "}")
+        tail = (rhi - rlo) % width
+        if tail and rhi - rlo >= width:
+            # The last partial vector: one more step over the final `width` elements, the
+            # lanes the loop already summed masked off.
+            lanes = ", ".join("1.0f" if k >= width - tail else "0.0f" for k in range(width))
+            self.out(d + 1, f"{{ const tc_vf mask = {{{lanes}}}; r0 = {rhi - width};")
+            self.tile_step(st, env, names, tile, "r0", d + 2, mask="mask")
+            self.out(d + 1, f"r0 = {rhi}; }}")
         for i, j in tile:
             at = {**env, **names, plan.rows: f"(a0 + {i})", plan.cols: f"(b0 + {j})"}
             self.finish_dot(st, at, f"tc_hsum(acc{i}_{j})", "r0", rhi, d + 1)
@@ -542,6 +559,33 @@ class _Printer:
             d -= 1
             self.out(d, "}")
         self.out(depth, "}")
+
+    def tile_step(
+        self,
+        st: ScopStmt,
+        env: Mapping[str, str],
+        names: Mapping[str, str],
+        tile: list[tuple[int, int]],
+        r0: str,
+        depth: int,
+        *,
+        mask: str | None,
+    ) -> None:
+        """One vector step of every dot product of a tile; each operand vector is loaded
+        once into a local and shared by the products that use it."""
+        plan = st.contraction
+        assert plan is not None
+        loads: dict[str, str] = {}
+        updates = []
+        for i, j in tile:
+            at = {**env, **names, plan.rows: f"(a0 + {i})", plan.cols: f"(b0 + {j})"}
+            vec = self.vector_rhs(st, at, plan.red, r0, loads)
+            assert vec is not None, "plan() admits only vector forms"
+            updates.append(f"acc{i}_{j} += {vec if mask is None else f'{mask} * {vec}'};")
+        for text, name in loads.items():
+            self.out(depth, f"const tc_vf {name} = {text};")
+        for u in updates:
+            self.out(depth, u)
 
     def finish_dot(
         self, st: ScopStmt, env: Mapping[str, str], total: str, r0: str, rhi: int, depth: int
