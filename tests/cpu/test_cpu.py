@@ -227,3 +227,28 @@ def test_long_contractions_match_numpy(m: int, n: int, k: int) -> None:
     want = np.einsum("gmk,gnk->gmn", ga.astype(np.float64), gb.astype(np.float64))
     assert "tc_hsum(acc0_0)" in mod.btmm.compile(ga, gb).source
     np.testing.assert_allclose(mod.btmm(ga, gb), want, rtol=1e-4, atol=1e-3)
+
+
+def test_second_process_reuses_the_compiled_kernel(tmp_path: Any) -> None:
+    """A kernel compiled by one process is loaded by the next without the compiler."""
+    import os
+    import subprocess
+    import sys
+
+    script = (
+        "import numpy as np, tc_graph as tg\n"
+        "from tc_graph.runtime import cc\n"
+        f"fn = tg.define({MATMUL!r}).mm\n"
+        "a = np.ones((8, 4), np.float32); b = np.ones((4, 6), np.float32)\n"
+        "assert (fn(a, b) == 4).all()\n"
+        "print(cc.compilations)\n"
+    )
+    env = {**os.environ, "TC_GRAPH_CACHE": str(tmp_path)}
+    runs = [
+        subprocess.run(
+            [sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120
+        )
+        for _ in range(2)
+    ]
+    assert [r.returncode for r in runs] == [0, 0], [r.stderr for r in runs]
+    assert [r.stdout.strip() for r in runs] == ["1", "0"]
