@@ -37,7 +37,7 @@ def _unit_last(r: ir.Read, red: str) -> bool:
 
 # Below this many reduction steps a contraction stays in the fused nests: its own kernel
 # (a parallel region, a horizontal sum per output) only pays off for long dot products.
-MIN_REDUCTION = 256
+MIN_REDUCTION = 64
 MIN_TILE = 4
 
 
