@@ -35,8 +35,10 @@ def _unit_last(r: ir.Read, red: str) -> bool:
     )
 
 
-# Below this many reduction steps a contraction stays in the fused nests: its own kernel
-# (a parallel region, a horizontal sum per output) only pays off for long dot products.
+# A contraction kernel is its own parallel region, outside any fusion: worth it for long
+# dot products, and for shorter ones only when nothing else computes the same tensor
+# (MLP3's layers, with their bias and relu statements, stay one fused nest).
+LONG_REDUCTION = 256
 MIN_REDUCTION = 64
 MIN_TILE = 4
 
@@ -47,6 +49,9 @@ def plan(program: ir.Program, st: ir.Statement, extents: Mapping[str, int]) -> C
         return None
     red = st.reduction_vars[0]
     if extents[red] < MIN_REDUCTION or min(extents[st.lhs[-2]], extents[st.lhs[-1]]) < MIN_TILE:
+        return None
+    alone = sum(s.tensor == st.tensor for s in program.statements) == 1
+    if extents[red] < LONG_REDUCTION and not alone:
         return None
     if program.tensors[st.tensor].dtype != "float32" or st.rhs.dtype != "float32":
         return None

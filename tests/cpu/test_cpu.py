@@ -255,3 +255,11 @@ def test_second_process_reuses_the_compiled_kernel(tmp_path: Any) -> None:
     ]
     assert [r.returncode for r in runs] == [0, 0], [r.stderr for r in runs]
     assert [r.stdout.strip() for r in runs] == ["1", "0"]
+
+
+def test_full_size_mlp3_stays_one_parallel_region() -> None:
+    rng = np.random.default_rng(0)
+    shapes = [(128, 128), (64, 128), (64,), (32, 64), (32,), (2, 32), (2,)]
+    args = [rng.standard_normal(s).astype(np.float32) for s in shapes]
+    kernel = tg.define(MLP3).MLP3.compile(*args, options=tg.MappingOptions(fusion="max"))
+    assert kernel.source.count("#pragma omp parallel") == 1
