@@ -264,8 +264,7 @@ class _Printer:
         target = f"{cname(src.tensor)}[{self.linear(src.tensor, [env[v] for v in src.lhs])}]"
         self.out(depth, "{")
         self.out(depth + 1, f"{acc} acc = ({acc}){target};")
-        omp_op = {"+": "+", "*": "*", "min": "min", "max": "max"}[src.op]
-        self.out(depth + 1, self.dialect.reduction_pragma(omp_op, "acc"))
+        self.out(depth + 1, self.dialect.reduction_pragma(src.op, "acc"))
         self.out(depth + 1, self.for_header(node))
         value = self.expr(src.rhs, env)
         self.out(depth + 2, f"acc = {_combine(src.op, 'acc', f'({acc})({value})', acc)};")

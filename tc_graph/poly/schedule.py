@@ -196,15 +196,21 @@ class _Scheduler:
         if self.alone(n) or self.alone(group[0]):
             return False
         fusion = self.options.fusion
-        if fusion == "min" and group and (group[0].split("_")[0] != n.split("_")[0]):
+        if fusion == "min" and _origin(group[0]) != _origin(n):
             return False
         names = [*group, n]
         if not self.legal(names, depth + 1):
             return False
-        if fusion == "preserve3coincident" and group[0].split("_")[0] != n.split("_")[0]:
+        if fusion == "preserve3coincident" and _origin(group[0]) != _origin(n):
             keep = min(3, depth + 1)
             return all(self.carried_free(names, depth + 1, k) for k in range(keep))
         return True
+
+
+def _origin(name: str) -> str:
+    """The TC statement a scop statement comes from (`S3_init` and `S3` are both `S3`):
+    a reduction's `!` always fuses with the reduction, whatever the strategy."""
+    return name.split("_")[0]
 
 
 def _lex_gt(n: int) -> isl.UnionMap:
