@@ -135,6 +135,7 @@ class _Printer:
         self.program = scop.program
         self.lines: list[str] = []
         self.tmp = 0
+        self.private: set[str] = set()
 
     def out(self, depth: int, text: str) -> None:
         self.lines.append("  " * depth + text)
@@ -142,6 +143,9 @@ class _Printer:
     # -- expressions ---------------------------------------------------
     def linear(self, tensor: str, subs: Sequence[str]) -> str:
         shape = self.scop.shapes[tensor]
+        if tensor in self.private:
+            # A privatized temporary: one slice per iteration of the parallel loop.
+            shape, subs = shape[1:], subs[1:]
         if not subs:
             return "0"
         text = f"(int64_t)({subs[0]})"
@@ -673,11 +677,19 @@ class _Printer:
                 return
             if "regtile" in marks and "parallel" not in marks and self.register_tile(node, depth):
                 return
+            private: list[str] = []
             if "parallel" in marks:
                 self.out(depth, self.dialect.parallel_pragma(self.options, simd="simd" in marks))
+                private = self.privatizable(node)
             elif "simd" in marks:
                 self.out(depth, self.dialect.simd_pragma())
             self.out(depth, self.for_header(node) + " {")
+            for n in private:
+                t = self.program.tensors[n]
+                count = math.prod(self.scop.shapes[n][1:])
+                init = " = {0}" if t.zero_fill else ""
+                self.out(depth + 1, f"{C_TYPES[t.dtype]} {cname(n)}[{max(1, count)}]{init};")
+                self.private.add(n)
             self.node(node.for_get_body(), depth + 1)
             self.out(depth, "}")
         elif t == isl.ast_node_type.if_:
@@ -702,6 +714,48 @@ class _Printer:
         else:
             raise TypeError(f"unexpected isl AST node {t}")
 
+    # -- temporaries ------------------------------------------------------
+    def users_under(self, node: isl.AstNode) -> list[tuple[ScopStmt, list[str]]]:
+        t = node.get_type()
+        if t == isl.ast_node_type.user:
+            return [self.user(node)]
+        if t == isl.ast_node_type.for_:
+            return self.users_under(node.for_get_body())
+        if t == isl.ast_node_type.mark:
+            return self.users_under(node.mark_get_node())
+        if t == isl.ast_node_type.if_:
+            out = self.users_under(node.if_get_then_node())
+            return out + (
+                self.users_under(node.if_get_else_node()) if node.if_has_else_node() else []
+            )
+        if t == isl.ast_node_type.block:
+            children = node.block_get_children()
+            return [
+                u
+                for i in range(children.n_ast_node())
+                for u in self.users_under(children.get_at(i))
+            ]
+        return []
+
+    def privatizable(self, node: isl.AstNode) -> list[str]:
+        """Temporaries that fusion made local to one iteration of this parallel loop: all
+        their accesses are under it and index their first dimension with its iterator.
+        Each thread then keeps one slice on its stack instead of the whole tensor."""
+        users = self.users_under(node)
+        it = node.for_get_iterator().to_C_str()
+        names = {st.name for st, _ in users}
+        out = []
+        for temp in self.program.temporaries:
+            shape = self.scop.shapes[temp]
+            if not shape or math.prod(shape[1:]) * 8 > _PRIVATE_BYTES:
+                continue
+            if any(_touches(s, temp) for s in self.scop.statements if s.name not in names):
+                continue
+            touching = [(st, args) for st, args in users if _touches(st, temp)]
+            if touching and all(_first_index_is(st, args, temp, it) for st, args in touching):
+                out.append(temp)
+        return out
+
     # -- the kernel ------------------------------------------------------
     def kernel(self, ast: isl.AstNode | None, name: str) -> str:
         p = self.program
@@ -719,7 +773,12 @@ class _Printer:
                 f"{const}{C_TYPES[t.dtype]} *restrict {cname(n)} = "
                 f"({const}{C_TYPES[t.dtype]} *)args[{k}];",
             )
-        temps = p.temporaries
+        prologue = self.lines
+        self.lines = []
+        if ast is not None:
+            self.node(ast, 1)
+        body, self.lines = self.lines, prologue
+        temps = [n for n in p.temporaries if n not in self.private]
         for n in temps:
             t = p.tensors[n]
             count = max(1, math.prod(self.scop.shapes[n]))
@@ -731,8 +790,7 @@ class _Printer:
             self.out(
                 1, f"if ({' || '.join(f'!{cname(n)}' for n in temps)}) {{ code = -1; goto done; }}"
             )
-        if ast is not None:
-            self.node(ast, 1)
+        self.lines += body
         self.out(0, "done:")
         for n in temps:
             self.out(1, f"free({cname(n)});")
@@ -750,6 +808,33 @@ def _hsum(width: int) -> str:
         steps.append(f"v += __builtin_shuffle(v, (tc_vi){{{mask}}});")
         half //= 2
     return f"static inline float tc_hsum(tc_vf v) {{ {' '.join(steps)} return v[0]; }}"
+
+
+_PRIVATE_BYTES = 64 * 1024
+
+
+def _touches(st: ScopStmt, tensor: str) -> bool:
+    if st.kind == "check":
+        assert st.checked is not None
+        return any(r.tensor == tensor for r in ir.reads(st.checked.subscripts[st.checked_dim]))
+    return st.source.tensor == tensor or any(r.tensor == tensor for r in ir.reads(st.source.rhs))
+
+
+def _first_index_is(st: ScopStmt, args: Sequence[str], tensor: str, loop: str) -> bool:
+    """Every access of tensor by st indexes dimension 0 with the iterator that `loop` counts."""
+    if st.kind == "check":
+        return False
+    env = dict(zip(st.iterators, args, strict=True))
+
+    def ok(first: ir.Expr) -> bool:
+        return isinstance(first, ir.Index) and env.get(first.name) == loop
+
+    src = st.source
+    if src.tensor == tensor and not (src.lhs and env.get(src.lhs[0]) == loop):
+        return False
+    return all(
+        ok(r.subscripts[0]) for r in ir.reads(src.rhs) if r.tensor == tensor and r.subscripts
+    )
 
 
 class _Scalar(Exception):
