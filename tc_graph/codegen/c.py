@@ -504,9 +504,10 @@ class _Printer:
         env = {v: a for v, a in zip(st.iterators, args, strict=True) if a not in loops}
         names = {v: f"_o{k}" for k, v in enumerate(v for v in src.lhs if v not in env)}
         names.update({plan.rows: "_a", plan.cols: "_b", plan.red: "_r"})
-        size = max(1, min(self.options.register_tile, 4))
+        cap = max(1, min(self.options.register_tile, 4))
         width = self.options.vector_width
         (alo, ahi), (blo, bhi), (rlo, rhi) = (ranges[v] for v in (plan.rows, plan.cols, plan.red))
+        rows_n, cols_n = _tile_size(ahi - alo, cap), _tile_size(bhi - blo, cap)
         outer = [v for v in src.lhs if v not in env and v not in (plan.rows, plan.cols)]
         d = depth
         self.out(d, "{")
@@ -517,11 +518,11 @@ class _Printer:
             lo, hi = ranges[v]
             self.out(d, f"for (int {names[v]} = {lo}; {names[v]} < {hi}; {names[v]}++) {{")
             d += 1
-        self.out(d, f"for (int b0 = {blo}; b0 < {bhi}; b0 += {size}) {{")
-        self.out(d + 1, f"for (int a0 = {alo}; a0 < {ahi}; a0 += {size}) {{")
+        self.out(d, f"for (int b0 = {blo}; b0 < {bhi}; b0 += {cols_n}) {{")
+        self.out(d + 1, f"for (int a0 = {alo}; a0 < {ahi}; a0 += {rows_n}) {{")
         d += 2
-        tile = [(i, j) for i in range(size) for j in range(size)]
-        self.out(d, f"if (a0 + {size} <= {ahi} && b0 + {size} <= {bhi}) {{")
+        tile = [(i, j) for i in range(rows_n) for j in range(cols_n)]
+        self.out(d, f"if (a0 + {rows_n} <= {ahi} && b0 + {cols_n} <= {bhi}) {{")
         for i, j in tile:
             self.out(d + 1, f"tc_vf acc{i}_{j} = {{0}};")
         self.out(d + 1, f"int r0 = {rlo};")
@@ -546,12 +547,12 @@ class _Printer:
         self.out(d, "} else {")
         self.out(
             d + 1,
-            f"for (int {names[plan.rows]} = a0; {names[plan.rows]} < min(a0 + {size}, {ahi}); "
+            f"for (int {names[plan.rows]} = a0; {names[plan.rows]} < min(a0 + {rows_n}, {ahi}); "
             f"{names[plan.rows]}++)",
         )
         self.out(
             d + 1,
-            f"for (int {names[plan.cols]} = b0; {names[plan.cols]} < min(b0 + {size}, {bhi}); "
+            f"for (int {names[plan.cols]} = b0; {names[plan.cols]} < min(b0 + {cols_n}, {bhi}); "
             f"{names[plan.cols]}++) {{",
         )
         at = {**env, **names}
@@ -811,6 +812,13 @@ def _hsum(width: int) -> str:
 
 
 _PRIVATE_BYTES = 64 * 1024
+
+
+def _tile_size(extent: int, cap: int) -> int:
+    """The largest tile up to cap that divides extent (no remainder tiles), unless only 1
+    does: then cap, and the remainder takes the slower path."""
+    best = max(t for t in range(1, cap + 1) if extent % t == 0)
+    return best if best > 1 or extent < cap else cap
 
 
 def _touches(st: ScopStmt, tensor: str) -> bool:
