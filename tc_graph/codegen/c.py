@@ -591,7 +591,9 @@ class _Printer:
             assert vec is not None, "plan() admits only vector forms"
             updates.append(f"acc{i}_{j} += {vec if mask is None else f'{mask} * {vec}'};")
         for text, name in loads.items():
-            self.out(depth, f"const tc_vf {name} = {text};")
+            # The empty asm pins each operand in a register: otherwise gcc folds the
+            # load into every FMA that uses it, and the tile's load sharing is lost.
+            self.out(depth, f'tc_vf {name} = {text}; __asm__("" : "+v"({name}));')
         for u in updates:
             self.out(depth, u)
 
