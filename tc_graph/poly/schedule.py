@@ -192,6 +192,16 @@ class _Scheduler:
         kernel of their own. Both keep nests of their own."""
         return self.by_name[name].kind in ("check", "contract")
 
+    def related(self, group: Sequence[str], n: str) -> bool:
+        """Some dependence links n with a statement of group."""
+        one = isl.UnionSet.from_set(self.by_name[n].domain)
+        rest = isl.UnionSet.empty(isl.Space.params_alloc(_CTX, 0))
+        for m in group:
+            rest = rest.union(isl.UnionSet.from_set(self.by_name[m].domain))
+        forward = self.deps.intersect_domain(rest).intersect_range(one)
+        backward = self.deps.intersect_domain(one).intersect_range(rest)
+        return not (forward.is_empty() and backward.is_empty())
+
     def may_fuse(self, group: list[str], n: str, depth: int) -> bool:
         if self.alone(n) or self.alone(group[0]):
             return False
@@ -199,6 +209,10 @@ class _Scheduler:
         if fusion == "min" and _origin(group[0]) != _origin(n):
             return False
         names = [*group, n]
+        if depth > 0 and not self.related(group, n):
+            # Below the outer (parallel) loop, fusing nests that share no data only
+            # entangles their loops (2LUT's second bag would split the first one's tile).
+            return False
         if not self.legal(names, depth + 1):
             return False
         if fusion == "preserve3coincident" and _origin(group[0]) != _origin(n):
