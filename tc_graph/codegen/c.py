@@ -505,9 +505,7 @@ class _Printer:
         names = {v: f"_o{k}" for k, v in enumerate(v for v in src.lhs if v not in env)}
         names.update({plan.rows: "_a", plan.cols: "_b", plan.red: "_r"})
         cap = max(1, min(self.options.register_tile, 4))
-        width = self.options.vector_width
         (alo, ahi), (blo, bhi), (rlo, rhi) = (ranges[v] for v in (plan.rows, plan.cols, plan.red))
-        rows_n, cols_n = _tile_size(ahi - alo, cap), _tile_size(bhi - blo, cap)
         outer = [v for v in src.lhs if v not in env and v not in (plan.rows, plan.cols)]
         d = depth
         self.out(d, "{")
@@ -518,55 +516,73 @@ class _Printer:
             lo, hi = ranges[v]
             self.out(d, f"for (int {names[v]} = {lo}; {names[v]} < {hi}; {names[v]}++) {{")
             d += 1
-        self.out(d, f"for (int b0 = {blo}; b0 < {bhi}; b0 += {cols_n}) {{")
-        self.out(d + 1, f"for (int a0 = {alo}; a0 < {ahi}; a0 += {rows_n}) {{")
-        d += 2
+        # Full cap x cap tiles, then the edge tiles with what is left of each extent.
+        cols = _blocks(blo, bhi, cap)
+        rows = _blocks(alo, ahi, cap)
+        self.out(d, f"for (int bi = 0; bi < {sum(n for n, _ in cols)}; bi++) {{")
+        d += 1
+        for k, (cols_count, cols_n) in enumerate(cols):
+            first = sum(n for n, _ in cols[:k])
+            self.out(d, f"{'if' if k == 0 else '} else if'} (bi < {first + cols_count}) {{")
+            self.out(d + 1, f"const int b0 = {blo} + {first * cap} + (bi - {first}) * {cols_n};")
+            self.out(d + 1, f"for (int ai = 0; ai < {sum(n for n, _ in rows)}; ai++) {{")
+            for m, (rows_count, rows_n) in enumerate(rows):
+                firsta = sum(n for n, _ in rows[:m])
+                self.out(
+                    d + 2, f"{'if' if m == 0 else '} else if'} (ai < {firsta + rows_count}) {{"
+                )
+                self.out(
+                    d + 3, f"const int a0 = {alo} + {firsta * cap} + (ai - {firsta}) * {rows_n};"
+                )
+                self.dot_tile(st, env, names, rows_n, cols_n, rlo, rhi, d + 3)
+            self.out(d + 2, "}")
+            self.out(d + 1, "}")
+        self.out(d, "}")
+        d -= 1
+        self.out(d, "}")
+        for _ in outer:
+            d -= 1
+            self.out(d, "}")
+        self.out(depth, "}")
+
+    def dot_tile(
+        self,
+        st: ScopStmt,
+        env: Mapping[str, str],
+        names: Mapping[str, str],
+        rows_n: int,
+        cols_n: int,
+        rlo: int,
+        rhi: int,
+        d: int,
+    ) -> None:
+        """The rows_n x cols_n outputs at (a0, b0): vector dot products sharing loads, a
+        masked last vector, then the lane sums and the scalar tail."""
+        plan = st.contraction
+        assert plan is not None
+        width = self.options.vector_width
         tile = [(i, j) for i in range(rows_n) for j in range(cols_n)]
-        self.out(d, f"if (a0 + {rows_n} <= {ahi} && b0 + {cols_n} <= {bhi}) {{")
         for i, j in tile:
-            self.out(d + 1, f"tc_vf acc{i}_{j} = {{0}};")
-        self.out(d + 1, f"int r0 = {rlo};")
-        self.out(d + 1, f"for (; r0 + {width} <= {rhi}; r0 += {width}) {{")
-        self.tile_step(st, env, names, tile, "r0", d + 2, mask=None)
-        self.out(d + 1, "}")
+            self.out(d, f"tc_vf acc{i}_{j} = {{0}};")
+        self.out(d, f"int r0 = {rlo};")
+        self.out(d, f"for (; r0 + {width} <= {rhi}; r0 += {width}) {{")
+        self.tile_step(st, env, names, tile, "r0", d + 1, mask=None)
+        self.out(d, "}")
         tail = (rhi - rlo) % width
         if tail and rhi - rlo >= width:
             # The last partial vector: one more step over the final `width` elements, the
             # lanes the loop already summed masked off.
             lanes = ", ".join("1.0f" if k >= width - tail else "0.0f" for k in range(width))
-            self.out(d + 1, f"{{ const tc_vf mask = {{{lanes}}}; r0 = {rhi - width};")
-            self.tile_step(st, env, names, tile, "r0", d + 2, mask="mask")
-            self.out(d + 1, f"r0 = {rhi}; }}")
+            self.out(d, f"{{ const tc_vf mask = {{{lanes}}}; r0 = {rhi - width};")
+            self.tile_step(st, env, names, tile, "r0", d + 1, mask="mask")
+            self.out(d, f"r0 = {rhi}; }}")
         accs = [f"acc{i}_{j}" for i, j in tile]
         # Short dot products are dominated by their horizontal sums: reduce them together.
         # (Long ones measured faster with one sum each: less pressure on the registers.)
-        sums = self.lane_sums(accs, d + 1) if rhi - rlo < 256 else [f"tc_hsum({a})" for a in accs]
+        sums = self.lane_sums(accs, d) if rhi - rlo < 256 else [f"tc_hsum({a})" for a in accs]
         for (i, j), total in zip(tile, sums, strict=True):
             at = {**env, **names, plan.rows: f"(a0 + {i})", plan.cols: f"(b0 + {j})"}
-            self.finish_dot(st, at, total, "r0", rhi, d + 1)
-        self.out(d, "} else {")
-        self.out(
-            d + 1,
-            f"for (int {names[plan.rows]} = a0; {names[plan.rows]} < min(a0 + {rows_n}, {ahi}); "
-            f"{names[plan.rows]}++)",
-        )
-        self.out(
-            d + 1,
-            f"for (int {names[plan.cols]} = b0; {names[plan.cols]} < min(b0 + {cols_n}, {bhi}); "
-            f"{names[plan.cols]}++) {{",
-        )
-        at = {**env, **names}
-        vec = self.vector_rhs(st, at, plan.red, "r0")
-        self.out(d + 2, "tc_vf acc = {0};")
-        self.out(d + 2, f"int r0 = {rlo};")
-        self.out(d + 2, f"for (; r0 + {width} <= {rhi}; r0 += {width}) acc += {vec};")
-        self.finish_dot(st, at, "tc_hsum(acc)", "r0", rhi, d + 2)
-        self.out(d + 1, "}")
-        self.out(d, "}")
-        for _ in range(len(outer) + 2):
-            d -= 1
-            self.out(d, "}")
-        self.out(depth, "}")
+            self.finish_dot(st, at, total, "r0", rhi, d)
 
     def tile_step(
         self,
@@ -816,11 +832,10 @@ def _hsum(width: int) -> str:
 _PRIVATE_BYTES = 64 * 1024
 
 
-def _tile_size(extent: int, cap: int) -> int:
-    """The largest tile up to cap that divides extent (no remainder tiles), unless only 1
-    does: then cap, and the remainder takes the slower path."""
-    best = max(t for t in range(1, cap + 1) if extent % t == 0)
-    return best if best > 1 or extent < cap else cap
+def _blocks(lo: int, hi: int, size: int) -> list[tuple[int, int]]:
+    """[lo, hi) in blocks: (how many, of what size), full blocks first."""
+    full, rest = divmod(max(0, hi - lo), size)
+    return [b for b in ((full, size), (1, rest)) if b[0] and b[1]]
 
 
 def _touches(st: ScopStmt, tensor: str) -> bool:
