@@ -519,24 +519,29 @@ class _Printer:
         # Full cap x cap tiles, then the edge tiles with what is left of each extent.
         cols = _blocks(blo, bhi, cap)
         rows = _blocks(alo, ahi, cap)
+        # Reductions in chunks whose operand rows of one tile (cap + cap of them) fit in
+        # about half of L1, so the column rows stay there while the row tiles stream.
+        chunk = max(16, (L1_BYTES // 2) // (4 * 2 * cap) // 16 * 16)
+        chunks = [(lo, min(lo + chunk, rhi)) for lo in range(rlo, rhi, chunk)] or [(rlo, rhi)]
         self.out(d, f"for (int bi = 0; bi < {sum(n for n, _ in cols)}; bi++) {{")
         d += 1
         for k, (cols_count, cols_n) in enumerate(cols):
             first = sum(n for n, _ in cols[:k])
             self.out(d, f"{'if' if k == 0 else '} else if'} (bi < {first + cols_count}) {{")
             self.out(d + 1, f"const int b0 = {blo} + {first * cap} + (bi - {first}) * {cols_n};")
-            self.out(d + 1, f"for (int ai = 0; ai < {sum(n for n, _ in rows)}; ai++) {{")
-            for m, (rows_count, rows_n) in enumerate(rows):
-                firsta = sum(n for n, _ in rows[:m])
-                self.out(
-                    d + 2, f"{'if' if m == 0 else '} else if'} (ai < {firsta + rows_count}) {{"
-                )
-                self.out(
-                    d + 3, f"const int a0 = {alo} + {firsta * cap} + (ai - {firsta}) * {rows_n};"
-                )
-                self.dot_tile(st, env, names, rows_n, cols_n, rlo, rhi, d + 3)
-            self.out(d + 2, "}")
-            self.out(d + 1, "}")
+            for c, (clo, chi) in enumerate(chunks):
+                self.out(d + 1, f"for (int ai = 0; ai < {sum(n for n, _ in rows)}; ai++) {{")
+                for m, (rows_count, rows_n) in enumerate(rows):
+                    firsta = sum(n for n, _ in rows[:m])
+                    cond = f"{'if' if m == 0 else '} else if'} (ai < {firsta + rows_count}) {{"
+                    self.out(d + 2, cond)
+                    self.out(
+                        d + 3,
+                        f"const int a0 = {alo} + {firsta * cap} + (ai - {firsta}) * {rows_n};",
+                    )
+                    self.dot_tile(st, env, names, rows_n, cols_n, clo, chi, d + 3, first=c == 0)
+                self.out(d + 2, "}")
+                self.out(d + 1, "}")
         self.out(d, "}")
         d -= 1
         self.out(d, "}")
@@ -555,9 +560,11 @@ class _Printer:
         rlo: int,
         rhi: int,
         d: int,
+        *,
+        first: bool,
     ) -> None:
-        """The rows_n x cols_n outputs at (a0, b0): vector dot products sharing loads, a
-        masked last vector, then the lane sums and the scalar tail."""
+        """The rows_n x cols_n outputs at (a0, b0) over reductions [rlo, rhi): vector dot
+        products sharing loads, a masked last vector, then the lane sums and the tail."""
         plan = st.contraction
         assert plan is not None
         width = self.options.vector_width
@@ -582,7 +589,7 @@ class _Printer:
         sums = self.lane_sums(accs, d) if rhi - rlo < 256 else [f"tc_hsum({a})" for a in accs]
         for (i, j), total in zip(tile, sums, strict=True):
             at = {**env, **names, plan.rows: f"(a0 + {i})", plan.cols: f"(b0 + {j})"}
-            self.finish_dot(st, at, total, "r0", rhi, d)
+            self.finish_dot(st, at, total, "r0", rhi, d, first=first)
 
     def tile_step(
         self,
@@ -657,14 +664,23 @@ class _Printer:
         return [f"{total}[{k * (width // n)}]" for k in range(n)]
 
     def finish_dot(
-        self, st: ScopStmt, env: Mapping[str, str], total: str, r0: str, rhi: int, depth: int
+        self,
+        st: ScopStmt,
+        env: Mapping[str, str],
+        total: str,
+        r0: str,
+        rhi: int,
+        depth: int,
+        *,
+        first: bool,
     ) -> None:
-        """Add the scalar tail of a dot product and store it (`!` starts from 0)."""
+        """Add the scalar tail of a dot product and store it (the first part of a `!`
+        reduction starts from 0, any other from the stored value)."""
         src = st.source
         assert st.contraction is not None
         target = f"{cname(src.tensor)}[{self.linear(src.tensor, [env[v] for v in src.lhs])}]"
         tail = self.expr(src.rhs, {**env, st.contraction.red: "_t"})
-        start = "0.0f" if src.init else target
+        start = "0.0f" if src.init and first else target
         self.out(depth, f"{{ float s = {start} + {total};")
         self.out(depth + 1, f"for (int _t = {r0}; _t < {rhi}; _t++) s += (float)({tail});")
         self.out(depth + 1, f"{target} = s; }}")
@@ -830,6 +846,7 @@ def _hsum(width: int) -> str:
 
 
 _PRIVATE_BYTES = 64 * 1024
+L1_BYTES = 48 * 1024
 
 
 def _blocks(lo: int, hi: int, size: int) -> list[tuple[int, int]]:

@@ -206,7 +206,15 @@ def btmm(float(G,M,K) A, float(G,N,K) B) -> (C) { C(g,m,n) +=! A(g,m,kk) * B(g,n
 
 @pytest.mark.parametrize(
     ("m", "n", "k"),
-    [(8, 12, 256), (9, 13, 300), (4, 4, 257), (130, 5, 263), (8, 12, 100), (6, 9, 70)],
+    [
+        (8, 12, 256),
+        (9, 13, 300),
+        (4, 4, 257),
+        (130, 5, 263),
+        (8, 12, 100),
+        (6, 9, 70),
+        (7, 10, 1700),
+    ],
 )
 def test_long_contractions_match_numpy(m: int, n: int, k: int) -> None:
     """Long dot products take the tiled contraction kernel (full tiles, row and column
