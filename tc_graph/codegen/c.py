@@ -550,6 +550,48 @@ class _Printer:
             self.out(d, "}")
         self.out(depth, "}")
 
+    def tile_env(
+        self, st: ScopStmt, env: Mapping[str, str], names: Mapping[str, str], i: int, j: int
+    ) -> dict[str, str]:
+        """The iterators of output (i, j) of the tile at (a0, b0)."""
+        plan = st.contraction
+        assert plan is not None
+        out = {**env, **names, plan.cols: f"(b0 + {j})"}
+        if plan.rows is not None:
+            out[plan.rows] = f"(a0 + {i})"
+        return out
+
+    def inner_dot(self, node: isl.AstNode, depth: int) -> bool:
+        """The output loop and reduction loop of a dot product in a fused nest: 1 x C tiles
+        of outputs sharing the loads of the operands they have in common."""
+        found = self.band_loops(node)
+        if found is None:
+            return False
+        st, args, loops = found
+        plan = st.contraction
+        assert plan is not None
+        env = {v: a for v, a in zip(st.iterators, args, strict=True) if a not in loops}
+        if set(st.iterators) - set(env) != {plan.cols, plan.red}:
+            return False
+        ranges = self.ranges(st)
+        (blo, bhi), (rlo, rhi) = ranges[plan.cols], ranges[plan.red]
+        cap = 2 * max(1, min(self.options.register_tile, 4))
+        names = {plan.cols: "_b", plan.red: "_r"}
+        self.out(depth, "{")
+        cols = _blocks(blo, bhi, cap)
+        self.out(depth + 1, f"for (int bi = 0; bi < {sum(n for n, _ in cols)}; bi++) {{")
+        for k, (count, cols_n) in enumerate(cols):
+            first = sum(n for n, _ in cols[:k])
+            self.out(depth + 2, f"{'if' if k == 0 else '} else if'} (bi < {first + count}) {{")
+            self.out(
+                depth + 3, f"const int b0 = {blo} + {first * cap} + (bi - {first}) * {cols_n};"
+            )
+            self.dot_tile(st, env, names, 1, cols_n, rlo, rhi, depth + 3, first=False)
+        self.out(depth + 2, "}")
+        self.out(depth + 1, "}")
+        self.out(depth, "}")
+        return True
+
     def dot_tile(
         self,
         st: ScopStmt,
@@ -588,8 +630,9 @@ class _Printer:
         # (Long ones measured faster with one sum each: less pressure on the registers.)
         sums = self.lane_sums(accs, d) if rhi - rlo < 256 else [f"tc_hsum({a})" for a in accs]
         for (i, j), total in zip(tile, sums, strict=True):
-            at = {**env, **names, plan.rows: f"(a0 + {i})", plan.cols: f"(b0 + {j})"}
-            self.finish_dot(st, at, total, "r0", rhi, d, first=first)
+            self.finish_dot(
+                st, self.tile_env(st, env, names, i, j), total, "r0", rhi, d, first=first
+            )
 
     def tile_step(
         self,
@@ -609,8 +652,7 @@ class _Printer:
         loads: dict[str, str] = {}
         updates = []
         for i, j in tile:
-            at = {**env, **names, plan.rows: f"(a0 + {i})", plan.cols: f"(b0 + {j})"}
-            vec = self.vector_rhs(st, at, plan.red, r0, loads)
+            vec = self.vector_rhs(st, self.tile_env(st, env, names, i, j), plan.red, r0, loads)
             assert vec is not None, "plan() admits only vector forms"
             updates.append(f"acc{i}_{j} += {vec if mask is None else f'{mask} * {vec}'};")
         for text, name in loads.items():
@@ -711,6 +753,8 @@ class _Printer:
             if "reduce" in marks and "parallel" not in marks and self.reduction_loop(node, depth):
                 return
             if "regtile" in marks and "parallel" not in marks and self.register_tile(node, depth):
+                return
+            if "dottile" in marks and "parallel" not in marks and self.inner_dot(node, depth):
                 return
             private: list[str] = []
             if "parallel" in marks:

@@ -1,10 +1,13 @@
-"""Contractions that get a kernel of their own: `T(.., a, b) += f(.., r)` in float32 with
-one reduction index `r` that every operand reads with unit stride (the dot-product form
-of `tmm`, `MLP1`, `C3`).
+"""Dot-product contractions: `T(.., a, b) += f(.., r)` in float32 with one reduction
+index `r` that every operand reads with unit stride (`tmm`, `MLP1`, `C3`, `tbmm`,
+MLP3's layers).
 
-Such a statement is scheduled alone, its `!` is folded into it (the accumulators start
-at the identity instead of a separate pass writing zeros), and the printer emits an
-R x C tile of outputs whose dot products share their operand loads.
+Their vector form is a dot product per output, so the printer computes a tile of
+outputs at once: the tile's dot products share their operand loads and end in one
+combined lane reduction. Long ones (and short ones nothing else writes into) become a
+kernel of their own, R x C tiles over (a, b), scheduled alone with their `!` folded in
+(`plan`). The others keep their place in the fused nests, and their innermost loops
+(b, then r) become a 1 x C tile (`inner_plan`).
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from .. import ir
 
 @dataclass(frozen=True)
 class Contraction:
-    rows: str  # a: the second-to-last left-hand index
+    rows: str | None  # a: the second-to-last left-hand index (None: a 1 x C tile)
     cols: str  # b: the last left-hand index
     red: str  # r: the reduction index, unit stride in every operand that reads it
 
@@ -43,26 +46,48 @@ MIN_REDUCTION = 64
 MIN_TILE = 4
 
 
-def plan(program: ir.Program, st: ir.Statement, extents: Mapping[str, int]) -> Contraction | None:
-    """The contraction form of st, given each iterator's trip count, or None."""
-    if st.op != "+" or len(st.lhs) < 2 or len(st.reduction_vars) != 1:
+def _dot_form(program: ir.Program, st: ir.Statement) -> tuple[str, str] | None:
+    """(b, r) when st is a float32 `+=` over one reduction index r whose right side has a
+    vector form along r, and b is its last left-hand index."""
+    if st.op != "+" or not st.lhs or len(st.reduction_vars) != 1:
         return None
     red = st.reduction_vars[0]
-    if extents[red] < MIN_REDUCTION or min(extents[st.lhs[-2]], extents[st.lhs[-1]]) < MIN_TILE:
-        return None
-    alone = sum(s.tensor == st.tensor for s in program.statements) == 1
-    if extents[red] < LONG_REDUCTION and not alone:
-        return None
     if program.tensors[st.tensor].dtype != "float32" or st.rhs.dtype != "float32":
         return None
-    operands = [r for r in ir.reads(st.rhs) if red in ir.index_names(r)]
-    if not operands:
+    if not any(red in ir.index_names(r) for r in ir.reads(st.rhs)):
         return None
     if not _vector_form(program, st.rhs, red):
         return None
     if any(isinstance(n, ir.Read) and n.tensor == st.tensor for n in ir.walk(st.rhs)):
         return None
-    return Contraction(st.lhs[-2], st.lhs[-1], red)
+    return st.lhs[-1], red
+
+
+def plan(program: ir.Program, st: ir.Statement, extents: Mapping[str, int]) -> Contraction | None:
+    """The kernel-of-its-own form of st, given each iterator's trip count, or None."""
+    form = _dot_form(program, st)
+    if form is None or len(st.lhs) < 2:
+        return None
+    cols, red = form
+    if extents[red] < MIN_REDUCTION or min(extents[st.lhs[-2]], extents[cols]) < MIN_TILE:
+        return None
+    alone = sum(s.tensor == st.tensor for s in program.statements) == 1
+    if extents[red] < LONG_REDUCTION and not alone:
+        return None
+    return Contraction(st.lhs[-2], cols, red)
+
+
+def inner_plan(
+    program: ir.Program, st: ir.Statement, extents: Mapping[str, int]
+) -> Contraction | None:
+    """The 1 x C tile form of a dot product that stays in the fused nests, or None."""
+    form = _dot_form(program, st)
+    if form is None:
+        return None
+    cols, red = form
+    if extents[red] < MIN_TILE or extents[cols] < 2:
+        return None
+    return Contraction(None, cols, red)
 
 
 def _vector_form(program: ir.Program, e: ir.Expr, red: str) -> bool:

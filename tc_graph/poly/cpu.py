@@ -72,6 +72,21 @@ def _is_reduction_member(node: isl.ScheduleNode, scop: Scop) -> bool:
     return st.kind == "update" and its[-1] in st.source.reduction_vars
 
 
+def _dot_tile_start(node: isl.ScheduleNode, scop: Scop) -> int | None:
+    """Where the output loop and reduction loop of a dot product (contraction.inner_plan)
+    start in a band of its statement, when they end it."""
+    found = _member_iterators(node, scop)
+    if found is None:
+        return None
+    st, its = found
+    plan = st.contraction
+    if st.kind != "update" or plan is None or plan.rows is not None:
+        return None
+    if its[-2:] != [plan.cols, plan.red]:
+        return None
+    return len(its) - 2
+
+
 def _register_tile_start(node: isl.ScheduleNode, scop: Scop) -> int | None:
     """Where a register tile starts in a band of one `+=` statement: the members from
     there on are reduction loops around the stride-1 output loop, so the output row can
@@ -110,16 +125,17 @@ def map_cpu(schedule: isl.Schedule, scop: Scop, options: MappingOptions) -> isl.
                 node = node.insert_mark(isl.Id("parallel", context=_CTX)).child(0)
                 down += 1
                 parallel_done = True
-            start = (
-                _register_tile_start(node, scop)
-                if options.register_tile and not _has_band_below(node)
-                else None
-            )
-            if start is not None:
-                if start > 0:
-                    node = node.band_split(start).child(0)
+            innermost = options.register_tile and not _has_band_below(node)
+            dot = _dot_tile_start(node, scop) if innermost else None
+            start = _register_tile_start(node, scop) if innermost and dot is None else None
+            if dot is not None or start is not None:
+                split = dot if dot is not None else start
+                assert split is not None
+                if split > 0:
+                    node = node.band_split(split).child(0)
                     down += 1
-                node = node.insert_mark(isl.Id("regtile", context=_CTX)).child(0)
+                mark = "dottile" if dot is not None else "regtile"
+                node = node.insert_mark(isl.Id(mark, context=_CTX)).child(0)
                 down += 1
             elif not _has_band_below(node):
                 n = node.band_n_member()

@@ -202,8 +202,23 @@ class _Scheduler:
         backward = self.deps.intersect_domain(one).intersect_range(rest)
         return not (forward.is_empty() and backward.is_empty())
 
+    def keeps_loop(self, name: str, depth: int) -> bool:
+        """A dot product's output loop stays its own: the printer tiles it with the
+        reduction loop inside (contraction.inner_plan)."""
+        st = self.by_name[name]
+        plan = st.contraction
+        return (
+            st.kind == "update"
+            and plan is not None
+            and plan.rows is None
+            and len(self.order[name]) > depth
+            and self.order[name][depth] == plan.cols
+        )
+
     def may_fuse(self, group: list[str], n: str, depth: int) -> bool:
         if self.alone(n) or self.alone(group[0]):
+            return False
+        if self.keeps_loop(n, depth) or any(self.keeps_loop(m, depth) for m in group):
             return False
         fusion = self.options.fusion
         if fusion == "min" and _origin(group[0]) != _origin(n):

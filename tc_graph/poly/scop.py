@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import islpy as isl
 
 from .. import affine, ir
-from .contraction import Contraction, plan
+from .contraction import Contraction, inner_plan, plan
 
 _CTX = isl.DEFAULT_CONTEXT
 
@@ -31,7 +31,8 @@ class ScopStmt:
     writes: isl.UnionMap = field(compare=False)
     checked: ir.Read | None = field(default=None, compare=False)  # for "check" statements
     checked_dim: int = 0
-    contraction: Contraction | None = None  # for "contract" statements
+    # "contract" statements: their kernel's tile; "update" ones: their innermost 1 x C tile
+    contraction: Contraction | None = None
 
 
 @dataclass(frozen=True)
@@ -171,6 +172,7 @@ def build_scop(
         nl = len(st.lhs)
         trips = {v: max(0, hi - lo) for v, (lo, hi) in zip(st.iterators, ranges, strict=True)}
         contract = plan(program, st, trips) if contractions else None
+        inner = inner_plan(program, st, trips) if contractions and not contract else None
         if st.init and contract is None:
             dom = _box(f"S{n}_init", st.lhs, ranges[:nl])
             w = access_map(dom, st.lhs, st.tensor, [ir.Index(v) for v in st.lhs], shape)
@@ -217,7 +219,7 @@ def build_scop(
                 dom,
                 _union(reads),
                 _union([write]),
-                contraction=contract,
+                contraction=contract or inner,
             )
         )
     statements = (*checks, *body)
