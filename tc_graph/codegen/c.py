@@ -12,7 +12,7 @@ negative infinity and give 0 for a zero divisor; float16 is stored as
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import islpy as isl
@@ -517,37 +517,55 @@ class _Printer:
             self.out(d, f"for (int {names[v]} = {lo}; {names[v]} < {hi}; {names[v]}++) {{")
             d += 1
         # Full cap x cap tiles, then the edge tiles with what is left of each extent.
-        cols = _blocks(blo, bhi, cap)
-        rows = _blocks(alo, ahi, cap)
         # Reductions in chunks whose operand rows of one tile (cap + cap of them) fit in
         # about half of L1, so the column rows stay there while the row tiles stream.
         chunk = max(16, (L1_BYTES // 2) // (4 * 2 * cap) // 16 * 16)
         chunks = [(lo, min(lo + chunk, rhi)) for lo in range(rlo, rhi, chunk)] or [(rlo, rhi)]
-        self.out(d, f"for (int bi = 0; bi < {sum(n for n, _ in cols)}; bi++) {{")
-        d += 1
-        for k, (cols_count, cols_n) in enumerate(cols):
-            first = sum(n for n, _ in cols[:k])
-            self.out(d, f"{'if' if k == 0 else '} else if'} (bi < {first + cols_count}) {{")
-            self.out(d + 1, f"const int b0 = {blo} + {first * cap} + (bi - {first}) * {cols_n};")
+
+        def column_block(cols_n: int, dd: int) -> None:
             for c, (clo, chi) in enumerate(chunks):
-                self.out(d + 1, f"for (int ai = 0; ai < {sum(n for n, _ in rows)}; ai++) {{")
-                for m, (rows_count, rows_n) in enumerate(rows):
-                    firsta = sum(n for n, _ in rows[:m])
-                    cond = f"{'if' if m == 0 else '} else if'} (ai < {firsta + rows_count}) {{"
-                    self.out(d + 2, cond)
-                    self.out(
-                        d + 3,
-                        f"const int a0 = {alo} + {firsta * cap} + (ai - {firsta}) * {rows_n};",
-                    )
-                    self.dot_tile(st, env, names, rows_n, cols_n, clo, chi, d + 3, first=c == 0)
-                self.out(d + 2, "}")
-                self.out(d + 1, "}")
-        self.out(d, "}")
-        d -= 1
-        self.out(d, "}")
+
+                def row_block(
+                    rows_n: int, ddd: int, clo: int = clo, chi: int = chi, c: int = c
+                ) -> None:
+                    self.dot_tile(st, env, names, rows_n, cols_n, clo, chi, ddd, first=c == 0)
+
+                self.blocked_loop("ai", "a0", alo, ahi, cap, dd, row_block)
+
+        self.blocked_loop("bi", "b0", blo, bhi, cap, d, column_block)
         for _ in outer:
             d -= 1
             self.out(d, "}")
+        self.out(depth, "}")
+
+    def blocked_loop(
+        self,
+        counter: str,
+        origin: str,
+        lo: int,
+        hi: int,
+        size: int,
+        depth: int,
+        body: Callable[[int, int], None],
+    ) -> None:
+        """for counter over the blocks of [lo, hi): full blocks of `size`, then the rest;
+        `origin` is the block's first index, and body(block size, depth) its code."""
+        blocks = _blocks(lo, hi, size)
+        self.out(
+            depth,
+            f"for (int {counter} = 0; {counter} < {sum(n for n, _ in blocks)}; {counter}++) {{",
+        )
+        done = 0
+        for k, (count, n) in enumerate(blocks):
+            self.out(
+                depth + 1, f"{'if' if k == 0 else '} else if'} ({counter} < {done + count}) {{"
+            )
+            self.out(
+                depth + 2, f"const int {origin} = {lo + done * size} + ({counter} - {done}) * {n};"
+            )
+            body(n, depth + 2)
+            done += count
+        self.out(depth + 1, "}")
         self.out(depth, "}")
 
     def tile_env(
@@ -578,17 +596,15 @@ class _Printer:
         cap = 2 * max(1, min(self.options.register_tile, 4))
         names = {plan.cols: "_b", plan.red: "_r"}
         self.out(depth, "{")
-        cols = _blocks(blo, bhi, cap)
-        self.out(depth + 1, f"for (int bi = 0; bi < {sum(n for n, _ in cols)}; bi++) {{")
-        for k, (count, cols_n) in enumerate(cols):
-            first = sum(n for n, _ in cols[:k])
-            self.out(depth + 2, f"{'if' if k == 0 else '} else if'} (bi < {first + count}) {{")
-            self.out(
-                depth + 3, f"const int b0 = {blo} + {first * cap} + (bi - {first}) * {cols_n};"
-            )
-            self.dot_tile(st, env, names, 1, cols_n, rlo, rhi, depth + 3, first=False)
-        self.out(depth + 2, "}")
-        self.out(depth + 1, "}")
+        self.blocked_loop(
+            "bi",
+            "b0",
+            blo,
+            bhi,
+            cap,
+            depth + 1,
+            lambda n, dd: self.dot_tile(st, env, names, 1, n, rlo, rhi, dd, first=False),
+        )
         self.out(depth, "}")
         return True
 
