@@ -87,16 +87,21 @@ def _dot_tile_start(node: isl.ScheduleNode, scop: Scop) -> int | None:
     return len(its) - 2
 
 
-def _register_tile_start(node: isl.ScheduleNode, scop: Scop) -> int | None:
+def _register_tile_start(node: isl.ScheduleNode, scop: Scop, width: int) -> int | None:
     """Where a register tile starts in a band of one `+=` statement: the members from
-    there on are reduction loops around the stride-1 output loop, so the output row can
-    live in vector registers across the reduction. None when there is no such suffix."""
+    there on are reduction loops around the stride-1 output loop (of at least one vector),
+    so the output row can live in vector registers across the reduction. None when there
+    is no such suffix."""
     found = _member_iterators(node, scop)
     if found is None:
         return None
     st, its = found
     src = st.source
     if st.kind != "update" or src.op != "+" or not src.lhs or its[-1] != src.lhs[-1]:
+        return None
+    k = st.iterators.index(its[-1])
+    extent = st.domain.dim_max_val(k).to_python() - st.domain.dim_min_val(k).to_python() + 1
+    if extent < width:
         return None
     start = len(its) - 1
     while start > 0 and its[start - 1] in src.reduction_vars:
@@ -127,7 +132,11 @@ def map_cpu(schedule: isl.Schedule, scop: Scop, options: MappingOptions) -> isl.
                 parallel_done = True
             innermost = options.register_tile and not _has_band_below(node)
             dot = _dot_tile_start(node, scop) if innermost else None
-            start = _register_tile_start(node, scop) if innermost and dot is None else None
+            start = (
+                _register_tile_start(node, scop, options.vector_width)
+                if innermost and dot is None
+                else None
+            )
             if dot is not None or start is not None:
                 split = dot if dot is not None else start
                 assert split is not None
