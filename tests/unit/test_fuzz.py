@@ -387,18 +387,24 @@ def _small_constants_only(src: str) -> bool:
     return True
 
 
-@settings(
-    max_examples=2000,
-    deadline=None,
-    derandomize=True,
-    database=None,
-    suppress_health_check=[
-        HealthCheck.too_slow,
-        HealthCheck.data_too_large,
-        HealthCheck.filter_too_much,
-        HealthCheck.large_base_example,
-    ],
-)
+def _fuzz_settings(examples: int) -> Any:
+    """Reproducible in CI (derandomized, no example database); the mutated sources are
+    big and often rejected, which Hypothesis' health checks would otherwise flag."""
+    return settings(
+        max_examples=examples,
+        deadline=None,
+        derandomize=True,
+        database=None,
+        suppress_health_check=[
+            HealthCheck.too_slow,
+            HealthCheck.data_too_large,
+            HealthCheck.filter_too_much,
+            HealthCheck.large_base_example,
+        ],
+    )
+
+
+@_fuzz_settings(2000)
 @given(mutated_programs())
 def test_mutated_source_defines_or_raises_tc_error(case: tuple[Program, str]) -> None:
     _, src = case
@@ -407,18 +413,7 @@ def test_mutated_source_defines_or_raises_tc_error(case: tuple[Program, str]) ->
         _define_or_tc_error(src)
 
 
-@settings(
-    max_examples=400,
-    deadline=None,
-    derandomize=True,
-    database=None,
-    suppress_health_check=[
-        HealthCheck.too_slow,
-        HealthCheck.data_too_large,
-        HealthCheck.filter_too_much,
-        HealthCheck.large_base_example,
-    ],
-)
+@_fuzz_settings(400)
 @given(mutated_programs(body_only=True))
 def test_mutated_body_calls_or_raises_tc_error(case: tuple[Program, str]) -> None:
     program, src = case
