@@ -136,6 +136,12 @@ class _Printer:
         self.lines: list[str] = []
         self.tmp = 0
         self.private: set[str] = set()
+        # "omp": parallel loops are OpenMP loops (tc_kernel). "chunk": the first parallel
+        # loop outside every other loop runs iterations [lo, hi) of a phase (tc_phase);
+        # "serial": a phase printed without any parallel loop.
+        self.mode = "omp"
+        self.loops_open = 0
+        self.phase_trips: int | None = None
 
     def out(self, depth: int, text: str) -> None:
         self.lines.append("  " * depth + text)
@@ -510,11 +516,13 @@ class _Printer:
         d = depth
         self.out(d, "{")
         d += 1
-        if self.options.parallel_depth:
-            self.out(d, self.dialect.parallel_pragma(self.options, simd=False))
-        for v in outer:
+        parallel = bool(self.options.parallel_depth)
+        for k, v in enumerate(outer):
             lo, hi = ranges[v]
-            self.out(d, f"for (int {names[v]} = {lo}; {names[v]} < {hi}; {names[v]}++) {{")
+            if k == 0 and parallel:
+                self.parallel_loop(d, names[v], lo, hi - lo, 1, simd=False)
+            else:
+                self.out(d, f"for (int {names[v]} = {lo}; {names[v]} < {hi}; {names[v]}++) {{")
             d += 1
         # Full cap x cap tiles, then the edge tiles with what is left of each extent.
         # Reductions in chunks whose operand rows of one tile (cap + cap of them) fit in
@@ -532,7 +540,7 @@ class _Printer:
 
                 self.blocked_loop("ai", "a0", alo, ahi, cap, dd, row_block)
 
-        self.blocked_loop("bi", "b0", blo, bhi, cap, d, column_block)
+        self.blocked_loop("bi", "b0", blo, bhi, cap, d, column_block, parallel=parallel and not outer)
         for _ in outer:
             d -= 1
             self.out(d, "}")
@@ -547,14 +555,17 @@ class _Printer:
         size: int,
         depth: int,
         body: Callable[[int, int], None],
+        *,
+        parallel: bool = False,
     ) -> None:
         """for counter over the blocks of [lo, hi): full blocks of `size`, then the rest;
         `origin` is the block's first index, and body(block size, depth) its code."""
         blocks = _blocks(lo, hi, size)
-        self.out(
-            depth,
-            f"for (int {counter} = 0; {counter} < {sum(n for n, _ in blocks)}; {counter}++) {{",
-        )
+        count = sum(n for n, _ in blocks)
+        if parallel:
+            self.parallel_loop(depth, counter, 0, count, 1, simd=False)
+        else:
+            self.out(depth, f"for (int {counter} = 0; {counter} < {count}; {counter}++) {{")
         done = 0
         for k, (count, n) in enumerate(blocks):
             self.out(
@@ -757,6 +768,46 @@ class _Printer:
         inc = node.for_get_inc().to_C_str()
         return f"for (int {it} = {init}; {cond}; {it} += {inc})"
 
+    def parallel_for(self, node: isl.AstNode, depth: int, *, simd: bool) -> None:
+        """Open a parallel loop of the isl AST (its bounds are constants: sizes are baked in)."""
+        it = node.for_get_iterator().to_C_str()
+        cond = node.for_get_cond()
+        try:
+            first = int(node.for_get_init().to_C_str())
+            step = int(node.for_get_inc().to_C_str())
+            bound = int(cond.get_op_arg(1).to_C_str())
+        except ValueError:
+            first = step = bound = 0
+        op = cond.get_op_type()
+        last = bound if op == isl.ast_expr_op_type.le else bound - 1
+        if step < 1 or op not in (isl.ast_expr_op_type.le, isl.ast_expr_op_type.lt):
+            if self.mode == "chunk" and self.loops_open == 0:
+                raise _Serial
+            if self.mode == "omp":
+                self.out(depth, self.dialect.parallel_pragma(self.options, simd=simd))
+            self.out(depth, self.for_header(node) + " {")
+            return
+        self.parallel_loop(depth, it, first, max(0, (last - first) // step + 1), step, simd=simd)
+
+    def parallel_loop(
+        self, depth: int, var: str, first: int, count: int, step: int, *, simd: bool
+    ) -> None:
+        """Open `for var = first, first + step, ...` (count iterations) whose iterations are
+        independent: an OpenMP loop in tc_kernel, a phase's [lo, hi) in tc_phase."""
+        if self.mode == "chunk" and self.loops_open == 0:
+            if self.phase_trips is not None:
+                raise _Serial
+            self.phase_trips = count
+            if simd:
+                self.out(depth, self.dialect.simd_pragma())
+            self.out(depth, "for (int64_t _t = lo; _t < hi; _t++) {")
+            self.out(depth + 1, f"const int {var} = {first} + (int)_t * {step};")
+            return
+        if self.mode == "omp":
+            self.out(depth, self.dialect.parallel_pragma(self.options, simd=simd))
+        end = first + count * step
+        self.out(depth, f"for (int {var} = {first}; {var} < {end}; {var} += {step}) {{")
+
     def node(self, node: isl.AstNode, depth: int, marks: frozenset[str] = frozenset()) -> None:
         t = node.get_type()
         if t == isl.ast_node_type.for_:
@@ -774,18 +825,21 @@ class _Printer:
                 return
             private: list[str] = []
             if "parallel" in marks:
-                self.out(depth, self.dialect.parallel_pragma(self.options, simd="simd" in marks))
                 private = self.privatizable(node)
-            elif "simd" in marks:
-                self.out(depth, self.dialect.simd_pragma())
-            self.out(depth, self.for_header(node) + " {")
+                self.parallel_for(node, depth, simd="simd" in marks)
+            else:
+                if "simd" in marks:
+                    self.out(depth, self.dialect.simd_pragma())
+                self.out(depth, self.for_header(node) + " {")
             for n in private:
                 t = self.program.tensors[n]
                 count = math.prod(self.scop.shapes[n][1:])
                 init = " = {0}" if t.zero_fill else ""
                 self.out(depth + 1, f"{C_TYPES[t.dtype]} {cname(n)}[{max(1, count)}]{init};")
                 self.private.add(n)
+            self.loops_open += 1
             self.node(node.for_get_body(), depth + 1)
+            self.loops_open -= 1
             self.out(depth, "}")
         elif t == isl.ast_node_type.if_:
             self.out(depth, f"if ({node.if_get_cond().to_C_str()}) {{")
@@ -852,15 +906,10 @@ class _Printer:
         return out
 
     # -- the kernel ------------------------------------------------------
-    def kernel(self, ast: isl.AstNode | None, name: str) -> str:
+    def arguments(self) -> None:
+        """The tensor pointers of a kernel's args (inputs then outputs)."""
         p = self.program
-        self.check_codes = {
-            s.name: k + 1
-            for k, s in enumerate(s for s in self.scop.statements if s.kind == "check")
-        }
-        args = [*p.inputs, *p.outputs]
-        self.out(0, f"int {name}(void *const *args, int check, int64_t *err) {{")
-        for k, n in enumerate(args):
+        for k, n in enumerate([*p.inputs, *p.outputs]):
             t = p.tensors[n]
             const = "const " if t.role == "input" else ""
             self.out(
@@ -868,6 +917,15 @@ class _Printer:
                 f"{const}{C_TYPES[t.dtype]} *restrict {cname(n)} = "
                 f"({const}{C_TYPES[t.dtype]} *)args[{k}];",
             )
+
+    def kernel(self, ast: isl.AstNode | None, name: str) -> str:
+        p = self.program
+        self.check_codes = {
+            s.name: k + 1
+            for k, s in enumerate(s for s in self.scop.statements if s.kind == "check")
+        }
+        self.out(0, f"int {name}(void *const *args, int check, int64_t *err) {{")
+        self.arguments()
         prologue = self.lines
         self.lines = []
         if ast is not None:
@@ -892,6 +950,109 @@ class _Printer:
         self.out(1, "return code;")
         self.out(0, "}")
         return "\n".join(self.lines)
+
+    def phase_kernel(self, ast: isl.AstNode | None) -> str:
+        """tc_phase and the metadata of docs/onnx.md: the kernel as a sequence of phases,
+        each top-level node of the AST one phase, for onnxruntime's thread pool.
+        Call after kernel(), which decided the privatized temporaries."""
+        p = self.program
+        self.lines = []
+        trips: list[int] = []
+        children: list[isl.AstNode] = []
+        if ast is not None and ast.get_type() == isl.ast_node_type.block:
+            block = ast.block_get_children()
+            children = [block.get_at(i) for i in range(block.n_ast_node())]
+        elif ast is not None:
+            children = [ast]
+        for k, child in enumerate(children):
+            self.out(1, f"case {k}: {{")
+            start = len(self.lines)
+            self.mode, self.phase_trips = "chunk", None
+            try:
+                self.node(child, 2)
+            except _Serial:
+                del self.lines[start:]
+                self.mode, self.phase_trips = "serial", None
+                self.node(child, 2)
+            trips.append(1 if self.phase_trips is None else self.phase_trips)
+            self.out(2, "break;")
+            self.out(1, "}")
+        self.mode = "omp"
+        body, self.lines = self.lines, []
+        temps = [n for n in p.temporaries if n not in self.private]
+        self.out(
+            0,
+            "int tc_phase(int32_t phase, void *const *args, void *const *temps, "
+            "int64_t lo, int64_t hi, int64_t *err) {",
+        )
+        self.out(1, "const int check = 1;")
+        self.out(1, "(void)check; (void)lo; (void)hi; (void)temps;")
+        self.arguments()
+        for k, n in enumerate(temps):
+            c = C_TYPES[p.tensors[n].dtype]
+            self.out(1, f"{c} *restrict {cname(n)} = ({c} *)temps[{k}];")
+        self.out(1, "int code = 0;")
+        self.out(1, "switch (phase) {")
+        self.lines += body
+        self.out(1, "default: code = -2;")
+        self.out(1, "}")
+        self.out(0, "done:")
+        self.out(1, "return code;")
+        self.out(0, "}")
+        checks = [s for s in self.scop.statements if s.kind == "check"]
+        texts = []
+        for st in checks:
+            assert st.checked is not None
+            ext = self.scop.shapes[st.checked.tensor][st.checked_dim]
+            texts.append(f"subscript {st.checked_dim} of '{st.checked.tensor}' (extent {ext})")
+        signature = [*p.inputs, *p.outputs]
+        meta = [
+            ("int32_t", "tc_abi_version", [ABI_VERSION]),
+            ("int32_t", "tc_num_inputs", [len(p.inputs)]),
+            ("int32_t", "tc_num_outputs", [len(p.outputs)]),
+            ("int32_t", "tc_dtypes[]", [ONNX_TYPES[p.tensors[n].dtype] for n in signature]),
+            ("int32_t", "tc_ranks[]", [len(self.scop.shapes[n]) for n in signature]),
+            ("int64_t", "tc_dims[]", [d for n in signature for d in self.scop.shapes[n]]),
+            ("int32_t", "tc_output_zero[]", [int(p.tensors[n].zero_fill) for n in p.outputs]),
+            ("int32_t", "tc_num_temps", [len(temps)]),
+            ("int64_t", "tc_temp_bytes[]", [_bytes(self.scop.shapes[n], p.tensors[n].dtype)
+                                            for n in temps]),
+            ("int32_t", "tc_temp_zero[]", [int(p.tensors[n].zero_fill) for n in temps]),
+            ("int32_t", "tc_num_phases", [len(trips)]),
+            ("int64_t", "tc_phase_trips[]", trips),
+        ]  # fmt: skip
+        lines = [
+            f"const {c} {name} = {_c_list(values, scalar=not name.endswith('[]'))};"
+            for c, name, values in meta
+        ]
+        quoted = [f'"{t}"' for t in texts] or ["0"]
+        lines.append(f"const char *const tc_check_text[] = {{{', '.join(quoted)}}};")
+        return "\n".join([*lines, "", *self.lines])
+
+
+ABI_VERSION = 1
+"""Version of the library-kernel contract of docs/onnx.md."""
+
+ONNX_TYPES = {
+    "float32": 1, "uint8": 2, "int8": 3, "uint16": 4, "int16": 5, "int32": 6, "int64": 7,
+    "bool": 9, "float16": 10, "float64": 11, "uint32": 12, "uint64": 13,
+}  # fmt: skip
+
+
+class _Serial(Exception):
+    """A phase that cannot be split into independent iterations (two parallel loops, or
+    bounds that are not constants): it runs as one iteration."""
+
+
+def _bytes(shape: Sequence[int], dtype: str) -> int:
+    return max(1, math.prod(shape)) * np.dtype(dtype).itemsize
+
+
+def _c_list(values: Sequence[int], *, scalar: bool) -> str:
+    """A C initializer (C forbids empty arrays: an unused 0 stands in)."""
+    if scalar:
+        return str(values[0])
+    return "{" + ", ".join(str(v) for v in values or [0]) + "}"
 
 
 def _hsum(width: int) -> str:
@@ -1015,4 +1176,5 @@ def emit(
     )
     ast = build.node_from_schedule(schedule) if scop.statements else None
     printer = _Printer(scop, options, dialect)
-    return _prelude(options.vector_width) + "\n\n" + printer.kernel(ast, name) + "\n"
+    main = printer.kernel(ast, name)
+    return f"{_prelude(options.vector_width)}\n\n{main}\n\n{printer.phase_kernel(ast)}\n"

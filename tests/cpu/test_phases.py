@@ -1,0 +1,112 @@
+"""The phase entry point of compiled kernels (docs/onnx.md, what onnxruntime's thread pool
+runs) against the reference evaluator: every accepted conformance program, run phase by
+phase with each phase's iterations split into chunks executed in a shuffled order."""
+
+from __future__ import annotations
+
+import ctypes
+from typing import Any
+
+import numpy as np
+import pytest
+
+import tc_graph as tg
+from tc_graph.codegen.c import ONNX_TYPES
+from tests.tolerances import assert_matches
+from tests.unit import test_conformance as conf
+from tests.unit import test_reference as ref
+
+_FROM_ONNX = {code: np.dtype(name) for name, code in ONNX_TYPES.items()}
+
+
+def _ints(lib: ctypes.CDLL, name: str, ctype: Any, count: int) -> list[int]:
+    return list((ctype * max(count, 1)).in_dll(lib, name))[:count]
+
+
+def run_phases(kernel: tg.Kernel, args: list[np.ndarray], seed: int) -> tuple[np.ndarray, ...]:
+    """Run a kernel as the native library does, from its exported metadata only."""
+    lib = ctypes.CDLL(str(kernel.library))
+    assert ctypes.c_int32.in_dll(lib, "tc_abi_version").value == 1
+    n_in = ctypes.c_int32.in_dll(lib, "tc_num_inputs").value
+    n_out = ctypes.c_int32.in_dll(lib, "tc_num_outputs").value
+    dtypes = _ints(lib, "tc_dtypes", ctypes.c_int32, n_in + n_out)
+    ranks = _ints(lib, "tc_ranks", ctypes.c_int32, n_in + n_out)
+    dims = _ints(lib, "tc_dims", ctypes.c_int64, sum(ranks))
+    shapes, at = [], 0
+    for r in ranks:
+        shapes.append(tuple(dims[at : at + r]))
+        at += r
+    assert len(args) == n_in
+    for a, dt, shape in zip(args, dtypes, shapes, strict=False):
+        assert (a.dtype, a.shape) == (_FROM_ONNX[dt], shape)
+    zero = _ints(lib, "tc_output_zero", ctypes.c_int32, n_out)
+    outputs = [
+        (np.zeros if z else np.empty)(shape, _FROM_ONNX[dt])
+        for z, dt, shape in zip(zero, dtypes[n_in:], shapes[n_in:], strict=True)
+    ]
+    n_temps = ctypes.c_int32.in_dll(lib, "tc_num_temps").value
+    temp_bytes = _ints(lib, "tc_temp_bytes", ctypes.c_int64, n_temps)
+    temp_zero = _ints(lib, "tc_temp_zero", ctypes.c_int32, n_temps)
+    # Garbage, not zeros, where the kernel does not ask for zeros.
+    temps = [
+        np.zeros(b, np.uint8) if z else np.full(b, 0xA5, np.uint8)
+        for b, z in zip(temp_bytes, temp_zero, strict=True)
+    ]
+    arrays = [np.ascontiguousarray(a) for a in args] + outputs
+    ptrs = (ctypes.c_void_p * len(arrays))(*(a.ctypes.data for a in arrays))
+    tptrs = (ctypes.c_void_p * max(1, n_temps))(*(t.ctypes.data for t in temps))
+    phase = lib.tc_phase
+    phase.restype = ctypes.c_int
+    phase.argtypes = [
+        ctypes.c_int32,
+        ctypes.c_void_p,
+        ctypes.c_void_p,
+        ctypes.c_int64,
+        ctypes.c_int64,
+        ctypes.POINTER(ctypes.c_int64),
+    ]
+    rng = np.random.default_rng(seed)
+    err = ctypes.c_int64(0)
+    trips = _ints(
+        lib, "tc_phase_trips", ctypes.c_int64, ctypes.c_int32.in_dll(lib, "tc_num_phases").value
+    )
+    for p, n in enumerate(trips):
+        cuts = sorted({0, n, *rng.integers(0, n + 1, size=3).tolist()})
+        chunks = list(zip(cuts, cuts[1:], strict=False))
+        rng.shuffle(chunks)
+        for lo, hi in chunks:
+            assert phase(p, ptrs, tptrs, lo, hi, ctypes.byref(err)) == 0
+    return tuple(outputs)
+
+
+def _as_tuple(x: Any) -> tuple[np.ndarray, ...]:
+    return x if isinstance(x, tuple) else (x,)
+
+
+@pytest.mark.parametrize("case", conf.SHAPE_CASES, ids=[c["name"] for c in conf.SHAPE_CASES])
+def test_phases_match_reference(case: dict[str, Any]) -> None:
+    fn = conf.define(case)[conf.entry_of(case)]
+    args = conf.build_args(case)
+    if any(not isinstance(a, np.ndarray) or a.ndim == 0 for a in args):
+        pytest.skip("scalar arguments are not kernel inputs inside onnxruntime")
+    want = _as_tuple(fn(*args, target="reference"))
+    got = run_phases(fn.compile(*args), list(args), seed=len(case["name"]))
+    for k, (g, e) in enumerate(zip(got, want, strict=True)):
+        assert_matches(g, e, f"{case['name']} output {k}")
+
+
+@pytest.mark.parametrize(
+    "options",
+    [tg.MappingOptions(), tg.MappingOptions(tile=(4,)), tg.MappingOptions(fusion="min")],
+    ids=str,
+)
+@pytest.mark.parametrize("name", ["MLP3_temporaries", "2LUT", "softmax", "matmul"])
+def test_phases_under_options(name: str, options: tg.MappingOptions) -> None:
+    c = next(c for c in ref.CASES if c.name == name)
+    args = c.args()
+    expected = c.oracle(*args)
+    call_args, _ = ref._split(c, args, len(expected))
+    fn = tg.define(c.source)[c.entry]
+    got = run_phases(fn.compile(*call_args, options=options), list(call_args), seed=1)
+    for k, (g, e) in enumerate(zip(got, expected, strict=True)):
+        assert_matches(g, e, f"{name} output {k}")
