@@ -5,6 +5,7 @@ phase with each phase's iterations split into chunks executed in a shuffled orde
 from __future__ import annotations
 
 import ctypes
+import itertools
 from typing import Any
 
 import numpy as np
@@ -72,7 +73,7 @@ def run_phases(kernel: tg.Kernel, args: list[np.ndarray], seed: int) -> tuple[np
     )
     for p, n in enumerate(trips):
         cuts = sorted({0, n, *rng.integers(0, n + 1, size=3).tolist()})
-        chunks = list(zip(cuts, cuts[1:], strict=False))
+        chunks = list(itertools.pairwise(cuts))
         rng.shuffle(chunks)
         for lo, hi in chunks:
             assert phase(p, ptrs, tptrs, lo, hi, ctypes.byref(err)) == 0
