@@ -19,12 +19,13 @@ from functools import partial
 import numpy as np
 import onnx
 import onnxruntime as ort
-from onnx import helper, numpy_helper
+from onnx import helper
 
 import tc_graph as tg
+from tc_graph.graph.models import make_model as _model
+from tc_graph.graph.models import normal as _normal
+from tc_graph.graph.models import weight as _weight
 
-OPSET = 17
-IR_VERSION = 8  # the IR version of opset 17; onnx's newer default is too new for some runtimes
 RTOL = ATOL = 1e-3  # every output here is float32
 VERSIONS = f"onnxruntime {ort.__version__}, NumPy {np.__version__}"
 
@@ -49,39 +50,6 @@ class Prepared:
     compile_cold_s: float | None
     compile_warm_ms: float | None
     note: str | None
-
-
-def _normal(rng: np.random.Generator, shape: tuple[int, ...], scale: float = 1.0) -> np.ndarray:
-    return rng.standard_normal(shape, dtype=np.float32) * np.float32(scale)
-
-
-def _weight(rng: np.random.Generator, shape: tuple[int, ...], fan_in: int) -> np.ndarray:
-    return _normal(rng, shape, 1.0 / np.sqrt(fan_in))
-
-
-def _model(
-    nodes: list[onnx.NodeProto],
-    inputs: dict[str, np.ndarray],
-    initializers: dict[str, np.ndarray],
-    outputs: dict[str, tuple[int, ...]],
-) -> onnx.ModelProto:
-    """An opset-17 model: `inputs` are graph inputs, `initializers` constants, float32 outputs."""
-
-    def info(name: str, dtype: np.dtype, shape: tuple[int, ...]) -> onnx.ValueInfoProto:
-        return helper.make_tensor_value_info(name, helper.np_dtype_to_tensor_dtype(dtype), shape)
-
-    graph = helper.make_graph(
-        nodes,
-        "bench",
-        [info(n, a.dtype, a.shape) for n, a in inputs.items()],
-        [info(n, np.dtype(np.float32), s) for n, s in outputs.items()],
-        [numpy_helper.from_array(a, n) for n, a in initializers.items()],
-    )
-    model = helper.make_model(
-        graph, opset_imports=[helper.make_opsetid("", OPSET)], ir_version=IR_VERSION
-    )
-    onnx.checker.check_model(model)
-    return model
 
 
 def _relu(x: np.ndarray) -> np.ndarray:
@@ -295,20 +263,28 @@ def _as_tuple(result: object) -> tuple[np.ndarray, ...]:
     return result if isinstance(result, tuple) else (np.asarray(result),)
 
 
-def _check(name: str, who: str, got: tuple[np.ndarray, ...], want: tuple[np.ndarray, ...]) -> None:
-    """Raise SystemExit, naming kernel and output, unless `got` matches NumPy's `want`."""
+def _check(
+    name: str,
+    who: str,
+    got: tuple[np.ndarray, ...],
+    want: tuple[np.ndarray, ...],
+    reference: str = "NumPy",
+) -> None:
+    """Raise SystemExit, naming kernel and output, unless `got` matches the reference's `want`."""
     if len(got) != len(want):
-        raise SystemExit(f"FAILED {name}: {who} returned {len(got)} outputs, NumPy {len(want)}")
+        raise SystemExit(
+            f"FAILED {name}: {who} returned {len(got)} outputs, {reference} {len(want)}"
+        )
     for k, (g, w) in enumerate(zip(got, want, strict=True)):
         if g.size != w.size:
             raise SystemExit(
-                f"FAILED {name}: {who} output {k} has shape {g.shape}, NumPy {w.shape}"
+                f"FAILED {name}: {who} output {k} has shape {g.shape}, {reference} {w.shape}"
             )
         g = g.reshape(w.shape)
         if not np.allclose(g, w, rtol=RTOL, atol=ATOL):
             err = float(np.max(np.abs(g.astype(np.float64) - w)))
             raise SystemExit(
-                f"FAILED {name}: {who} output {k} differs from NumPy "
+                f"FAILED {name}: {who} output {k} differs from {reference} "
                 f"(max abs error {err:.3g}, rtol={RTOL}, atol={ATOL})"
             )
 
@@ -355,12 +331,19 @@ def _tc_graph_call(
     return partial(kernel, *case.args), cold_s, warm_ms, note
 
 
-def _ort_session(model: onnx.ModelProto, threads: int) -> ort.InferenceSession:
+def _session_options(threads: int) -> ort.SessionOptions:
+    """onnxruntime at its best: every graph optimization, `threads` intra-op threads."""
     so = ort.SessionOptions()
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     so.intra_op_num_threads = threads
     so.inter_op_num_threads = 1
-    return ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    return so
+
+
+def _ort_session(model: onnx.ModelProto, threads: int) -> ort.InferenceSession:
+    return ort.InferenceSession(
+        model.SerializeToString(), _session_options(threads), providers=["CPUExecutionProvider"]
+    )
 
 
 @contextmanager

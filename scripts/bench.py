@@ -2,7 +2,8 @@
 
     python scripts/bench.py kernels [--json FILE] [--rounds N] [--threads N]
                                     [--target cpu|reference|...] [--only NAME[,NAME]] [--small]
-    python scripts/bench.py models      # not implemented yet (issue 4)
+    python scripts/bench.py models  [--json FILE] [--rounds N] [--threads N]
+                                    [--only NAME[,NAME]] [--small]
 
 `kernels` runs the TC paper kernels (MLP3, MLP1, C3, 2LUT, tbmm, gconv, tmm) at the paper's
 sizes. Per kernel it compiles the TC in a fresh empty TC_GRAPH_CACHE (cold, seconds), then
@@ -11,6 +12,16 @@ against NumPy, and then times the three in interleaved rounds: in each round eve
 warms up and runs calls for about 50 ms, and its round time is the median call. Reported:
 medians over rounds, p10/p90 over rounds, and `ratio_vs_ort`, the median of the per-round
 ratios onnxruntime time / tc_graph time (above 1: tc_graph is faster).
+
+`models` runs the benchmark ONNX models of tc_graph.graph.models (what models/build.py
+writes: mlp3_gemm ... prodmodel). Per model it builds the model, `tg.optimize`s it (cost-aware)
+and opens the optimized model with `tg.InferenceSession`, and the original in a plain
+onnxruntime session (ORT_ENABLE_ALL, the same threads); it checks that both give the same
+outputs on seeded inputs and times the two sessions' `run` like `kernels` does (`numpy_us` is
+null). `compile_cold_s` is `tg.optimize` plus `tg.InferenceSession` in a fresh empty
+TC_GRAPH_CACHE (seconds: measuring candidate groups and compiling kernels); `compile_warm_ms`
+is the same two steps again with that cache warm (milliseconds). Each row also has
+`tc_kernels`, the number of TcKernel nodes in the optimized model.
 
 OMP_NUM_THREADS (and OpenBLAS's thread count) are set to --threads before NumPy,
 onnxruntime or tc_graph are loaded; onnxruntime's intra-op pool gets the same count. Both
@@ -33,7 +44,7 @@ from collections.abc import Callable, Sequence
 WARMUP_S = 0.01
 IDLE_S = 0.25
 BUDGET_S = 0.05
-MODELS_MESSAGE = "bench.py models: not implemented yet: needs the ONNX integration (issue 4)"
+MISSING_API = "bench.py models: tc_graph has no {}: needs the ONNX integration"
 
 
 def _set_thread_env(threads: int) -> None:
@@ -106,7 +117,7 @@ def _result(
         "name": name,
         "tc_graph_us": round(statistics.median(us["tc_graph"]), 2),
         "ort_us": round(statistics.median(us["ort"]), 2),
-        "numpy_us": round(statistics.median(us["numpy"]), 2),
+        "numpy_us": round(statistics.median(us["numpy"]), 2) if "numpy" in us else None,
         "tc_graph_p10_us": round(_percentile(us["tc_graph"], 10), 2),
         "tc_graph_p90_us": round(_percentile(us["tc_graph"], 90), 2),
         "ort_p10_us": round(_percentile(us["ort"], 10), 2),
@@ -119,7 +130,7 @@ def _result(
     return row, (min(ratios), max(ratios))
 
 
-ROW = "{:<7} {:>28} {:>28} {:>11} {:>24} {:>9} {:>9}"
+ROW = "{:<11} {:>28} {:>28} {:>11} {:>24} {:>9} {:>9}"
 
 
 def _table_line(row: dict[str, object], ratio_range: tuple[float, float]) -> str:
@@ -131,25 +142,40 @@ def _table_line(row: dict[str, object], ratio_range: tuple[float, float]) -> str
         row["name"],
         spread("tc_graph"),
         spread("ort"),
-        f"{row['numpy_us']:.1f}",
+        "-" if row["numpy_us"] is None else f"{row['numpy_us']:.1f}",
         f"{row['ratio_vs_ort']:.3g}x [{ratio_range[0]:.3g}-{ratio_range[1]:.3g}]",
         "-" if cold is None else f"{cold:.2f}",
         "-" if warm is None else f"{warm:.1f}",
     )
 
 
+def _select(
+    names: Sequence[str], only: str | None, what: str, parser: argparse.ArgumentParser
+) -> list[str]:
+    """The names --only asks for (any case), in its order; all of them without --only."""
+    if not only:
+        return list(names)
+    by_lower = {n.lower(): n for n in names}
+    wanted = [w.strip() for w in only.split(",") if w.strip()]
+    unknown = [w for w in wanted if w.lower() not in by_lower]
+    if unknown:
+        parser.error(f"unknown {what}(s) {', '.join(unknown)}; choose from {', '.join(names)}")
+    return [by_lower[w.lower()] for w in wanted]
+
+
+def _write_json(path: str | None, rows: list[dict[str, object]]) -> None:
+    if path:
+        with open(path, "w") as f:
+            json.dump(rows, f, indent=2)
+            f.write("\n")
+        print(f"wrote {path}")
+
+
 def _kernels(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     _set_thread_env(args.threads)
     import _bench_models as bm  # only now: BLAS and OpenMP read the thread env when loaded
 
-    names = list(bm.BUILDERS)
-    if args.only:
-        by_lower = {n.lower(): n for n in names}
-        wanted = [w.strip() for w in args.only.split(",") if w.strip()]
-        unknown = [w for w in wanted if w.lower() not in by_lower]
-        if unknown:
-            parser.error(f"unknown kernel(s) {', '.join(unknown)}; choose from {', '.join(names)}")
-        names = [by_lower[w.lower()] for w in wanted]
+    names = _select(list(bm.BUILDERS), args.only, "kernel", parser)
 
     sizes = "small (paper sizes / ~8)" if args.small else "paper sizes"
     print(
@@ -183,11 +209,52 @@ def _kernels(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         print(_table_line(row, ratio_range), flush=True)
     for note, kernels in notes.items():
         print(f"note ({', '.join(kernels)}): {note}")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(rows, f, indent=2)
-            f.write("\n")
-        print(f"wrote {args.json}")
+    _write_json(args.json, rows)
+    return 0
+
+
+def _models(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    if args.target != "cpu":
+        parser.error("--target applies to `kernels` only: optimized models run on the CPU")
+    _set_thread_env(args.threads)
+    import _bench_models as bm  # only now: BLAS and OpenMP read the thread env when loaded
+
+    import tc_graph as tg
+
+    missing = [f"tg.{n}" for n in ("optimize", "InferenceSession") if not hasattr(tg, n)]
+    if missing:
+        print(MISSING_API.format(" or ".join(missing)), file=sys.stderr)
+        return 2
+    import _bench_onnx as bo
+
+    names = _select(bo.NAMES, args.only, "model", parser)
+    sizes = "small (paper sizes / ~8)" if args.small else "paper sizes"
+    print(
+        f"tc_graph.optimize + tc_graph.InferenceSession vs {bm.VERSIONS}; "
+        f"threads={args.threads}, rounds={args.rounds}, {sizes}; "
+        "times in µs per session.run: median [p10-p90] over rounds"
+    )
+    print(
+        ROW.format(
+            "model", "tc_graph", "onnxruntime", "numpy", "ORT/tc_graph [range]", "cold s", "warm ms"
+        )
+        + "  kernels"
+    )
+    rows = []
+    for name in names:
+        print(f"[{name}] building, optimizing, checking against onnxruntime ...", file=sys.stderr)
+        with bo.prepared(name, args.small, args.threads) as prep:
+            print(f"[{name}] timing {args.rounds} rounds ...", file=sys.stderr)
+            times = _rounds(prep.calls, args.rounds)
+        row, ratio_range = _result(
+            name, times, args.threads, prep.compile_cold_s, prep.compile_warm_ms
+        )
+        row["tc_kernels"] = prep.tc_kernels
+        rows.append(row)
+        print(f"{_table_line(row, ratio_range)}  {prep.tc_kernels:>7}", flush=True)
+        if prep.note:
+            print(f"note ({name}): {prep.note}")
+    _write_json(args.json, rows)
     return 0
 
 
@@ -209,9 +276,11 @@ def _parser() -> argparse.ArgumentParser:
         help="threads for tc_graph (OpenMP), onnxruntime and NumPy (default: os.cpu_count())",
     )
     common.add_argument(
-        "--target", default="cpu", help="tc_graph target (cpu; 'reference' is the NumPy oracle)"
+        "--target",
+        default="cpu",
+        help="kernels: tc_graph target (cpu; 'reference' is the NumPy oracle)",
     )
-    common.add_argument("--only", metavar="NAME[,NAME]", help="run only these kernels")
+    common.add_argument("--only", metavar="NAME[,NAME]", help="run only these kernels or models")
     common.add_argument("--small", action="store_true", help="sizes divided by about 8")
     parser = argparse.ArgumentParser(
         description="Benchmark tc_graph against onnxruntime and NumPy."
@@ -220,7 +289,11 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser(
         "kernels", parents=[common], help="the TC paper kernels against onnxruntime and NumPy"
     )
-    sub.add_parser("models", parents=[common], help="whole ONNX models (not implemented yet)")
+    sub.add_parser(
+        "models",
+        parents=[common],
+        help="whole ONNX models: tc_graph.optimize + InferenceSession against onnxruntime",
+    )
     return parser
 
 
@@ -228,8 +301,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     if args.command == "models":
-        print(MODELS_MESSAGE, file=sys.stderr)
-        return 2
+        return _models(args, parser)
     return _kernels(args, parser)
 
 

@@ -1,0 +1,228 @@
+"""The benchmark models (tc_graph.graph.models, models/build.py): every small model is a valid
+opset-17 model that onnxruntime runs, and its outputs match NumPy doing the same math with the
+model's own weights, so the graphs compute what API.md says they do."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import numpy_helper
+
+import tc_graph as tg
+from tc_graph.graph import models
+
+REPO = Path(__file__).resolve().parents[2]
+Weights = dict[str, np.ndarray]
+Feeds = dict[str, np.ndarray]
+
+
+def _relu(x: np.ndarray) -> np.ndarray:
+    return np.maximum(x, 0)
+
+
+def _linear_t(x: np.ndarray, w: Weights, prefix: str, layers: int) -> np.ndarray:
+    """Layers of relu(x·Wᵀ + b) with (out, in) weights."""
+    for k in range(layers):
+        x = _relu(x @ w[f"{prefix}_w{k}"].T + w[f"{prefix}_b{k}"])
+    return x
+
+
+def _bags(w: Weights, f: Feeds) -> list[np.ndarray]:
+    return [w[f"lut{t}"][f[f"I{t}"]].sum(axis=1) for t in (1, 2)]
+
+
+def _gconv(x: np.ndarray, w: np.ndarray, groups: int) -> np.ndarray:
+    """Direct loops over the kernel window, one einsum per group."""
+    n, _, h, wd = x.shape
+    cout, c, kh, kw = w.shape
+    f = cout // groups
+    oh, ow = h - kh + 1, wd - kw + 1
+    out = np.zeros((n, cout, oh, ow), dtype=np.float64)
+    for g in range(groups):
+        xg = x[:, g * c : (g + 1) * c].astype(np.float64)
+        wg = w[g * f : (g + 1) * f].astype(np.float64)
+        for i in range(kh):
+            for j in range(kw):
+                patch = xg[:, :, i : i + oh, j : j + ow]
+                out[:, g * f : (g + 1) * f] += np.einsum("nchw,fc->nfhw", patch, wg[:, :, i, j])
+    return out
+
+
+def _mlp3_matmul(w: Weights, f: Feeds) -> list[np.ndarray]:
+    x = f["X"]
+    for k in range(3):
+        x = _relu(x @ w[f"mlp3_w{k}"] + w[f"mlp3_b{k}"])
+    return [x]
+
+
+def _prodmodel(w: Weights, f: Feeds) -> list[np.ndarray]:
+    cat = np.concatenate([*_bags(w, f), f["X"] @ w["c3_w"].T], axis=1)
+    return [_linear_t(_linear_t(cat, w, "mlp1", 1), w, "mlp3", 3)]
+
+
+REFERENCES: dict[str, Callable[[Weights, Feeds], list[np.ndarray]]] = {
+    "mlp3_gemm": lambda w, f: [_linear_t(f["X"], w, "mlp3", 3)],
+    "mlp3_matmul": _mlp3_matmul,
+    "mlp1": lambda w, f: [_linear_t(f["X"], w, "mlp1", 1)],
+    "c3": lambda w, f: [f["X"] @ w["c3_w"].T],
+    "2lut": _bags,
+    "tbmm": lambda w, f: [np.einsum("bnm,bkm->bnk", f["X"], f["Y"])],
+    "gconv": lambda w, f: [_gconv(f["X"], w["gconv_w"], models.SMALL.gconv[1])],
+    "tmm": lambda w, f: [f["X"] @ w["tmm_w"].T],
+    "prodmodel": _prodmodel,
+}
+
+# Output shapes at the paper's sizes (API.md), for the models cheap enough to build here.
+FULL_SHAPES = {
+    "mlp3_gemm": [(128, 2)],
+    "mlp3_matmul": [(128, 2)],
+    "mlp1": [(128, 128)],
+    "c3": [(128, 1024)],
+    "tbmm": [(500, 26, 26)],
+    "gconv": [(32, 512, 12, 12)],
+    "tmm": [(128, 1024)],
+}
+
+
+def _run(model: onnx.ModelProto, feeds: Feeds) -> list[np.ndarray]:
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return sess.run(None, feeds)
+
+
+def test_references_cover_every_model() -> None:
+    assert set(REFERENCES) == set(models.NAMES)
+
+
+@pytest.mark.parametrize("name", models.NAMES)
+def test_small_model_matches_numpy(name: str) -> None:
+    model = models.build(name, small=True)
+    onnx.checker.check_model(model, full_check=True)
+    assert model.ir_version == 8
+    assert [(o.domain, o.version) for o in model.opset_import] == [("", 17)]
+    weights = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+    assert bool(weights) == (name != "tbmm"), "weights are initializers (tbmm has none)"
+    assert all(a.dtype in (np.float32, np.int64) for a in weights.values())
+    feeds = models.sample_inputs(model, seed=1)
+    got = _run(model, feeds)
+    want = REFERENCES[name](weights, feeds)
+    assert len(got) == len(want)
+    for g, w in zip(got, want, strict=True):
+        assert g.dtype == np.float32
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", models.NAMES)
+def test_build_is_deterministic(name: str) -> None:
+    a, b = models.build(name, small=True), models.build(name, small=True)
+    assert a.SerializeToString() == b.SerializeToString()
+
+
+def test_2lut_uses_axes_input_and_int64_indices() -> None:
+    model = models.build("2lut", small=True)
+    reduces = [n for n in model.graph.node if n.op_type == "ReduceSum"]
+    assert len(reduces) == 2 and all(len(n.input) == 2 for n in reduces)
+    axes = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}[reduces[0].input[1]]
+    assert axes.dtype == np.int64 and axes.tolist() == [1]
+    inputs = {i.name: i.type.tensor_type.elem_type for i in model.graph.input}
+    assert inputs == {"I1": onnx.TensorProto.INT64, "I2": onnx.TensorProto.INT64}
+
+
+def test_sample_inputs_index_in_range_and_seeded() -> None:
+    model = models.build("prodmodel", small=True)
+    feeds = models.sample_inputs(model, seed=3)
+    rows = models.SMALL.lut[0]
+    assert set(feeds) == {"I1", "I2", "X"}
+    for t in ("I1", "I2"):
+        assert feeds[t].dtype == np.int64 and 0 <= feeds[t].min() and feeds[t].max() < rows
+    assert feeds["X"].dtype == np.float32
+    again = models.sample_inputs(model, seed=3)
+    assert all(np.array_equal(feeds[k], again[k]) for k in feeds)
+
+
+def test_sample_inputs_rejects_unknown_integer_input() -> None:
+    node = onnx.helper.make_node("Cast", ["N"], ["Y"], to=onnx.TensorProto.FLOAT)
+    model = models.make_model([node], {"N": (np.int64, (2,))}, {}, {"Y": (2,)})
+    with pytest.raises(ValueError, match="unknown range"):
+        models.sample_inputs(model)
+
+
+def test_unknown_name() -> None:
+    with pytest.raises(ValueError, match="unknown model"):
+        models.build("resnet", small=True)
+
+
+@pytest.mark.parametrize("name", sorted(FULL_SHAPES))
+def test_full_size_shapes(name: str) -> None:
+    model = models.build(name, small=False)
+    feeds = models.sample_inputs(model)
+    assert [o.shape for o in _run(model, feeds)] == FULL_SHAPES[name]
+
+
+def test_command_line_writes_every_model(tmp_path: Path) -> None:
+    out = tmp_path / "models"
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "models" / "build.py"), "--out", str(out), "--small"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(p.name for p in out.iterdir()) == sorted(f"{n}.onnx" for n in models.NAMES)
+    for name in models.NAMES:
+        loaded = onnx.load(out / f"{name}.onnx")
+        onnx.checker.check_model(loaded)
+        assert loaded.SerializeToString() == models.build(name, small=True).SerializeToString()
+
+
+def _script(name: str) -> ModuleType:
+    """A module of scripts/, loaded from its file (scripts/ is not a package)."""
+    spec = importlib.util.spec_from_file_location(f"_script_{name}", REPO / "scripts" / name)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_convert_model_forwards_to_the_cli(monkeypatch: pytest.MonkeyPatch) -> None:
+    convert = _script("convert_model.py")
+    seen: list[list[str]] = []
+    monkeypatch.setattr(convert.cli, "main", lambda argv: seen.append(list(argv)) or 0)
+    assert convert.main(["in.onnx", "-o", "out.onnx", "--report", "--force"]) == 0
+    assert convert.main(["in.onnx", "--output", "o.onnx", "--tune", "--graph-png", "g.png"]) == 0
+    assert seen == [
+        ["optimize", "in.onnx", "-o", "out.onnx", "--force", "--report"],
+        ["optimize", "in.onnx", "-o", "o.onnx", "--tune", "--graph-png", "g.png"],
+    ]
+
+
+@pytest.mark.skipif(
+    not all(hasattr(tg, n) for n in ("optimize", "InferenceSession")),
+    reason="tg.optimize / tg.InferenceSession do not exist yet",
+)
+def test_bench_models_runs(tmp_path: Path) -> None:
+    out = tmp_path / "models.json"
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
+    }
+    cmd = [sys.executable, str(REPO / "scripts" / "bench.py"), "models", "--small"]
+    cmd += ["--rounds", "1", "--threads", "1", "--only", "mlp3_gemm,2lut", "--json", str(out)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    rows = json.loads(out.read_text())
+    assert [r["name"] for r in rows] == ["mlp3_gemm", "2lut"]
+    for r in rows:
+        assert r["numpy_us"] is None and r["tc_graph_us"] > 0 and r["ort_us"] > 0
+        assert r["compile_cold_s"] >= 0 and r["compile_warm_ms"] >= 0
