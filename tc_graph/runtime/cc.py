@@ -24,7 +24,7 @@ import shutil
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TypedDict
 
@@ -219,13 +219,21 @@ def cache_key(*parts: str) -> str:
 # -------------------------------------------------------------------------------- build
 
 
-def build(c_source: str, key: str) -> Path:
+def build(
+    c_source: str,
+    key: str,
+    *,
+    extra_flags: Sequence[str] = (),
+    extra_libs: Sequence[str] = (),
+) -> Path:
     """Path of a verified ``<cache>/<key>/kernel.so`` for ``c_source``, compiling on a miss.
 
     A hit needs meta.json to parse, to name this source, and to hold the .so's sha256;
     anything else (truncated, altered, missing meta, other source) is rebuilt. Builders of
     one key take a lock so only one compiles, but correctness rests on the atomic renames:
     without the lock (e.g. a filesystem without flock) concurrent builders still succeed.
+    ``extra_flags`` go after the compiler's flags, ``extra_libs`` after the source (the
+    onnxruntime library needs ``-fvisibility=hidden`` and ``-ldl``); the key must cover them.
     """
     if not _KEY_RE.fullmatch(key):
         raise ValueError(f"invalid cache key {key!r}")
@@ -236,7 +244,7 @@ def build(c_source: str, key: str) -> Path:
     entry.mkdir(mode=0o700, exist_ok=True)
     with _locked(entry / _LOCK_NAME):
         if not _is_valid(entry, source_sha):  # someone may have built it while we waited
-            _compile(c_source, entry, source_sha)
+            _compile(c_source, entry, source_sha, extra_flags, extra_libs)
     return entry / SO_NAME
 
 
@@ -265,7 +273,13 @@ def _is_valid(entry: Path, source_sha: str | None) -> bool:
     return meta.get("sha256") == _sha256(so_bytes)
 
 
-def _compile(c_source: str, entry: Path, source_sha: str) -> None:
+def _compile(
+    c_source: str,
+    entry: Path,
+    source_sha: str,
+    extra_flags: Sequence[str] = (),
+    extra_libs: Sequence[str] = (),
+) -> None:
     """Run the compiler into a temp file, then rename the .so and then meta.json into place."""
     global compilations
     cc, args = compiler()
@@ -274,7 +288,7 @@ def _compile(c_source: str, entry: Path, source_sha: str) -> None:
     so_path = entry / SO_NAME
     _write_atomic(c_path, c_source.encode("utf-8", "surrogatepass"))
     tmp_so = _temp_name(entry, SO_NAME)
-    cmd = [cc, *args, "-o", str(tmp_so), str(c_path), *_LIBS]
+    cmd = [cc, *args, *extra_flags, "-o", str(tmp_so), str(c_path), *_LIBS, *extra_libs]
     try:
         try:
             proc = subprocess.run(

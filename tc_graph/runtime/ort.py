@@ -1,0 +1,71 @@
+"""tc_graph's native onnxruntime custom-op library (``ort_op.c``), built on first use.
+
+The library runs ``TcKernel`` nodes (domain ``ai.tc_graph``) by calling compiled kernels
+straight from onnxruntime, with no Python on the per-call path. It is compiled with the
+system compiler into the kernel cache like any kernel, so it matches this machine's
+compiler and onnxruntime without shipping a binary; see docs/onnx.md for the contract.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ..errors import TcError
+from . import cc
+
+if TYPE_CHECKING:
+    import onnxruntime
+
+__all__ = ["DOMAIN", "OP_TYPE", "library_path", "register"]
+
+DOMAIN = "ai.tc_graph"
+OP_TYPE = "TcKernel"
+
+_SOURCE = Path(__file__).with_name("ort_op.c")
+# Only RegisterCustomOps is exported; dlopen lives in libdl on glibc before 2.34.
+_EXTRA_FLAGS: tuple[str, ...] = ("-fvisibility=hidden",)
+_EXTRA_LIBS: tuple[str, ...] = ("-ldl",)
+
+_lock = threading.Lock()
+_memo: dict[tuple[str | None, ...], Path] = {}
+
+
+def _memo_key() -> tuple[str | None, ...]:
+    """What decides which library file applies: the cache location and the compiler."""
+    names = ("TC_GRAPH_CACHE", "XDG_CACHE_HOME", "HOME", "CC", "TC_GRAPH_CFLAGS")
+    return tuple(os.environ.get(name) for name in names)
+
+
+def library_path() -> str:
+    """The path of the built custom-op library, compiling it into the cache on a miss.
+
+    The cache entry is keyed by the C source, the extra flags and the compiler identity, so
+    an edited library or another compiler never reuses an old object. Memoized per process
+    (re-checked on disk, since ``tc-graph cache clear`` may remove the entry).
+    """
+    memo_key = _memo_key()
+    with _lock:
+        path = _memo.get(memo_key)
+        if path is not None and path.is_file():
+            return str(path)
+        try:
+            source = _SOURCE.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise TcError(
+                f"cannot read tc_graph's onnxruntime library source {_SOURCE}: {exc}",
+                hint="reinstall tc_graph",
+            ) from None
+        flags = shlex.join([*_EXTRA_FLAGS, *_EXTRA_LIBS])
+        key = "ort_op-" + cc.cache_key("tc_graph onnxruntime custom-op library", source, flags)
+        path = cc.build(source, key, extra_flags=_EXTRA_FLAGS, extra_libs=_EXTRA_LIBS)
+        _memo[memo_key] = path
+        return str(path)
+
+
+def register(so: onnxruntime.SessionOptions) -> None:
+    """Make ``TcKernel`` nodes runnable in sessions created with these options."""
+    so.register_custom_ops_library(library_path())

@@ -1,0 +1,753 @@
+/* tc_graph's onnxruntime custom-op library: the TcKernel op of domain ai.tc_graph.
+ *
+ * Each TcKernel node names a compiled kernel (<cache>/<kernel_key>/kernel.so) that follows
+ * the library <-> kernel contract of docs/onnx.md (ABI version 1). Creating the kernel
+ * dlopens that object and checks its metadata against the node; computing checks the inputs
+ * against the metadata, allocates the outputs and temporaries and runs the kernel's phases
+ * in order, handing every phase of more than one iteration to onnxruntime's thread pool.
+ *
+ * onnxruntime's wheel ships no C header, so the few ABI pieces used here are declared below
+ * from the facts in ORT_ABI.md (slot numbers, enum values, struct layout). Nothing is linked
+ * against libonnxruntime: every call goes through the OrtApi table handed to
+ * RegisterCustomOps / CreateKernelV2. Build: -O2 -fPIC -shared -fvisibility=hidden, -ldl.
+ *
+ * No global mutable state: the op description is a constant, and everything a run needs
+ * (argument arrays, temporaries, the first failed check) lives in that run's own memory, so
+ * concurrent Run calls on one session are safe.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <inttypes.h>
+#include <pwd.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define TC_VISIBLE __attribute__((visibility("default")))
+
+/* ------------------------------------------------------------------ onnxruntime ABI pieces */
+
+/* Opaque handles: only ever passed back to onnxruntime. */
+typedef struct ort_status ort_status;
+typedef struct ort_session_options ort_session_options;
+typedef struct ort_domain ort_domain;
+typedef struct ort_kernel_info ort_kernel_info;
+typedef struct ort_kernel_context ort_kernel_context;
+typedef struct ort_value ort_value;
+typedef struct ort_type_shape ort_type_shape;
+
+/* The OrtApi table is an append-only array of function pointers; calls cast a slot. */
+typedef struct ort_api ort_api;
+typedef void (*ort_slot)(void);
+
+typedef struct {
+    const ort_api *(*get_api)(uint32_t version);
+    const char *(*get_version_string)(void);
+} ort_api_base;
+
+/* API version requested: 17 is the first with KernelContext_ParallelFor (slot 274). */
+#define TC_ORT_API_VERSION 17u
+/* Op struct version: >= 16 so the V2 entry points (which return a status) are used. */
+#define TC_OP_VERSION 17u
+
+enum {
+    SLOT_CREATE_STATUS = 0,
+    SLOT_CREATE_CUSTOM_OP_DOMAIN = 26,
+    SLOT_CUSTOM_OP_DOMAIN_ADD = 27,
+    SLOT_ADD_CUSTOM_OP_DOMAIN = 28,
+    SLOT_GET_TENSOR_MUTABLE_DATA = 51,
+    SLOT_GET_TENSOR_ELEMENT_TYPE = 60,
+    SLOT_GET_DIMENSIONS_COUNT = 61,
+    SLOT_GET_DIMENSIONS = 62,
+    SLOT_GET_TENSOR_TYPE_AND_SHAPE = 65,
+    SLOT_KERNEL_INFO_GET_ATTRIBUTE_STRING = 87,
+    SLOT_KERNEL_CONTEXT_GET_INPUT_COUNT = 88,
+    SLOT_KERNEL_CONTEXT_GET_OUTPUT_COUNT = 89,
+    SLOT_KERNEL_CONTEXT_GET_INPUT = 90,
+    SLOT_KERNEL_CONTEXT_GET_OUTPUT = 91,
+    SLOT_RELEASE_STATUS = 93,
+    SLOT_RELEASE_TENSOR_TYPE_AND_SHAPE = 99,
+    SLOT_RELEASE_CUSTOM_OP_DOMAIN = 101,
+    SLOT_KERNEL_INFO_GET_ATTRIBUTE_ARRAY_INT64 = 163,
+    SLOT_KERNEL_INFO_GET_INPUT_COUNT = 230,
+    SLOT_KERNEL_INFO_GET_OUTPUT_COUNT = 231,
+    SLOT_KERNEL_CONTEXT_PARALLEL_FOR = 274,
+};
+
+#define ORT_CALL(api, slot, type) ((type)(((const ort_slot *)(const void *)(api))[(slot)]))
+
+enum { ORT_FAIL = 1, ORT_INVALID_ARGUMENT = 2, ORT_RUNTIME_EXCEPTION = 6 };
+enum { ORT_TYPE_UNDEFINED = 0 };
+enum { ORT_CHARACTERISTIC_VARIADIC = 2 };
+enum { ORT_MEM_TYPE_DEFAULT = 0 };
+
+typedef ort_status *(*create_status_fn)(int code, const char *msg);
+typedef ort_status *(*create_domain_fn)(const char *domain, ort_domain **out);
+typedef ort_status *(*domain_add_fn)(ort_domain *domain, const void *op);
+typedef ort_status *(*add_domain_fn)(ort_session_options *options, ort_domain *domain);
+typedef void (*release_domain_fn)(ort_domain *domain);
+typedef ort_status *(*mutable_data_fn)(ort_value *value, void **out);
+typedef ort_status *(*element_type_fn)(const ort_type_shape *info, int *out);
+typedef ort_status *(*dims_count_fn)(const ort_type_shape *info, size_t *out);
+typedef ort_status *(*dims_fn)(const ort_type_shape *info, int64_t *dims, size_t len);
+typedef ort_status *(*type_and_shape_fn)(const ort_value *value, ort_type_shape **out);
+typedef void (*release_type_shape_fn)(ort_type_shape *info);
+typedef ort_status *(*attr_string_fn)(const ort_kernel_info *info, const char *name, char *out,
+                                      size_t *size);
+typedef ort_status *(*attr_ints_fn)(const ort_kernel_info *info, const char *name, int64_t *out,
+                                    size_t *size);
+typedef ort_status *(*info_count_fn)(const ort_kernel_info *info, size_t *out);
+typedef ort_status *(*context_count_fn)(const ort_kernel_context *ctx, size_t *out);
+typedef ort_status *(*context_input_fn)(const ort_kernel_context *ctx, size_t index,
+                                        const ort_value **out);
+typedef ort_status *(*context_output_fn)(ort_kernel_context *ctx, size_t index,
+                                         const int64_t *dims, size_t ndims, ort_value **out);
+typedef void (*release_status_fn)(ort_status *status);
+typedef ort_status *(*parallel_for_fn)(const ort_kernel_context *ctx,
+                                       void (*fn)(void *usr, size_t i), size_t total,
+                                       size_t num_batch, void *usr);
+
+/* The custom-op description: 26 pointer-sized members, member i at byte offset 8 * i. */
+typedef struct tc_op tc_op;
+struct tc_op {
+    uint32_t version;
+    void *(*create_kernel)(const tc_op *op, const ort_api *api, const ort_kernel_info *info);
+    const char *(*get_name)(const tc_op *op);
+    const char *(*get_execution_provider_type)(const tc_op *op);
+    int (*get_input_type)(const tc_op *op, size_t index);
+    size_t (*get_input_type_count)(const tc_op *op);
+    int (*get_output_type)(const tc_op *op, size_t index);
+    size_t (*get_output_type_count)(const tc_op *op);
+    void (*kernel_compute)(void *kernel, ort_kernel_context *ctx);
+    void (*kernel_destroy)(void *kernel);
+    int (*get_input_characteristic)(const tc_op *op, size_t index);
+    int (*get_output_characteristic)(const tc_op *op, size_t index);
+    int (*get_input_memory_type)(const tc_op *op, size_t index);
+    int (*get_variadic_input_min_arity)(const tc_op *op);
+    int (*get_variadic_input_homogeneity)(const tc_op *op);
+    int (*get_variadic_output_min_arity)(const tc_op *op);
+    int (*get_variadic_output_homogeneity)(const tc_op *op);
+    ort_status *(*create_kernel_v2)(const tc_op *op, const ort_api *api,
+                                    const ort_kernel_info *info, void **kernel);
+    ort_status *(*kernel_compute_v2)(void *kernel, ort_kernel_context *ctx);
+    void *infer_output_shape;
+    void *get_start_version;
+    void *get_end_version;
+    void *get_may_inplace;
+    void *release_may_inplace;
+    void *get_alias_map;
+    void *release_alias_map;
+};
+_Static_assert(sizeof(tc_op) == 208, "OrtCustomOp has 26 pointer-sized members");
+_Static_assert(offsetof(tc_op, create_kernel_v2) == 8 * 17, "CreateKernelV2 is member 17");
+_Static_assert(offsetof(tc_op, release_alias_map) == 8 * 25, "ReleaseAliasMap is member 25");
+
+/* ------------------------------------------------------------------------ kernel contract */
+
+#define TC_ABI_VERSION 1
+#define TC_MAX_RANK 64      /* per-run dimension buffers live on the stack */
+#define TC_MAX_CHUNKS 256   /* parallel phases are split into at most this many ranges */
+#define TC_MESSAGE_BYTES 1024
+
+typedef int (*tc_phase_fn)(int32_t phase, void *const *args, void *const *temps, int64_t lo,
+                           int64_t hi, int64_t *err);
+
+typedef struct {
+    const ort_api *api;
+    void *handle;
+    char *key;
+    char *entry;
+    int32_t num_inputs, num_outputs, num_tensors, num_temps, num_phases;
+    const int32_t *dtypes, *ranks, *output_zero, *temp_zero;
+    const int64_t *dims, *temp_bytes, *phase_trips;
+    const char *const *check_text;
+    tc_phase_fn phase;
+    int64_t *dims_offset; /* where each tensor's dimensions start in dims */
+    size_t *tensor_bytes; /* bytes of each tensor */
+} tc_kernel;
+
+/* What one chunked phase shares between the pool's threads (lives on the run's stack). */
+typedef struct {
+    const tc_kernel *kernel;
+    int32_t phase;
+    void *const *args;
+    void *const *temps;
+    int64_t trips;
+    int64_t chunks;
+    int code;      /* first nonzero return code, set once with a compare-and-swap */
+    int64_t value; /* the offending index of that code */
+} tc_run;
+
+static size_t element_size(int32_t dtype) {
+    switch (dtype) {
+    case 2: case 3: case 9: return 1;             /* uint8 int8 bool */
+    case 4: case 5: case 10: case 16: return 2;   /* uint16 int16 float16 bfloat16 */
+    case 1: case 6: case 12: return 4;            /* float int32 uint32 */
+    case 7: case 11: case 13: case 14: return 8;  /* int64 double uint64 complex64 */
+    case 15: return 16;                           /* complex128 */
+    default: return 0;                            /* string, sub-byte and unknown types */
+    }
+}
+
+static const char *dtype_name(int32_t dtype) {
+    static const char *const names[] = {
+        "undefined", "float32", "uint8",  "int8",   "uint16",    "int16",      "int32",
+        "int64",     "string",  "bool",   "float16", "float64",  "uint32",     "uint64",
+        "complex64", "complex128", "bfloat16",
+    };
+    if (dtype >= 0 && dtype < (int32_t)(sizeof names / sizeof names[0])) return names[dtype];
+    return "an unsupported type";
+}
+
+/* "(2, 3)": a shape the way NumPy prints it, truncated to the buffer. */
+static void format_shape(char *buf, size_t size, const int64_t *dims, size_t rank) {
+    size_t used = (size_t)snprintf(buf, size, "(");
+    for (size_t d = 0; d < rank && used < size; d++)
+        used += (size_t)snprintf(buf + used, size - used, d ? ", %" PRId64 : "%" PRId64, dims[d]);
+    if (used < size) used += (size_t)snprintf(buf + used, size - used, rank == 1 ? ",)" : ")");
+}
+
+static ort_status *error(const ort_api *api, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static ort_status *error(const ort_api *api, int code, const char *fmt, ...) {
+    char msg[TC_MESSAGE_BYTES];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return ORT_CALL(api, SLOT_CREATE_STATUS, create_status_fn)(code, msg);
+}
+
+static void release_status(const ort_api *api, ort_status *status) {
+    if (status) ORT_CALL(api, SLOT_RELEASE_STATUS, release_status_fn)(status);
+}
+
+/* --------------------------------------------------------------------- kernel creation */
+
+/* A string attribute in fresh malloc'd memory, or NULL with *status set. */
+static char *string_attribute(const ort_api *api, const ort_kernel_info *info, const char *name,
+                              ort_status **status) {
+    attr_string_fn get = ORT_CALL(api, SLOT_KERNEL_INFO_GET_ATTRIBUTE_STRING, attr_string_fn);
+    size_t size = 0;
+    ort_status *st = get(info, name, NULL, &size);
+    if (st) {
+        release_status(api, st);
+        *status = error(api, ORT_INVALID_ARGUMENT,
+                        "tc_graph: the TcKernel node has no string attribute '%s'", name);
+        return NULL;
+    }
+    char *text = calloc(size + 1, 1);
+    if (!text) {
+        *status = error(api, ORT_FAIL, "tc_graph: out of memory reading attribute '%s'", name);
+        return NULL;
+    }
+    st = get(info, name, text, &size);
+    if (st) {
+        free(text);
+        *status = st;
+        return NULL;
+    }
+    return text;
+}
+
+/* An ints attribute in fresh malloc'd memory; NULL with *count 0 when the node lacks it. */
+static int64_t *ints_attribute(const ort_api *api, const ort_kernel_info *info, const char *name,
+                               size_t *count) {
+    attr_ints_fn get = ORT_CALL(api, SLOT_KERNEL_INFO_GET_ATTRIBUTE_ARRAY_INT64, attr_ints_fn);
+    *count = 0;
+    size_t size = 0;
+    ort_status *st = get(info, name, NULL, &size);
+    if (st) {
+        release_status(api, st);
+        return NULL;
+    }
+    int64_t *values = calloc(size ? size : 1, sizeof *values);
+    if (!values) return NULL;
+    if (size) {
+        st = get(info, name, values, &size);
+        if (st) {
+            release_status(api, st);
+            free(values);
+            return NULL;
+        }
+    }
+    *count = size;
+    return values;
+}
+
+/* Cache keys name directories: same rule as cc.py (no separators, no leading dot). */
+static int valid_key(const char *key) {
+    size_t n = strlen(key);
+    if (n == 0 || n > 128 || key[0] == '.' || key[0] == '-') return 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = key[i];
+        int ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                 c == '_' || c == '.' || c == '-';
+        if (!ok) return 0;
+    }
+    return 1;
+}
+
+/* The home directory for "~": $HOME, else the password database. */
+static const char *home_dir(char *buf, size_t size) {
+    const char *home = getenv("HOME");
+    if (home && *home) return home;
+    struct passwd pw, *found = NULL;
+    if (getpwuid_r(getuid(), &pw, buf, size, &found) == 0 && found && found->pw_dir)
+        return found->pw_dir;
+    return "";
+}
+
+/* <cache>/<key>/kernel.so with the cache found as tc_graph.runtime.cc.cache_dir finds it:
+ * TC_GRAPH_CACHE (with ~ expanded), else $XDG_CACHE_HOME/tc_graph, else ~/.cache/tc_graph.
+ * Returns 0 when the path does not fit. */
+static int kernel_path(char *out, size_t size, const char *key) {
+    char pwbuf[4096];
+    const char *override = getenv("TC_GRAPH_CACHE");
+    const char *xdg = getenv("XDG_CACHE_HOME");
+    int n;
+    if (override && *override) {
+        if (override[0] == '~' && (override[1] == '/' || override[1] == '\0'))
+            n = snprintf(out, size, "%s%s/%s/kernel.so", home_dir(pwbuf, sizeof pwbuf),
+                         override + 1, key);
+        else
+            n = snprintf(out, size, "%s/%s/kernel.so", override, key);
+    } else if (xdg && *xdg) {
+        if (xdg[0] == '~' && (xdg[1] == '/' || xdg[1] == '\0'))
+            n = snprintf(out, size, "%s%s/tc_graph/%s/kernel.so", home_dir(pwbuf, sizeof pwbuf),
+                         xdg + 1, key);
+        else
+            n = snprintf(out, size, "%s/tc_graph/%s/kernel.so", xdg, key);
+    } else {
+        n = snprintf(out, size, "%s/.cache/tc_graph/%s/kernel.so", home_dir(pwbuf, sizeof pwbuf),
+                     key);
+    }
+    return n > 0 && (size_t)n < size;
+}
+
+static void destroy_kernel(void *p) {
+    tc_kernel *k = p;
+    if (!k) return;
+    if (k->handle) dlclose(k->handle);
+    free(k->key);
+    free(k->entry);
+    free(k->dims_offset);
+    free(k->tensor_bytes);
+    free(k);
+}
+
+/* The address of a kernel symbol, or NULL with *status naming the stale object and the fix. */
+static const void *kernel_symbol(tc_kernel *k, const char *name, ort_status **status) {
+    const void *p = dlsym(k->handle, name);
+    if (!p && !*status)
+        *status = error(k->api, ORT_FAIL,
+                        "tc_graph kernel '%s' (key %s) lacks the symbol %s: it was compiled by "
+                        "another tc_graph version; run `tc-graph cache clear` and then "
+                        "tc_graph.prepare(model) or `tc-graph prepare MODEL.onnx`",
+                        k->entry, k->key, name);
+    return p;
+}
+
+/* One of the node's ints attributes against the kernel's metadata (skipped when absent). */
+static ort_status *check_ints(tc_kernel *k, const ort_kernel_info *info, const char *name,
+                              const int64_t *expected, size_t count) {
+    size_t n = 0;
+    int64_t *got = ints_attribute(k->api, info, name, &n);
+    if (!got) return NULL;
+    int same = n == count;
+    for (size_t i = 0; same && i < n; i++) same = got[i] == expected[i];
+    free(got);
+    if (same) return NULL;
+    return error(k->api, ORT_INVALID_ARGUMENT,
+                 "tc_graph kernel '%s' (key %s): the node's %s attribute does not match the "
+                 "compiled kernel; run tc_graph.prepare(model) or `tc-graph prepare MODEL.onnx` "
+                 "again, or re-run tc_graph.optimize",
+                 k->entry, k->key, name);
+}
+
+/* The node's attributes (dtypes, ranks, shapes of inputs or outputs) against the metadata. */
+static ort_status *check_node(tc_kernel *k, const ort_kernel_info *info) {
+    size_t n_in = 0, n_out = 0;
+    ort_status *st = ORT_CALL(k->api, SLOT_KERNEL_INFO_GET_INPUT_COUNT, info_count_fn)(info, &n_in);
+    if (st) return st;
+    st = ORT_CALL(k->api, SLOT_KERNEL_INFO_GET_OUTPUT_COUNT, info_count_fn)(info, &n_out);
+    if (st) return st;
+    if (n_in != (size_t)k->num_inputs || n_out != (size_t)k->num_outputs)
+        return error(k->api, ORT_INVALID_ARGUMENT,
+                     "tc_graph kernel '%s' (key %s) takes %d inputs and %d outputs, the node "
+                     "has %zu and %zu",
+                     k->entry, k->key, k->num_inputs, k->num_outputs, n_in, n_out);
+
+    int32_t tensors = k->num_tensors;
+    int64_t *values = calloc((size_t)tensors + (size_t)k->dims_offset[tensors] + 1, sizeof *values);
+    if (!values) return error(k->api, ORT_FAIL, "tc_graph: out of memory");
+    static const char *const names[2][3] = {
+        {"input_dtypes", "input_ranks", "input_shapes"},
+        {"output_dtypes", "output_ranks", "output_shapes"},
+    };
+    for (int side = 0; side < 2 && !st; side++) {
+        int32_t first = side ? k->num_inputs : 0;
+        int32_t count = side ? k->num_outputs : k->num_inputs;
+        for (int32_t i = 0; i < count; i++) values[i] = k->dtypes[first + i];
+        st = check_ints(k, info, names[side][0], values, (size_t)count);
+        if (st) break;
+        for (int32_t i = 0; i < count; i++) values[i] = k->ranks[first + i];
+        st = check_ints(k, info, names[side][1], values, (size_t)count);
+        if (st) break;
+        int64_t lo = k->dims_offset[first], hi = k->dims_offset[first + count];
+        st = check_ints(k, info, names[side][2], k->dims + lo, (size_t)(hi - lo));
+    }
+    free(values);
+    return st;
+}
+
+/* Read the kernel's metadata, check it is sane, and precompute offsets and byte sizes. */
+static ort_status *load_metadata(tc_kernel *k) {
+    ort_status *st = NULL;
+    const int32_t *abi = kernel_symbol(k, "tc_abi_version", &st);
+    if (st) return st;
+    if (*abi != TC_ABI_VERSION)
+        return error(k->api, ORT_FAIL,
+                     "tc_graph kernel '%s' (key %s) has ABI version %d, this library expects "
+                     "%d: run `tc-graph cache clear` and prepare the model again",
+                     k->entry, k->key, (int)*abi, TC_ABI_VERSION);
+    const int32_t *n_in = kernel_symbol(k, "tc_num_inputs", &st);
+    const int32_t *n_out = kernel_symbol(k, "tc_num_outputs", &st);
+    const int32_t *n_temps = kernel_symbol(k, "tc_num_temps", &st);
+    const int32_t *n_phases = kernel_symbol(k, "tc_num_phases", &st);
+    k->dtypes = kernel_symbol(k, "tc_dtypes", &st);
+    k->ranks = kernel_symbol(k, "tc_ranks", &st);
+    k->dims = kernel_symbol(k, "tc_dims", &st);
+    k->output_zero = kernel_symbol(k, "tc_output_zero", &st);
+    k->phase_trips = kernel_symbol(k, "tc_phase_trips", &st);
+    k->phase = (tc_phase_fn)(uintptr_t)kernel_symbol(k, "tc_phase", &st);
+    if (st) return st;
+    k->num_inputs = *n_in;
+    k->num_outputs = *n_out;
+    k->num_temps = *n_temps;
+    k->num_phases = *n_phases;
+    /* Arrays of a count that is zero may be left out by the generator. */
+    if (k->num_temps > 0) {
+        k->temp_bytes = kernel_symbol(k, "tc_temp_bytes", &st);
+        k->temp_zero = kernel_symbol(k, "tc_temp_zero", &st);
+        if (st) return st;
+    }
+    k->check_text = dlsym(k->handle, "tc_check_text");
+    if (k->num_inputs < 0 || k->num_outputs < 1 || k->num_temps < 0 || k->num_phases < 0 ||
+        k->num_inputs > 65536 || k->num_outputs > 65536 || k->num_temps > 65536)
+        return error(k->api, ORT_FAIL, "tc_graph kernel '%s' (key %s) has corrupt metadata",
+                     k->entry, k->key);
+    k->num_tensors = k->num_inputs + k->num_outputs;
+    k->dims_offset = calloc((size_t)k->num_tensors + 1, sizeof *k->dims_offset);
+    k->tensor_bytes = calloc((size_t)k->num_tensors + 1, sizeof *k->tensor_bytes);
+    if (!k->dims_offset || !k->tensor_bytes)
+        return error(k->api, ORT_FAIL, "tc_graph: out of memory");
+    for (int32_t t = 0; t < k->num_tensors; t++) {
+        int32_t rank = k->ranks[t];
+        size_t size = element_size(k->dtypes[t]);
+        const char *what = t < k->num_inputs ? "input" : "output";
+        int32_t index = t < k->num_inputs ? t : t - k->num_inputs;
+        if (size == 0)
+            return error(k->api, ORT_FAIL, "tc_graph kernel '%s' (key %s): %s %d has %s (%d)",
+                         k->entry, k->key, what, index, dtype_name(k->dtypes[t]),
+                         (int)k->dtypes[t]);
+        if (rank < 0 || rank > TC_MAX_RANK)
+            return error(k->api, ORT_FAIL,
+                         "tc_graph kernel '%s' (key %s): %s %d has rank %d (at most %d)",
+                         k->entry, k->key, what, index, (int)rank, TC_MAX_RANK);
+        k->dims_offset[t + 1] = k->dims_offset[t] + rank;
+        const int64_t *dims = k->dims + k->dims_offset[t];
+        for (int32_t d = 0; d < rank; d++) {
+            if (dims[d] < 0 || (dims[d] > 0 && size > SIZE_MAX / (size_t)dims[d]))
+                return error(k->api, ORT_FAIL, "tc_graph kernel '%s' (key %s) has corrupt "
+                             "dimensions", k->entry, k->key);
+            size *= (size_t)dims[d];
+        }
+        k->tensor_bytes[t] = size;
+    }
+    return NULL;
+}
+
+static ort_status *create_kernel_v2(const tc_op *op, const ort_api *api,
+                                    const ort_kernel_info *info, void **out) {
+    (void)op;
+    *out = NULL;
+    tc_kernel *k = calloc(1, sizeof *k);
+    if (!k) return error(api, ORT_FAIL, "tc_graph: out of memory");
+    k->api = api;
+    ort_status *st = NULL;
+    k->key = string_attribute(api, info, "kernel_key", &st);
+    if (!st) k->entry = string_attribute(api, info, "entry", &st);
+    if (st) {
+        destroy_kernel(k);
+        return st;
+    }
+    if (!valid_key(k->key)) {
+        st = error(api, ORT_INVALID_ARGUMENT,
+                   "tc_graph kernel '%s': invalid kernel_key attribute '%.200s'", k->entry, k->key);
+        destroy_kernel(k);
+        return st;
+    }
+    char path[4096];
+    if (!kernel_path(path, sizeof path, k->key)) {
+        st = error(api, ORT_FAIL, "tc_graph kernel '%s' (key %s): the cache path is too long",
+                   k->entry, k->key);
+        destroy_kernel(k);
+        return st;
+    }
+    if (access(path, F_OK) != 0) {
+        st = error(api, ORT_FAIL,
+                   "tc_graph kernel '%s' (key %s) is not compiled on this machine: run "
+                   "tc_graph.prepare(model) or `tc-graph prepare MODEL.onnx`, or open the model "
+                   "with tc_graph.InferenceSession (looked for %s)",
+                   k->entry, k->key, path);
+        destroy_kernel(k);
+        return st;
+    }
+    k->handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!k->handle) {
+        const char *why = dlerror();
+        st = error(api, ORT_FAIL,
+                   "tc_graph kernel '%s' (key %s): cannot load %s: %s; run `tc-graph cache "
+                   "clear` and then tc_graph.prepare(model) or `tc-graph prepare MODEL.onnx`",
+                   k->entry, k->key, path, why ? why : "unknown error");
+        destroy_kernel(k);
+        return st;
+    }
+    st = load_metadata(k);
+    if (!st) st = check_node(k, info);
+    if (st) {
+        destroy_kernel(k);
+        return st;
+    }
+    *out = k;
+    return NULL;
+}
+
+/* ------------------------------------------------------------------------------ compute */
+
+/* One chunk of a parallel phase: a contiguous range of its iterations. */
+static void run_chunk(void *usr, size_t i) {
+    tc_run *run = usr;
+    if (__atomic_load_n(&run->code, __ATOMIC_RELAXED) != 0) return; /* already failed */
+    int64_t base = run->trips / run->chunks, extra = run->trips % run->chunks;
+    int64_t c = (int64_t)i;
+    int64_t lo = c * base + (c < extra ? c : extra);
+    int64_t hi = lo + base + (c < extra ? 1 : 0);
+    int64_t value = 0;
+    int code = run->kernel->phase(run->phase, run->args, run->temps, lo, hi, &value);
+    if (code != 0) {
+        int expected = 0;
+        if (__atomic_compare_exchange_n(&run->code, &expected, code, 0, __ATOMIC_ACQ_REL,
+                                        __ATOMIC_RELAXED))
+            __atomic_store_n(&run->value, value, __ATOMIC_RELEASE);
+    }
+}
+
+static ort_status *phase_error(const tc_kernel *k, int code, int64_t value) {
+    if (code == -1)
+        return error(k->api, ORT_FAIL, "tc_graph kernel '%s': out of memory", k->entry);
+    if (code < 0)
+        return error(k->api, ORT_RUNTIME_EXCEPTION,
+                     "tc_graph kernel '%s' (key %s): internal error %d in a phase; this is a "
+                     "tc_graph bug, please report it", k->entry, k->key, code);
+    const char *what = k->check_text ? k->check_text[code - 1] : NULL;
+    return error(k->api, ORT_INVALID_ARGUMENT,
+                 "tc_graph kernel '%s': index %" PRId64 " out of range: %s", k->entry, value,
+                 what ? what : "an indirect subscript");
+}
+
+/* Run every phase in order; the first failure ends the run. */
+static ort_status *run_phases(const tc_kernel *k, ort_kernel_context *ctx, void *const *args,
+                              void *const *temps) {
+    parallel_for_fn parallel_for =
+        ORT_CALL(k->api, SLOT_KERNEL_CONTEXT_PARALLEL_FOR, parallel_for_fn);
+    for (int32_t p = 0; p < k->num_phases; p++) {
+        int64_t trips = k->phase_trips[p];
+        if (trips <= 0) continue;
+        if (trips == 1) {
+            int64_t value = 0;
+            int code = k->phase(p, args, temps, 0, 1, &value);
+            if (code) return phase_error(k, code, value);
+            continue;
+        }
+        tc_run run = {
+            .kernel = k,
+            .phase = p,
+            .args = args,
+            .temps = temps,
+            .trips = trips,
+            .chunks = trips < TC_MAX_CHUNKS ? trips : TC_MAX_CHUNKS,
+        };
+        ort_status *st = parallel_for(ctx, run_chunk, (size_t)run.chunks, 0, &run);
+        if (st) return st;
+        int code = __atomic_load_n(&run.code, __ATOMIC_ACQUIRE);
+        if (code) return phase_error(k, code, __atomic_load_n(&run.value, __ATOMIC_ACQUIRE));
+    }
+    return NULL;
+}
+
+/* Input i's element type and dimensions against the kernel's; its data pointer in *data. */
+static ort_status *bind_input(const tc_kernel *k, const ort_kernel_context *ctx, int32_t i,
+                              void **data) {
+    const ort_api *api = k->api;
+    const ort_value *value = NULL;
+    ort_status *st = ORT_CALL(api, SLOT_KERNEL_CONTEXT_GET_INPUT, context_input_fn)(ctx, (size_t)i,
+                                                                                 &value);
+    if (st) return st;
+    if (!value)
+        return error(api, ORT_INVALID_ARGUMENT, "tc_graph kernel '%s': input %d is missing",
+                     k->entry, (int)i);
+    ort_type_shape *info = NULL;
+    st = ORT_CALL(api, SLOT_GET_TENSOR_TYPE_AND_SHAPE, type_and_shape_fn)(value, &info);
+    if (st) return st;
+    int dtype = 0;
+    size_t rank = 0;
+    int64_t dims[TC_MAX_RANK];
+    st = ORT_CALL(api, SLOT_GET_TENSOR_ELEMENT_TYPE, element_type_fn)(info, &dtype);
+    if (!st) st = ORT_CALL(api, SLOT_GET_DIMENSIONS_COUNT, dims_count_fn)(info, &rank);
+    if (!st && rank <= TC_MAX_RANK)
+        st = ORT_CALL(api, SLOT_GET_DIMENSIONS, dims_fn)(info, dims, rank);
+    ORT_CALL(api, SLOT_RELEASE_TENSOR_TYPE_AND_SHAPE, release_type_shape_fn)(info);
+    if (st) return st;
+
+    const int64_t *want = k->dims + k->dims_offset[i];
+    size_t want_rank = (size_t)k->ranks[i];
+    int same = dtype == k->dtypes[i] && rank == want_rank;
+    for (size_t d = 0; same && d < rank; d++) same = dims[d] == want[d];
+    if (!same) {
+        char got_shape[256], want_shape[256];
+        if (rank <= TC_MAX_RANK)
+            format_shape(got_shape, sizeof got_shape, dims, rank);
+        else
+            snprintf(got_shape, sizeof got_shape, "(rank %zu)", rank);
+        format_shape(want_shape, sizeof want_shape, want, want_rank);
+        return error(api, ORT_INVALID_ARGUMENT,
+                     "tc_graph kernel '%s' (key %s): input %d must be %s of shape %s, got %s of "
+                     "shape %s (the kernel is compiled for fixed shapes)",
+                     k->entry, k->key, (int)i, dtype_name(k->dtypes[i]), want_shape,
+                     dtype_name(dtype), got_shape);
+    }
+    return ORT_CALL(api, SLOT_GET_TENSOR_MUTABLE_DATA, mutable_data_fn)((ort_value *)value, data);
+}
+
+static ort_status *bind_output(const tc_kernel *k, ort_kernel_context *ctx, int32_t o,
+                               void **data) {
+    int32_t t = k->num_inputs + o;
+    ort_value *value = NULL;
+    ort_status *st = ORT_CALL(k->api, SLOT_KERNEL_CONTEXT_GET_OUTPUT, context_output_fn)(
+        ctx, (size_t)o, k->dims + k->dims_offset[t], (size_t)k->ranks[t], &value);
+    if (st) return st;
+    st = ORT_CALL(k->api, SLOT_GET_TENSOR_MUTABLE_DATA, mutable_data_fn)(value, data);
+    if (st) return st;
+    if (k->output_zero[o] && k->tensor_bytes[t] && *data) memset(*data, 0, k->tensor_bytes[t]);
+    return NULL;
+}
+
+static ort_status *compute_v2(void *p, ort_kernel_context *ctx) {
+    const tc_kernel *k = p;
+    const ort_api *api = k->api;
+    size_t n_in = 0, n_out = 0;
+    ort_status *st =
+        ORT_CALL(api, SLOT_KERNEL_CONTEXT_GET_INPUT_COUNT, context_count_fn)(ctx, &n_in);
+    if (!st)
+        st = ORT_CALL(api, SLOT_KERNEL_CONTEXT_GET_OUTPUT_COUNT, context_count_fn)(ctx, &n_out);
+    if (st) return st;
+    if (n_in != (size_t)k->num_inputs || n_out != (size_t)k->num_outputs)
+        return error(api, ORT_INVALID_ARGUMENT,
+                     "tc_graph kernel '%s' takes %d inputs and %d outputs, got %zu and %zu",
+                     k->entry, k->num_inputs, k->num_outputs, n_in, n_out);
+
+    /* args then temps in one per-run block: concurrent runs never share buffers. */
+    void **args = calloc((size_t)k->num_tensors + (size_t)k->num_temps + 1, sizeof *args);
+    if (!args) return error(api, ORT_FAIL, "tc_graph kernel '%s': out of memory", k->entry);
+    void **temps = args + k->num_tensors;
+    for (int32_t i = 0; i < k->num_inputs && !st; i++) st = bind_input(k, ctx, i, &args[i]);
+    for (int32_t o = 0; o < k->num_outputs && !st; o++)
+        st = bind_output(k, ctx, o, &args[k->num_inputs + o]);
+    for (int32_t t = 0; t < k->num_temps && !st; t++) {
+        size_t bytes = k->temp_bytes[t] > 0 ? (size_t)k->temp_bytes[t] : 1;
+        bytes = (bytes + 63) & ~(size_t)63;
+        if (posix_memalign(&temps[t], 64, bytes) != 0) {
+            temps[t] = NULL;
+            st = error(api, ORT_FAIL,
+                       "tc_graph kernel '%s': out of memory allocating a temporary of %zu bytes",
+                       k->entry, bytes);
+        } else if (k->temp_zero[t]) {
+            memset(temps[t], 0, bytes);
+        }
+    }
+    if (!st) st = run_phases(k, ctx, args, temps);
+    for (int32_t t = 0; t < k->num_temps; t++) free(temps[t]);
+    free(args);
+    return st;
+}
+
+/* --------------------------------------------------------------------- the op description */
+
+static const char *op_name(const tc_op *op) { (void)op; return "TcKernel"; }
+static const char *op_provider(const tc_op *op) { (void)op; return NULL; /* CPU */ }
+static int op_type(const tc_op *op, size_t i) { (void)op; (void)i; return ORT_TYPE_UNDEFINED; }
+static size_t op_type_count(const tc_op *op) { (void)op; return 1; }
+static int op_variadic(const tc_op *op, size_t i) {
+    (void)op;
+    (void)i;
+    return ORT_CHARACTERISTIC_VARIADIC;
+}
+static int op_memory_type(const tc_op *op, size_t i) {
+    (void)op;
+    (void)i;
+    return ORT_MEM_TYPE_DEFAULT;
+}
+static int op_min_arity(const tc_op *op) { (void)op; return 1; }
+static int op_homogeneity(const tc_op *op) { (void)op; return 0; /* mixed dtypes */ }
+
+/* Constant and static: onnxruntime keeps a pointer to it for as long as any session lives. */
+static const tc_op tc_kernel_op = {
+    .version = TC_OP_VERSION,
+    .get_name = op_name,
+    .get_execution_provider_type = op_provider,
+    .get_input_type = op_type,
+    .get_input_type_count = op_type_count,
+    .get_output_type = op_type,
+    .get_output_type_count = op_type_count,
+    .kernel_destroy = destroy_kernel,
+    .get_input_characteristic = op_variadic,
+    .get_output_characteristic = op_variadic,
+    .get_input_memory_type = op_memory_type,
+    .get_variadic_input_min_arity = op_min_arity,
+    .get_variadic_input_homogeneity = op_homogeneity,
+    .get_variadic_output_min_arity = op_min_arity,
+    .get_variadic_output_homogeneity = op_homogeneity,
+    .create_kernel_v2 = create_kernel_v2,
+    .kernel_compute_v2 = compute_v2,
+};
+
+/* The entry point onnxruntime looks up after dlopen; NULL means success. The domain object
+ * is not released: the session options and every session made from them point at it. */
+TC_VISIBLE ort_status *RegisterCustomOps(ort_session_options *options, const ort_api_base *base) {
+    if (!base || !base->get_api) return NULL;
+    const ort_api *api = base->get_api(TC_ORT_API_VERSION);
+    if (!api) {
+        const ort_api *oldest = base->get_api(1);
+        const char *version = base->get_version_string ? base->get_version_string() : "?";
+        if (!oldest) return NULL;
+        return error(oldest, ORT_FAIL,
+                     "tc_graph's custom-op library needs onnxruntime API version %u "
+                     "(onnxruntime 1.16 or newer); this onnxruntime is %s",
+                     TC_ORT_API_VERSION, version);
+    }
+    ort_domain *domain = NULL;
+    ort_status *st =
+        ORT_CALL(api, SLOT_CREATE_CUSTOM_OP_DOMAIN, create_domain_fn)("ai.tc_graph", &domain);
+    if (st) return st;
+    st = ORT_CALL(api, SLOT_CUSTOM_OP_DOMAIN_ADD, domain_add_fn)(domain, &tc_kernel_op);
+    if (!st) st = ORT_CALL(api, SLOT_ADD_CUSTOM_OP_DOMAIN, add_domain_fn)(options, domain);
+    if (st) ORT_CALL(api, SLOT_RELEASE_CUSTOM_OP_DOMAIN, release_domain_fn)(domain);
+    return st;
+}
