@@ -12,6 +12,7 @@ negative infinity and give 0 for a zero divisor; float16 is stored as
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -37,7 +38,7 @@ _LIBM = frozenset({
     "acos", "acosh", "asin", "asinh", "atan", "atanh", "cbrt", "ceil", "cos", "cosh", "erf",
     "erfc", "exp", "exp10", "exp2", "expm1", "fabs", "floor", "j0", "j1", "lgamma", "log",
     "log10", "log1p", "log2", "logb", "nearbyint", "rint", "round", "sin", "sinh", "sqrt", "tan",
-    "tanh", "tgamma", "trunc", "y0", "y1", "atan2", "copysign", "fdim", "fmax", "fmin", "fmod",
+    "tanh", "tgamma", "trunc", "y0", "y1", "atan2", "copysign", "fdim", "fmod",
     "hypot", "nextafter", "pow", "remainder", "fma",
 })  # fmt: skip
 
@@ -69,6 +70,10 @@ def _prelude(vector_width: int) -> str:
         )
     for c, f in (("float", "f"), ("double", "")):
         lines += [
+            # libm's fmax is a call gcc neither inlines nor vectorizes (NaN rules): a
+            # select with the same rules (a NaN operand gives the other one) does both.
+            f"static inline {c} tc_fmax{f}({c} a, {c} b) {{ return (a > b || b != b) ? a : b; }}",
+            f"static inline {c} tc_fmin{f}({c} a, {c} b) {{ return (a < b || b != b) ? a : b; }}",
             f"static inline {c} tc_rsqrt{f}({c} x) {{ return 1 / sqrt{f}(x); }}",
             f"static inline {c} tc_rcbrt{f}({c} x) {{ return 1 / cbrt{f}(x); }}",
             f"static inline {c} tc_sinpi{f}({c} x) {{ return sin{f}(({c})M_PI * x); }}",
@@ -345,10 +350,15 @@ class _Printer:
         st, args = self.user(node)
         return st, args, loops
 
-    def register_tile(self, node: isl.AstNode, depth: int) -> bool:
+    def register_tile(
+        self, node: isl.AstNode, depth: int, rows: tuple[str, Sequence[int]] | None = None
+    ) -> bool:
         """Reduction loops around the stride-1 output loop j of one `+=` statement: each
         tile of register_tile vectors of the output row stays in registers while the
-        reduction runs (the CPU's private-memory promotion)."""
+        reduction runs (the CPU's private-memory promotion). `rows` = (iterator, values)
+        of a small loop around the nest, unrolled into the tile: rows x vectors
+        accumulators share each load of the row-independent operand (the outer-product
+        form of a matmul's micro-kernel)."""
         found = self.band_loops(node)
         if found is None:
             return False
@@ -359,48 +369,85 @@ class _Printer:
         if set(inner) != {j, *(v for v in inner if v in src.reduction_vars)}:
             return False
         env = {v: a for v, a in zip(st.iterators, args, strict=True) if v not in inner}
+        envs = [env]
+        if rows is not None:
+            it, values = rows
+            pattern = re.compile(rf"\b{it}\b")
+            lhs = [env[v] for v in src.lhs if v in env and pattern.search(env[v])]
+            # Distinct rows must store to distinct outputs: the iterator appears, affinely.
+            if len(lhs) != 1 or any(c in lhs[0] for c in "/%(") or "floord" in lhs[0]:
+                return False
+            envs = [{v: pattern.sub(f"({r})", a) for v, a in env.items()} for r in values]
         width = self.options.vector_width
         ranges = self.ranges(st)
         jlo, jhi = ranges[j]
-        vectors = min(self.options.register_tile, (jhi - jlo) // width)
+        vectors = min(self.options.register_tile, (jhi - jlo) // width, _ACCUMULATORS // len(envs))
         if vectors < 1:
             return False
         tile = width * vectors
         lanes = [f"(j0 + {q * width})" for q in range(vectors)]
         reds = [v for v in st.iterators if v in inner and v != j]
         names = {v: f"_r{n}" for n, v in enumerate(reds)}
-        vec = [self.vector_rhs(st, {**env, **names}, j, at) for at in lanes]
-        if any(v is None for v in vec):
+        loads: dict[str, str] = {}
+        vec = [[self.vector_rhs(st, {**e, **names}, j, at, loads) for at in lanes] for e in envs]
+        if any(v is None for row in vec for v in row):
             return False
 
-        def row(at: str) -> str:
-            return self.linear(src.tensor, [at if v == j else env[v] for v in src.lhs])
+        def row(e: Mapping[str, str], at: str) -> str:
+            return self.linear(src.tensor, [at if v == j else e[v] for v in src.lhs])
 
         out = cname(src.tensor)
+        accs = [[f"acc{r}_{q}" for q in range(vectors)] for r in range(len(envs))]
         self.out(depth, f"for (int j0 = {jlo}; j0 < {jhi}; j0 += {tile}) {{")
         self.out(depth + 1, f"if (j0 + {tile} <= {jhi}) {{")
-        for q, at in enumerate(lanes):
-            self.out(depth + 2, f"tc_vf acc{q} = *(const tc_vfu *)&{out}[{row(at)}];")
+        for e, names_r in zip(envs, accs, strict=True):
+            for acc, at in zip(names_r, lanes, strict=True):
+                self.out(depth + 2, f"tc_vf {acc} = *(const tc_vfu *)&{out}[{row(e, at)}];")
         d = depth + 2
         for v in reds:
             lo, hi = ranges[v]
             self.out(d, f"for (int {names[v]} = {lo}; {names[v]} < {hi}; {names[v]} += 1) {{")
             d += 1
         self.prefetch(st, {**env, **names}, reds, ranges, "j0", tile, d)
-        for q, text in enumerate(vec):
-            self.out(d, f"acc{q} += {text};")
+        self.pinned_loads(loads, d)
+        for names_r, texts in zip(accs, vec, strict=True):
+            for acc, text in zip(names_r, texts, strict=True):
+                self.out(d, f"{acc} += {text};")
         for _ in reds:
             d -= 1
             self.out(d, "}")
-        for q, at in enumerate(lanes):
-            self.out(depth + 2, f"*(tc_vfu *)&{out}[{row(at)}] = acc{q};")
+        for e, names_r in zip(envs, accs, strict=True):
+            for acc, at in zip(names_r, lanes, strict=True):
+                self.out(depth + 2, f"*(tc_vfu *)&{out}[{row(e, at)}] = {acc};")
         self.out(depth + 1, "} else {")
         self.out(depth + 2, f"for (int j1 = j0; j1 < {jhi}; j1 += 1) {{")
-        self.scalar_reduction(st, {**env, j: "j1"}, reds, ranges, depth + 3)
+        for e in envs:
+            self.out(depth + 3, "{")
+            self.scalar_reduction(st, {**e, j: "j1"}, reds, ranges, depth + 4)
+            self.out(depth + 3, "}")
         self.out(depth + 2, "}")
         self.out(depth + 1, "}")
         self.out(depth, "}")
         return True
+
+    def row_tile(self, node: isl.AstNode, depth: int) -> bool:
+        """A short loop whose body is a register-tile nest: its iterations become the
+        tile's rows."""
+        body = node.for_get_body()
+        if body.get_type() != isl.ast_node_type.mark or body.mark_get_id().get_name() != "regtile":
+            return False
+        try:
+            first = int(node.for_get_init().to_C_str())
+            step = int(node.for_get_inc().to_C_str())
+            bound = int(node.for_get_cond().get_op_arg(1).to_C_str())
+        except ValueError:
+            return False
+        last = bound if node.for_get_cond().get_op_type() == isl.ast_expr_op_type.le else bound - 1
+        values = list(range(first, last + 1, step))
+        if not 2 <= len(values) <= _MAX_ROWS:
+            return False
+        it = node.for_get_iterator().to_C_str()
+        return self.register_tile(body.mark_get_node(), depth, rows=(it, values))
 
     def prefetch(
         self,
@@ -540,7 +587,9 @@ class _Printer:
 
                 self.blocked_loop("ai", "a0", alo, ahi, cap, dd, row_block)
 
-        self.blocked_loop("bi", "b0", blo, bhi, cap, d, column_block, parallel=parallel and not outer)
+        self.blocked_loop(
+            "bi", "b0", blo, bhi, cap, d, column_block, parallel=parallel and not outer
+        )
         for _ in outer:
             d -= 1
             self.out(d, "}")
@@ -682,12 +731,16 @@ class _Printer:
             vec = self.vector_rhs(st, self.tile_env(st, env, names, i, j), plan.red, r0, loads)
             assert vec is not None, "plan() admits only vector forms"
             updates.append(f"acc{i}_{j} += {vec if mask is None else f'{mask} * {vec}'};")
-        for text, name in loads.items():
-            # The empty asm pins each operand in a register: otherwise gcc folds the
-            # load into every FMA that uses it, and the tile's load sharing is lost.
-            self.out(depth, f'tc_vf {name} = {text}; __asm__("" : "+v"({name}));')
+        self.pinned_loads(loads, depth)
         for u in updates:
             self.out(depth, u)
+
+    def pinned_loads(self, loads: Mapping[str, str], depth: int) -> None:
+        """Declare the shared operand vectors of a tile. The empty asm pins each in a
+        register: otherwise gcc folds the load into every FMA that uses it, and the tile's
+        load sharing is lost."""
+        for text, name in loads.items():
+            self.out(depth, f'tc_vf {name} = {text}; __asm__("" : "+v"({name}));')
 
     def lane_sums(self, vectors: list[str], depth: int) -> list[str]:
         """Expressions for the lane sums of each vector. A power-of-two count of them up to
@@ -820,6 +873,8 @@ class _Printer:
             if "reduce" in marks and "parallel" not in marks and self.reduction_loop(node, depth):
                 return
             if "regtile" in marks and "parallel" not in marks and self.register_tile(node, depth):
+                return
+            if "parallel" not in marks and self.row_tile(node, depth):
                 return
             if "dottile" in marks and "parallel" not in marks and self.inner_dot(node, depth):
                 return
@@ -1067,6 +1122,9 @@ def _hsum(width: int) -> str:
 
 
 _PRIVATE_BYTES = 64 * 1024
+# Vector accumulators of one register tile (AVX-512 has 32 vector registers) and its rows.
+_ACCUMULATORS = 16
+_MAX_ROWS = 8
 L1_BYTES = 48 * 1024
 
 
