@@ -11,7 +11,7 @@ from . import binding, ir, ranges, reference
 from .errors import TcError
 from .lang.parser import parse
 from .lang.sema import CheckedDef, check
-from .options import MappingOptions
+from .options import MappingOptions, default_options
 from .runtime.kernel import Kernel, compile_kernel
 
 TARGETS = ("reference", "cpu", "opencl", "cuda")
@@ -69,8 +69,7 @@ class TcFunction:
                 "the reference target interprets; it has nothing to compile",
                 hint="call the function with target='reference' instead",
             )
-        options = options or MappingOptions()
-        if not isinstance(options, MappingOptions):
+        if options is not None and not isinstance(options, MappingOptions):
             raise TcError(f"options must be a tg.MappingOptions, got {type(options).__name__}")
         _, _, sizes, _ = self._bind(args)
         key = (
@@ -82,7 +81,13 @@ class TcFunction:
         kernel = self._kernels.get(key)
         if kernel is None:
             program = self._program_for(sizes)
-            kernel = compile_kernel(self.checked, program, args, options=options, target=target)
+            kernel = compile_kernel(
+                self.checked,
+                program,
+                args,
+                options=options or default_options(program),
+                target=target,
+            )
             self._kernels[key] = kernel
         return kernel
 

@@ -6,6 +6,7 @@ import json
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
+from . import ir
 from .errors import TcError
 
 FUSION_STRATEGIES = ("max", "preserve3coincident", "min")
@@ -78,3 +79,31 @@ class MappingOptions:
     def __str__(self) -> str:
         parts = [f"{f.name}={getattr(self, f.name)!r}" for f in fields(self)]
         return "MappingOptions(" + ", ".join(parts) + ")"
+
+
+ROW_TILE = 8
+"""Rows of a register tile in outer-product form (8 rows x 2 vectors = 16 accumulators)."""
+
+
+def default_options(program: ir.Program) -> MappingOptions:
+    """The defaults for one program: the outer loop tiled by ROW_TILE where a reduction
+    has the outer-product form, so its register tiles hold that many rows (see
+    docs/cpu.md); otherwise MappingOptions()."""
+    if any(_outer_product(s) for s in program.statements):
+        return MappingOptions(tile=(ROW_TILE,))
+    return MappingOptions()
+
+
+def _outer_product(s: ir.Statement) -> bool:
+    """`O(..., i, j) += A(.. i ..) * B(.., j)`: one read broadcast along the output row j,
+    another contiguous along it and independent of the row i."""
+    if s.op != "+" or not s.reduction_vars or len(s.lhs) < 2:
+        return False
+    i, j = s.lhs[-2], s.lhs[-1]
+    rows = cols = False
+    for r in ir.reads(s.rhs):
+        names = {n for x in r.subscripts for n in ir.index_names(x)}
+        rows |= i in names and j not in names
+        last = r.subscripts[-1] if r.subscripts else None
+        cols |= isinstance(last, ir.Index) and last.name == j and i not in names
+    return rows and cols
