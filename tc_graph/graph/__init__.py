@@ -1,0 +1,1 @@
+"""ONNX graphs: loading, partitioning into fusable groups, translation and rewriting."""

@@ -1,0 +1,556 @@
+"""An ONNX model seen as a dependency graph: nodes, static value types, known constants.
+
+The partitioner needs three facts the ModelProto only implies: who feeds whom (a
+networkx DiGraph over node indices), which values have a fully static shape (the only
+ones a compiled kernel can take), and which values are constants (so a translator can
+read them as attributes or fold them into the kernel).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+
+import networkx as nx
+import numpy as np
+import onnx
+from google.protobuf.descriptor import FieldDescriptor
+from google.protobuf.message import Message
+from onnx import numpy_helper
+
+from ..errors import TcError
+
+TC_DOMAIN = "ai.tc_graph"
+TC_OP = "TcKernel"
+
+ValueType = tuple[np.dtype, tuple[int, ...]]
+
+# Constant folding is for shape arithmetic and small tables, not for weights: bigger
+# tensors stay as they are (onnxruntime folds them itself if it wants to).
+_FOLD_MAX_ELEMENTS = 1 << 16
+_NONDETERMINISTIC = frozenset(
+    {
+        "RandomNormal",
+        "RandomNormalLike",
+        "RandomUniform",
+        "RandomUniformLike",
+        "Multinomial",
+        "Bernoulli",
+        "Dropout",
+    }
+)
+
+
+def load(model: str | os.PathLike[str] | onnx.ModelProto) -> onnx.ModelProto:
+    """Read and check a model, then add inferred shapes (with data propagation).
+
+    The input proto is never mutated (a proto argument is copied once). Raises TcError
+    for a missing file, a file that is not an ONNX model, or a model the ONNX checker
+    rejects. Checking and inference run on a skeleton whose big initializers are graph
+    inputs of the same type: serializing hundreds of MB of weights twice per load (the
+    checker and inference both do) was most of the time, and it lifts the 2 GB limit.
+    """
+    if isinstance(model, onnx.ModelProto):
+        proto = onnx.ModelProto()
+        proto.CopyFrom(model)
+    else:
+        path = Path(model)
+        if not path.is_file():
+            raise TcError(f"ONNX model file '{path}' does not exist")
+        try:
+            proto = onnx.load(str(path))
+        except Exception as exc:  # protobuf DecodeError, external data errors, ...
+            raise TcError(f"'{path}' is not a readable ONNX model: {exc}") from exc
+    skeleton = _skeleton(proto)
+    _check(proto, skeleton)
+    inferred = _infer_shapes(skeleton)
+    if inferred is not None:
+        graph = proto.graph
+        for field_name in ("node", "value_info", "output"):
+            field_value = getattr(graph, field_name)
+            del field_value[:]
+            field_value.extend(getattr(inferred.graph, field_name))
+    return proto
+
+
+def check(
+    model: onnx.ModelProto, *, initializers: Iterable[onnx.TensorProto] | None = None
+) -> None:
+    """onnx.checker.check_model, fast on models with big weights and not limited to
+    2 GB (see `load`); TcError if the model is invalid. `initializers`: the big
+    initializers whose data to verify (default: all; reading each one's data costs a
+    copy, so a caller that knows which are new can say so)."""
+    _check(model, _skeleton(model), initializers)
+
+
+def _check(
+    proto: onnx.ModelProto,
+    skeleton: onnx.ModelProto,
+    initializers: Iterable[onnx.TensorProto] | None = None,
+) -> None:
+    try:
+        onnx.checker.check_model(skeleton)
+        _check_big_initializers(proto.graph.initializer if initializers is None else initializers)
+    except (onnx.checker.ValidationError, ValueError) as exc:
+        raise TcError(
+            f"invalid ONNX model: {str(exc).strip()}",
+            hint="the model must pass onnx.checker.check_model",
+        ) from exc
+
+
+def copy_without_initializers(proto: onnx.ModelProto) -> onnx.ModelProto:
+    """A copy of everything but `graph.initializer` (cheap even for huge models)."""
+    out = onnx.ModelProto()
+    for desc, value in proto.ListFields():
+        if desc.name != "graph":
+            _copy_field(out, desc, value)
+    for desc, value in proto.graph.ListFields():
+        if desc.name != "initializer":
+            _copy_field(out.graph, desc, value)
+    return out
+
+
+_SKELETON_MIN_BYTES = 1 << 16
+
+
+def _tensor_nbytes(tensor: onnx.TensorProto) -> int:
+    dtype = _np_dtype(tensor.data_type)
+    return int(np.prod(tensor.dims, dtype=np.int64)) * (dtype.itemsize if dtype else 1)
+
+
+def _is_big(tensor: onnx.TensorProto) -> bool:
+    return _tensor_nbytes(tensor) >= _SKELETON_MIN_BYTES
+
+
+def _skeleton(proto: onnx.ModelProto) -> onnx.ModelProto:
+    """The model with each big initializer turned into a graph input of its type (small
+    ones stay: data propagation reads shape tensors)."""
+    out = copy_without_initializers(proto)
+    inputs = {v.name for v in proto.graph.input}
+    for tensor in proto.graph.initializer:
+        if not _is_big(tensor):
+            out.graph.initializer.append(tensor)
+        elif tensor.name not in inputs:
+            out.graph.input.append(
+                onnx.helper.make_tensor_value_info(tensor.name, tensor.data_type, tensor.dims)
+            )
+    return out
+
+
+def _copy_field(dst: Message, desc: FieldDescriptor, value: object) -> None:
+    """Copy one field (as `ListFields` gives it) into another message."""
+    repeated = getattr(desc, "is_repeated", None)  # protobuf >= 6; `label` before
+    if repeated is None:
+        repeated = desc.label == desc.LABEL_REPEATED
+    if repeated:
+        getattr(dst, desc.name).extend(value)
+    elif desc.message_type is not None:
+        getattr(dst, desc.name).CopyFrom(value)
+    else:
+        setattr(dst, desc.name, value)
+
+
+def _check_big_initializers(tensors: Iterable[onnx.TensorProto]) -> None:
+    """What the checker would verify of the initializers left out of the skeleton: a
+    known type, and as much data as the dims say."""
+    for tensor in tensors:
+        if not _is_big(tensor) or tensor.data_location == onnx.TensorProto.EXTERNAL:
+            continue
+        dtype = _np_dtype(tensor.data_type)
+        if dtype is None:
+            raise ValueError(f"initializer '{tensor.name}' has an unsupported data type")
+        count = int(np.prod(tensor.dims, dtype=np.int64))
+        if tensor.raw_data:
+            if len(tensor.raw_data) != count * dtype.itemsize:
+                raise ValueError(f"initializer '{tensor.name}': raw_data does not match dims")
+        else:
+            if len(numpy_helper.to_array(tensor).reshape(-1)) != count:
+                raise ValueError(f"initializer '{tensor.name}': data does not match dims")
+
+
+def _infer_shapes(proto: onnx.ModelProto) -> onnx.ModelProto | None:
+    """Shape inference with data propagation, falling back to none when it fails (an
+    op it cannot handle just means fewer static types)."""
+    for data_prop in (True, False):
+        try:
+            return onnx.shape_inference.infer_shapes(proto, strict_mode=False, data_prop=data_prop)
+        except Exception:
+            continue
+    return None
+
+
+def node_inputs(node: onnx.NodeProto) -> list[str]:
+    """Every value a node reads: its inputs (omitted optional ones dropped) and the
+    outer-scope values its subgraphs (If/Loop/Scan bodies) capture."""
+    names = [name for name in node.input if name]
+    for name in _captured(node):
+        if name not in names:
+            names.append(name)
+    return names
+
+
+def _captured(node: onnx.NodeProto) -> list[str]:
+    """Outer-scope names referenced inside a node's subgraph attributes."""
+    out: list[str] = []
+    for attr in node.attribute:
+        graphs = list(attr.graphs)
+        if attr.HasField("g"):
+            graphs.append(attr.g)
+        for sub in graphs:
+            for name in _graph_free_names(sub):
+                if name not in out:
+                    out.append(name)
+    return out
+
+
+def _graph_free_names(graph: onnx.GraphProto) -> list[str]:
+    """Names a (sub)graph reads without defining them itself."""
+    defined = {v.name for v in graph.input} | {t.name for t in graph.initializer}
+    defined |= {t.name for t in graph.sparse_initializer}
+    free: list[str] = []
+    for node in graph.node:
+        for name in node_inputs(node):
+            if name not in defined and name not in free:
+                free.append(name)
+        defined.update(n for n in node.output if n)
+    for value in graph.output:
+        if value.name not in defined and value.name not in free:
+            free.append(value.name)
+    return free
+
+
+def to_graph(model: onnx.ModelProto) -> nx.DiGraph:
+    """One graph node per ONNX node (key: its index in `model.graph.node`; data: `node`
+    the NodeProto, `op` its op type), one edge per producer→consumer pair (data:
+    `tensors`, the names of the values passed, in consumer input order)."""
+    dag = nx.DiGraph()
+    producer: dict[str, int] = {}
+    for index, node in enumerate(model.graph.node):
+        dag.add_node(index, node=node, op=node.op_type)
+        for name in node.output:
+            if name:
+                producer[name] = index
+    for index, node in enumerate(model.graph.node):
+        for name in node_inputs(node):
+            src = producer.get(name)
+            if src is None or src == index:
+                continue
+            if dag.has_edge(src, index):
+                tensors = dag.edges[src, index]["tensors"]
+                if name not in tensors:
+                    dag.edges[src, index]["tensors"] = (*tensors, name)
+            else:
+                dag.add_edge(src, index, tensors=(name,))
+    if not nx.is_directed_acyclic_graph(dag):
+        raise TcError("the ONNX graph has a cycle")
+    return dag
+
+
+def _static_type(type_proto: onnx.TypeProto) -> ValueType | None:
+    """dtype and shape of a tensor type whose every dimension is a known number."""
+    if type_proto.WhichOneof("value") != "tensor_type":
+        return None
+    tensor = type_proto.tensor_type
+    if not tensor.elem_type or not tensor.HasField("shape"):
+        return None
+    dims: list[int] = []
+    for dim in tensor.shape.dim:
+        if not dim.HasField("dim_value") or dim.dim_value < 0:
+            return None
+        dims.append(int(dim.dim_value))
+    dtype = _np_dtype(tensor.elem_type)
+    return None if dtype is None else (dtype, tuple(dims))
+
+
+def _np_dtype(elem_type: int) -> np.dtype | None:
+    try:
+        return np.dtype(onnx.helper.tensor_dtype_to_np_dtype(elem_type))
+    except Exception:
+        return None
+
+
+def _tc_kernel_types(node: onnx.NodeProto) -> dict[str, ValueType]:
+    """Output types of an already fused TcKernel node, read from its attributes
+    (shape inference does not know the op)."""
+    attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+    dtypes, ranks, dims = (
+        attrs.get("output_dtypes"),
+        attrs.get("output_ranks"),
+        attrs.get("output_shapes"),
+    )
+    if dtypes is None or ranks is None or dims is None or len(dtypes) != len(node.output):
+        return {}
+    out: dict[str, ValueType] = {}
+    pos = 0
+    for name, code, rank in zip(node.output, dtypes, ranks, strict=True):
+        dtype = _np_dtype(int(code))
+        shape = tuple(int(d) for d in dims[pos : pos + rank])
+        pos += rank
+        if name and dtype is not None and len(shape) == rank:
+            out[name] = (dtype, shape)
+    return out
+
+
+class _Constants(Mapping[str, np.ndarray]):
+    """Known constant values, converted to arrays only when asked for (a model's
+    initializers can be gigabytes; the partitioner rarely needs to see them)."""
+
+    def __init__(self) -> None:
+        self._protos: dict[str, onnx.TensorProto] = {}
+        self._arrays: dict[str, np.ndarray] = {}
+        self._shapes: dict[str, ValueType] = {}
+
+    def add_proto(self, tensor: onnx.TensorProto) -> None:
+        self._protos[tensor.name] = tensor
+        dtype = _np_dtype(tensor.data_type)
+        if dtype is not None:
+            self._shapes[tensor.name] = (dtype, tuple(int(d) for d in tensor.dims))
+
+    def add_array(self, name: str, value: np.ndarray) -> None:
+        value = np.asarray(value)
+        value.flags.writeable = False
+        self._arrays[name] = value
+        self._shapes[name] = (value.dtype, tuple(value.shape))
+
+    def type_of(self, name: str) -> ValueType | None:
+        return self._shapes.get(name)
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        if name not in self._arrays:
+            proto = self._protos[name]
+            value = numpy_helper.to_array(proto)
+            value.flags.writeable = False
+            self._arrays[name] = value
+        return self._arrays[name]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._arrays or name in self._protos
+
+    def __iter__(self) -> Iterator[str]:
+        yield from self._protos
+        yield from (n for n in self._arrays if n not in self._protos)
+
+    def __len__(self) -> int:
+        return len(self._protos) + sum(1 for n in self._arrays if n not in self._protos)
+
+
+@dataclass(frozen=True, eq=False)
+class Graph:
+    """A loaded model with its dependency graph, static types and known constants.
+
+    `dag` keys are indices into `model.graph.node` (which ONNX keeps topologically
+    sorted); `types` holds only values whose shape is fully static; `constants` holds
+    initializers (except those that are also graph inputs: callers may override them),
+    Constant node outputs and the outputs of small all-constant nodes folded here.
+    """
+
+    model: onnx.ModelProto
+    dag: nx.DiGraph
+    types: Mapping[str, ValueType]
+    constants: Mapping[str, np.ndarray]
+    producer: Mapping[str, int] = field(repr=False)
+    consumers: Mapping[str, tuple[int, ...]] = field(repr=False)
+    graph_inputs: tuple[str, ...] = ()
+    graph_outputs: tuple[str, ...] = ()
+
+    @classmethod
+    def from_model(cls, model: str | os.PathLike[str] | onnx.ModelProto) -> Graph:
+        """Build from a path or proto; runs `load` (check + shape inference) first."""
+        proto = load(model)
+        dag = to_graph(proto)
+        constants = _Constants()
+        graph_input_names = {v.name for v in proto.graph.input}
+        for tensor in proto.graph.initializer:
+            if tensor.name not in graph_input_names:
+                constants.add_proto(tensor)
+        types: dict[str, ValueType] = {}
+        for tensor in proto.graph.initializer:
+            dtype = _np_dtype(tensor.data_type)
+            if dtype is not None:
+                types[tensor.name] = (dtype, tuple(int(d) for d in tensor.dims))
+        for value in (*proto.graph.input, *proto.graph.value_info, *proto.graph.output):
+            static = _static_type(value.type)
+            if static is not None and value.name not in types:
+                types[value.name] = static
+        for node in proto.graph.node:
+            if node.domain == TC_DOMAIN and node.op_type == TC_OP:
+                for name, vt in _tc_kernel_types(node).items():
+                    types.setdefault(name, vt)
+        _fold_constants(proto, constants, types)
+        for name in constants:
+            vt = constants.type_of(name)
+            if vt is not None:
+                types.setdefault(name, vt)
+        producer: dict[str, int] = {}
+        consumers: dict[str, list[int]] = {}
+        for index, node in enumerate(proto.graph.node):
+            for name in node.output:
+                if name:
+                    producer[name] = index
+            for name in node_inputs(node):
+                consumers.setdefault(name, []).append(index)
+        return cls(
+            model=proto,
+            dag=dag,
+            types=types,
+            constants=constants,
+            producer=producer,
+            consumers={k: tuple(v) for k, v in consumers.items()},
+            graph_inputs=tuple(v.name for v in proto.graph.input),
+            graph_outputs=tuple(v.name for v in proto.graph.output),
+        )
+
+    def node(self, index: int) -> onnx.NodeProto:
+        """The NodeProto of graph node `index`."""
+        return self.dag.nodes[index]["node"]
+
+    def is_static(self, name: str) -> bool:
+        """Whether value `name` has a known dtype and fully static shape."""
+        return name in self.types
+
+    @cached_property
+    def order(self) -> tuple[int, ...]:
+        """Node indices in a topological order (index order for a checked model)."""
+        return tuple(nx.lexicographical_topological_sort(self.dag))
+
+    @cached_property
+    def reach(self) -> Reachability:
+        """Ancestor/descendant bitsets of every node, for fast convexity tests."""
+        return Reachability.of(self.dag, self.order)
+
+
+@dataclass(frozen=True, eq=False)
+class Reachability:
+    """Per node, the set of strict ancestors and strict descendants as int bitsets
+    (bit `position[n]`), so a convexity test is a few big-int operations instead of a
+    graph traversal: a node set S is convex iff no node outside S is both a
+    descendant and an ancestor of S."""
+
+    position: Mapping[int, int]
+    ancestors: Mapping[int, int]
+    descendants: Mapping[int, int]
+
+    @classmethod
+    def of(cls, dag: nx.DiGraph, order: Iterable[int]) -> Reachability:
+        order = list(order)
+        position = {n: i for i, n in enumerate(order)}
+        anc: dict[int, int] = {}
+        for n in order:
+            bits = 0
+            for p in dag.predecessors(n):
+                bits |= anc[p] | (1 << position[p])
+            anc[n] = bits
+        desc: dict[int, int] = {}
+        for n in reversed(order):
+            bits = 0
+            for s in dag.successors(n):
+                bits |= desc[s] | (1 << position[s])
+            desc[n] = bits
+        return cls(position=position, ancestors=anc, descendants=desc)
+
+    def bits(self, nodes: Iterable[int]) -> int:
+        out = 0
+        for n in nodes:
+            out |= 1 << self.position[n]
+        return out
+
+    def is_convex(self, nodes: Iterable[int]) -> bool:
+        nodes = list(nodes)
+        s = self.bits(nodes)
+        a = d = 0
+        for n in nodes:
+            a |= self.ancestors[n]
+            d |= self.descendants[n]
+        return (a & d & ~s) == 0
+
+
+def _fold_constants(
+    proto: onnx.ModelProto, constants: _Constants, types: Mapping[str, ValueType]
+) -> None:
+    """Record Constant node values, Shape/Size of static values, and the outputs of
+    small default-domain nodes whose inputs are all constants (evaluated with
+    onnx.reference). Failures are silent: an unfolded value is merely not constant."""
+    opsets = {o.domain: o.version for o in proto.opset_import}
+    for node in proto.graph.node:
+        try:
+            folded = _fold_node(node, constants, types, opsets)
+        except Exception:
+            folded = None
+        if not folded:
+            continue
+        for name, value in folded.items():
+            if name and (value.size <= _FOLD_MAX_ELEMENTS or node.op_type == "Constant"):
+                constants.add_array(name, value)
+
+
+def _fold_node(
+    node: onnx.NodeProto,
+    constants: _Constants,
+    types: Mapping[str, ValueType],
+    opsets: Mapping[str, int],
+) -> dict[str, np.ndarray] | None:
+    if node.domain not in ("", "ai.onnx") or node.op_type in _NONDETERMINISTIC:
+        return None
+    if any(
+        a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in node.attribute
+    ):
+        return None
+    if node.op_type == "Constant":
+        return {node.output[0]: _constant_value(node)}
+    inputs = [n for n in node.input if n]
+    if node.op_type in ("Shape", "Size") and inputs and inputs[0] in types:
+        shape = np.array(types[inputs[0]][1], dtype=np.int64)
+        if node.op_type == "Size":
+            return {node.output[0]: np.array(int(np.prod(shape)), dtype=np.int64)}
+        attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+        start, end = attrs.get("start", 0), attrs.get("end")
+        return {node.output[0]: shape[start:end]}
+    if not inputs or any(n not in constants for n in inputs):
+        return None
+    for name in inputs:
+        vt = constants.type_of(name)
+        if vt is None or int(np.prod(vt[1])) > _FOLD_MAX_ELEMENTS:
+            return None
+    for name in node.output:
+        vt = types.get(name)
+        if vt is not None and int(np.prod(vt[1])) > _FOLD_MAX_ELEMENTS:
+            return None
+    from onnx.reference import ReferenceEvaluator
+
+    values = {n: constants[n] for n in inputs}
+    graph = onnx.helper.make_graph(
+        [node],
+        "fold",
+        [onnx.helper.make_tensor_value_info(n, onnx.TensorProto.UNDEFINED, None) for n in inputs],
+        [
+            onnx.helper.make_tensor_value_info(n, onnx.TensorProto.UNDEFINED, None)
+            for n in node.output
+            if n
+        ],
+    )
+    model = onnx.helper.make_model(
+        graph,
+        opset_imports=[onnx.helper.make_opsetid("", opsets.get("", opsets.get("ai.onnx", 17)))],
+    )
+    results = ReferenceEvaluator(model).run(None, values)
+    names = [n for n in node.output if n]
+    return {n: np.asarray(v) for n, v in zip(names, results, strict=True)}
+
+
+def _constant_value(node: onnx.NodeProto) -> np.ndarray:
+    """The value of a Constant node (tensor or scalar/list forms)."""
+    attr = node.attribute[0]
+    if attr.name == "value":
+        return numpy_helper.to_array(attr.t)
+    if attr.name == "value_float":
+        return np.array(attr.f, dtype=np.float32)
+    if attr.name == "value_floats":
+        return np.array(list(attr.floats), dtype=np.float32)
+    if attr.name == "value_int":
+        return np.array(attr.i, dtype=np.int64)
+    if attr.name == "value_ints":
+        return np.array(list(attr.ints), dtype=np.int64)
+    raise ValueError(f"unsupported Constant form '{attr.name}'")
