@@ -1,0 +1,447 @@
+"""ONNX node groups translated to one TC (tc_graph.graph.translate), run on the CPU target.
+
+Oracles: onnx's own backend node test cases (inputs and expected outputs) for every
+translated op type, and onnxruntime running the same nodes for multi-node groups.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import tc_graph as tg
+from tc_graph.errors import TcError
+from tc_graph.graph import translate as tr
+from tc_graph.graph.translate import (
+    TRANSLATABLE,
+    Translation,
+    Untranslatable,
+    translatable,
+    translate,
+)
+from tests.tolerances import assert_matches
+
+Types = dict[str, tuple[np.dtype, tuple[int, ...]]]
+
+
+def _types(model: onnx.ModelProto) -> Types:
+    """Static dtype and shape of every tensor value (inputs, initializers, node outputs)."""
+    inferred = onnx.shape_inference.infer_shapes(model)
+    out: Types = {}
+    g = inferred.graph
+    for vi in (*g.input, *g.output, *g.value_info):
+        tt = vi.type.tensor_type
+        if not vi.type.HasField("tensor_type") or not tt.elem_type or not tt.HasField("shape"):
+            continue
+        if all(d.HasField("dim_value") for d in tt.shape.dim):
+            dtype = helper.tensor_dtype_to_np_dtype(tt.elem_type)
+            out[vi.name] = (np.dtype(dtype), tuple(d.dim_value for d in tt.shape.dim))
+    for init in g.initializer:
+        array = numpy_helper.to_array(init)
+        out[init.name] = (array.dtype, array.shape)
+    return out
+
+
+def _run_tc(t: Translation, values: Mapping[str, np.ndarray]) -> tuple[np.ndarray, ...]:
+    """The translation's entry on the CPU target, arguments looked up by ONNX name."""
+    values = {**values, **{i.name: numpy_helper.to_array(i) for i in t.initializers}}
+    result = tg.define(t.source)[t.entry](*(values[name] for name in t.inputs))
+    return tuple(np.asarray(r) for r in (result if isinstance(result, tuple) else (result,)))
+
+
+# ---------------------------------------------------------------------------------------
+# (a) onnx's backend node test cases
+
+
+def _backend_cases() -> list[Any]:
+    from onnx.backend.test.case.node import collect_testcases
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cases = collect_testcases(None)
+    return [
+        pytest.param(c, id=c.name)
+        for c in cases
+        if c.model is not None
+        and len(c.model.graph.node) == 1
+        and c.model.graph.node[0].op_type in TRANSLATABLE
+    ]
+
+
+BACKEND_CASES = _backend_cases()
+
+# The cases whose types the translation does not support: translate must refuse them
+# (the partitioner then leaves the node to onnxruntime). Value: a part of the reason.
+UNTRANSLATABLE_CASES: dict[str, str] = {
+    **{f"test_add_{t}": f"dtype {t}" for t in ("int8", "int16", "uint8", "uint16", "uint32")},
+    "test_add_uint64": "dtype uint64",  # every translation is float32 (+ integer indices)
+    "test_clip_default_int8_inbounds_expanded": "dtype int8",  # an Identity on int8
+    "test_identity_sequence": "no static type",  # a sequence, not a tensor
+    "test_identity_opt": "no static type",  # an optional, not a tensor
+}
+
+
+def test_backend_cases_cover_every_op() -> None:
+    ops = {c.values[0].model.graph.node[0].op_type for c in BACKEND_CASES}
+    assert ops == TRANSLATABLE
+
+
+@pytest.mark.parametrize("case", BACKEND_CASES)
+def test_backend_node_case(case: Any) -> None:
+    model = case.model
+    graph = model.graph
+    node = graph.node[0]
+    inputs, expected = case.data_sets[0]
+    feeds = {vi.name: np.asarray(a) for vi, a in zip(graph.input, inputs, strict=False)}
+    constants = {i.name: numpy_helper.to_array(i) for i in graph.initializer}
+    if node.op_type == "ReduceSum" and len(node.input) > 1 and node.input[1]:
+        # The axes input is attribute-like: a model has it as a constant.
+        constants[node.input[1]] = feeds[node.input[1]]
+    types = _types(model)
+    outputs = [o.name for o in graph.output]
+    if case.name in UNTRANSLATABLE_CASES:
+        with pytest.raises(Untranslatable, match=UNTRANSLATABLE_CASES[case.name]):
+            translate(list(graph.node), types=types, constants=constants, outputs=outputs)
+        assert translatable(node, types, constants) is not None
+        return
+    assert translatable(node, types, constants) is None
+    t = translate(list(graph.node), types=types, constants=constants, outputs=outputs)
+    assert t.outputs == tuple(outputs)
+    got = _run_tc(t, {**feeds, **constants})
+    for name, g, e in zip(outputs, got, expected, strict=True):
+        assert_matches(g, np.asarray(e), f"{case.name}: {name}")
+
+
+# ---------------------------------------------------------------------------------------
+# (b) multi-node groups against onnxruntime
+
+
+def _value(name: str, array: np.ndarray) -> onnx.ValueInfoProto:
+    return helper.make_tensor_value_info(
+        name, helper.np_dtype_to_tensor_dtype(array.dtype), array.shape
+    )
+
+
+def _check_group(
+    nodes: Sequence[onnx.NodeProto],
+    feeds: Mapping[str, np.ndarray],
+    weights: Mapping[str, np.ndarray],
+    outputs: Sequence[str],
+    *,
+    opset: int = 17,
+    **kwargs: Any,
+) -> Translation:
+    """Translate the nodes as one group and compare with onnxruntime running them."""
+    graph = helper.make_graph(
+        list(nodes),
+        "group",
+        [_value(n, a) for n, a in feeds.items()],
+        [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in outputs],
+        [numpy_helper.from_array(a, n) for n, a in weights.items()],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 8
+    onnx.checker.check_model(onnx.shape_inference.infer_shapes(model, strict_mode=True))
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    session = ort.InferenceSession(
+        model.SerializeToString(), options, providers=["CPUExecutionProvider"]
+    )
+    expected = session.run(list(outputs), dict(feeds))
+    t = translate(nodes, types=_types(model), constants=weights, outputs=outputs, **kwargs)
+    got = _run_tc(t, {**feeds, **weights})
+    for name, g, e in zip(outputs, got, expected, strict=True):
+        assert_matches(g, e, name)
+    return t
+
+
+def _rand(rng: np.random.Generator, *shape: int) -> np.ndarray:
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+def _mlp3(rng: np.random.Generator) -> tuple[list[onnx.NodeProto], dict, dict]:
+    sizes = [24, 40, 32, 10]
+    weights: dict[str, np.ndarray] = {}
+    nodes = []
+    x = "x"
+    for k in range(3):
+        weights[f"W{k}"] = _rand(rng, sizes[k + 1], sizes[k])  # (out, in): transB=1
+        weights[f"b{k}"] = _rand(rng, sizes[k + 1])
+        nodes.append(
+            helper.make_node("Gemm", [x, f"W{k}", f"b{k}"], [f"g{k}"], transB=1, name=f"fc{k}")
+        )
+        nodes.append(helper.make_node("Relu", [f"g{k}"], [f"h{k}"]))
+        x = f"h{k}"
+    return nodes, {"x": _rand(rng, 6, sizes[0])}, weights
+
+
+@pytest.mark.parametrize("pack", [True, False])
+def test_mlp3(pack: bool) -> None:
+    nodes, feeds, weights = _mlp3(np.random.default_rng(0))
+    t = _check_group(nodes, feeds, weights, ["h2"], pack_weights=pack)
+    # One gemm def and one relu def serve all three layers, called from the entry.
+    assert t.source.count("def ") == 3
+    assert t.source.count("= gemm_1(") == 3 and t.source.count("= relu_1(") == 3
+    if pack:
+        assert t.inputs == ("x", "W0__tc_t", "b0", "W1__tc_t", "b1", "W2__tc_t", "b2")
+        assert [i.name for i in t.initializers] == ["W0__tc_t", "W1__tc_t", "W2__tc_t"]
+        np.testing.assert_array_equal(numpy_helper.to_array(t.initializers[1]), weights["W1"].T)
+    else:
+        assert t.inputs == ("x", "W0", "b0", "W1", "b1", "W2", "b2")
+        assert t.initializers == ()
+
+
+def test_mlp3_intermediate_outputs() -> None:
+    nodes, feeds, weights = _mlp3(np.random.default_rng(1))
+    _check_group(nodes, feeds, weights, ["g0", "h1", "h2"])
+
+
+def test_gemm_alpha_beta_trans_a_matrix_bias() -> None:
+    rng = np.random.default_rng(2)
+    node = helper.make_node("Gemm", ["a", "w", "c"], ["y"], alpha=0.5, beta=-2.0, transA=1)
+    feeds = {"a": _rand(rng, 7, 5), "c": _rand(rng, 5, 1)}
+    _check_group([node], feeds, {"w": _rand(rng, 7, 3)}, ["y"])
+
+
+@pytest.mark.parametrize(
+    ("opset", "index_dtype", "negative"),
+    [(13, np.int64, False), (13, np.int32, True), (11, np.int64, True)],
+)
+def test_gather_reduce_sum_pairs(opset: int, index_dtype: type, negative: bool) -> None:
+    """2LUT: two embedding-bag lookups (Gather rows, sum over the bag) in one group."""
+    rng = np.random.default_rng(3)
+    nodes, feeds, weights = [], {}, {}
+    for k, (rows, dim, bag) in enumerate([(50, 16, 6), (30, 8, 3)]):
+        weights[f"E{k}"] = _rand(rng, rows, dim)
+        low = -rows if negative else 0
+        feeds[f"idx{k}"] = rng.integers(low, rows, size=(4, bag)).astype(index_dtype)
+        nodes.append(helper.make_node("Gather", [f"E{k}", f"idx{k}"], [f"rows{k}"], axis=0))
+        if opset >= 13:
+            weights[f"axes{k}"] = np.array([1], np.int64)
+            nodes.append(
+                helper.make_node("ReduceSum", [f"rows{k}", f"axes{k}"], [f"sum{k}"], keepdims=0)
+            )
+        else:
+            nodes.append(
+                helper.make_node("ReduceSum", [f"rows{k}"], [f"sum{k}"], axes=[-2], keepdims=0)
+            )
+    t = _check_group(nodes, feeds, weights, ["sum0", "sum1"], opset=opset)
+    assert "axes0" not in t.inputs and "axes1" not in t.inputs  # part of the TC
+    assert "ix < 0" in t.source  # indices from outside may be negative: mapped by a select
+
+
+def test_gather_constant_indices_axis1_keepdims() -> None:
+    rng = np.random.default_rng(4)
+    nodes = [
+        helper.make_node("Gather", ["x", "idx"], ["g"], axis=1),
+        helper.make_node("ReduceSum", ["g", "axes"], ["s"], keepdims=1),
+    ]
+    weights = {"idx": np.array([[2, 0], [1, 1], [3, 2]], np.int64), "axes": np.array([0, 3])}
+    t = _check_group(nodes, {"x": _rand(rng, 2, 4, 5)}, weights, ["s"])
+    assert "ix < 0" not in t.source  # constant, non-negative indices need no select
+
+
+def test_gather_out_of_range_index_is_an_error() -> None:
+    node = helper.make_node("Gather", ["x", "i"], ["y"], axis=0)
+    types = {"x": (np.dtype(np.float32), (5, 2)), "i": (np.dtype(np.int64), (2,))}
+    types["y"] = (np.dtype(np.float32), (2, 2))
+    t = translate([node], types=types, constants={}, outputs=["y"])
+    mod = tg.define(t.source)
+    x = np.zeros((5, 2), np.float32)
+    np.testing.assert_array_equal(mod[t.entry](x, np.array([-5, 4])), np.zeros((2, 2)))
+    for bad in (5, -6):
+        with pytest.raises(TcError, match="out of bounds"):
+            mod[t.entry](x, np.array([0, bad]))
+    bad_constant = translatable(node, types, {"i": np.array([0, 5])})
+    assert bad_constant is not None and "outside" in bad_constant
+
+
+def test_reduce_sum_all_axes_and_noop() -> None:
+    rng = np.random.default_rng(5)
+    nodes = [
+        helper.make_node("ReduceSum", ["x"], ["all"], keepdims=0),
+        helper.make_node("ReduceSum", ["x", "none"], ["same"], noop_with_empty_axes=1),
+        helper.make_node("ReduceSum", ["same", "last"], ["kept"]),
+    ]
+    weights = {"none": np.zeros(0, np.int64), "last": np.array([-1], np.int64)}
+    _check_group(nodes, {"x": _rand(rng, 3, 4, 2)}, weights, ["all", "same", "kept"])
+
+
+@pytest.mark.parametrize(
+    ("a_shape", "b_shape", "bias_shape"),
+    [((2, 3, 5, 8), (8, 6), (6,)), ((2, 1, 5, 8), (3, 8, 4), (5, 1)), ((8,), (2, 8, 4), ())],
+)
+def test_matmul_add_relu(a_shape: tuple, b_shape: tuple, bias_shape: tuple) -> None:
+    rng = np.random.default_rng(6)
+    nodes = [
+        helper.make_node("MatMul", ["a", "w"], ["p"]),
+        helper.make_node("Add", ["p", "bias"], ["q"]),
+        helper.make_node("Relu", ["q"], ["y"]),
+    ]
+    feeds = {"a": _rand(rng, *a_shape), "bias": _rand(rng, *bias_shape)}
+    t = _check_group(nodes, feeds, {"w": _rand(rng, *b_shape)}, ["y"])
+    assert t.initializers == ()  # MatMul weights are (in, out) already
+
+
+def test_add_broadcast_both_ways() -> None:
+    rng = np.random.default_rng(7)
+    nodes = [
+        helper.make_node("Add", ["a", "b"], ["c"]),
+        helper.make_node("Add", ["c", "c"], ["d"]),
+        helper.make_node("Add", ["s", "d"], ["e"]),
+    ]
+    feeds = {"a": _rand(rng, 3, 1, 5), "b": _rand(rng, 4, 1), "s": _rand(rng)}
+    _check_group(nodes, feeds, {}, ["e"])
+
+
+@pytest.mark.parametrize(
+    ("x_shape", "w_shape", "attrs"),
+    [
+        ((1, 4, 9, 9), (6, 2, 3, 3), {"group": 2, "strides": [2, 1], "pads": [1, 0, 2, 1]}),
+        ((2, 3, 8, 7), (5, 3, 3, 2), {"dilations": [1, 2]}),
+        ((1, 4, 6, 6), (4, 1, 3, 3), {"group": 4, "pads": [1, 1, 1, 1]}),
+        ((1, 2, 7, 6), (3, 2, 2, 3), {"auto_pad": "SAME_LOWER", "strides": [2, 2]}),
+    ],
+)
+def test_conv_relu(x_shape: tuple, w_shape: tuple, attrs: dict) -> None:
+    rng = np.random.default_rng(8)
+    nodes = [
+        helper.make_node("Conv", ["x", "w", "b"], ["c"], **attrs),
+        helper.make_node("Relu", ["c"], ["y"]),
+    ]
+    weights = {"w": _rand(rng, *w_shape), "b": _rand(rng, w_shape[0])}
+    _check_group(nodes, {"x": _rand(rng, *x_shape)}, weights, ["y"])
+
+
+def test_conv_without_bias() -> None:
+    rng = np.random.default_rng(9)
+    node = helper.make_node("Conv", ["x", "w"], ["y"], strides=[1, 2], pads=[0, 1, 0, 1])
+    _check_group([node], {"x": _rand(rng, 1, 3, 5, 6)}, {"w": _rand(rng, 2, 3, 2, 2)}, ["y"])
+
+
+def test_transpose_matmul() -> None:
+    rng = np.random.default_rng(10)
+    nodes = [
+        helper.make_node("Transpose", ["x"], ["xt"], perm=[0, 2, 1]),
+        helper.make_node("MatMul", ["xt", "y"], ["p"]),
+        helper.make_node("Transpose", ["p"], ["z"]),
+    ]
+    feeds = {"x": _rand(rng, 2, 6, 4), "y": _rand(rng, 2, 6, 5)}
+    _check_group(nodes, feeds, {}, ["z", "xt"])
+
+
+def test_concat_of_several() -> None:
+    rng = np.random.default_rng(11)
+    nodes = [
+        helper.make_node("Relu", ["b"], ["rb"]),
+        helper.make_node("Add", ["c", "one"], ["c1"]),
+        helper.make_node("Identity", ["a"], ["a2"]),
+        helper.make_node("Concat", ["a", "rb", "c1", "a2", "a"], ["y"], axis=-1),
+        helper.make_node("Concat", ["y", "y"], ["z"], axis=0),
+    ]
+    feeds = {"a": _rand(rng, 2, 3), "b": _rand(rng, 2, 4), "c": _rand(rng, 2, 1)}
+    _check_group(nodes, feeds, {"one": np.array(1.0, np.float32)}, ["rb", "z"])
+
+
+def test_value_names_that_are_not_tc_identifiers() -> None:
+    rng = np.random.default_rng(12)
+    nodes = [
+        helper.make_node("Relu", ["onnx::Relu_0"], ["1"]),
+        helper.make_node("Add", ["1", "exp"], ["def"]),
+        helper.make_node("Identity", ["def"], ["/layer.1/out"]),
+        helper.make_node("Identity", ["/layer.1/out"], ["fused"]),
+    ]
+    feeds = {"onnx::Relu_0": _rand(rng, 3), "exp": _rand(rng, 3)}
+    _check_group(nodes, feeds, {}, ["/layer.1/out", "fused"])
+
+
+# ---------------------------------------------------------------------------------------
+# translatable(), errors, the operator library
+
+F32 = np.dtype(np.float32)
+
+
+@pytest.mark.parametrize(
+    ("node", "types", "constants", "reason"),
+    [
+        (
+            helper.make_node("Softmax", ["x"], ["y"]),
+            {"x": (F32, (2,)), "y": (F32, (2,))},
+            {},
+            "no TC translation for op type Softmax",
+        ),
+        (
+            helper.make_node("Conv", ["x", "w"], ["y"]),
+            {"x": (F32, (1, 1, 5)), "w": (F32, (1, 1, 3)), "y": (F32, (1, 1, 3))},
+            {},
+            "only 2-D convolutions",
+        ),
+        (
+            helper.make_node("ReduceSum", ["x", "axes"], ["y"]),
+            {"x": (F32, (2, 3)), "axes": (np.dtype(np.int64), (1,)), "y": (F32, (1, 3))},
+            {},
+            "not a constant",
+        ),
+        (
+            helper.make_node("Gather", ["x", "i"], ["y"]),
+            {"x": (F32, (4, 3)), "i": (F32, (2,)), "y": (F32, (2, 3))},
+            {},
+            "int32/int64",
+        ),
+        (
+            helper.make_node("MatMul", ["a", "b"], ["y"]),
+            {"a": (F32, (2, 3)), "b": (F32, (3, 4)), "y": (F32, (2, -1))},
+            {},
+            "no static shape",
+        ),
+        (
+            helper.make_node("Relu", ["x"], ["y"]),
+            {"x": (F32, (2, 3))},
+            {},
+            "'y' has no static type",
+        ),
+    ],
+)
+def test_translatable_reasons(
+    node: onnx.NodeProto, types: Types, constants: dict, reason: str
+) -> None:
+    got = translatable(node, types, constants)
+    assert got is not None and reason in got
+
+
+def test_translatable_accepts() -> None:
+    node = helper.make_node("Gemm", ["a", "b"], ["y"], transB=1)
+    types = {"a": (F32, (2, 3)), "b": (F32, (4, 3)), "y": (F32, (2, 4))}
+    assert translatable(node, types, {}) is None
+
+
+def test_group_errors() -> None:
+    node = helper.make_node("Relu", ["x"], ["y"], name="r")
+    types = {"x": (F32, (2,)), "y": (F32, (2,))}
+    with pytest.raises(Untranslatable, match="output 'x' is not produced"):
+        translate([node], types=types, constants={}, outputs=["x"])
+    with pytest.raises(Untranslatable, match="Softmax node 's'"):
+        translate(
+            [node, helper.make_node("Softmax", ["y"], ["z"], name="s")],
+            types={**types, "z": (F32, (2,))},
+            constants={},
+            outputs=["z"],
+        )
+    with pytest.raises(TcError, match="not a TC identifier"):
+        translate([node], types=types, constants={}, outputs=["y"], name="my-kernel")
+    assert issubclass(Untranslatable, TcError)
+
+
+def test_operator_library_is_complete() -> None:
+    table = tr._table()
+    assert set(table) == TRANSLATABLE
+    for op, entry in table.items():
+        for file in entry["templates"].values():
+            assert "${name}" in tr._template_file(file).template, (op, file)
