@@ -537,6 +537,8 @@ def _conv_pads(at: dict[str, Any], size: Sequence[int], kernel: Sequence[int], s
         return [0, 0, 0, 0]
     if auto_pad not in ("SAME_UPPER", "SAME_LOWER"):
         raise Untranslatable(f"auto_pad {auto_pad!r}")
+    if any(d != 1 for d in dilation):  # onnxruntime refuses it too: no agreed semantics
+        raise Untranslatable(f"auto_pad {auto_pad} with dilations {list(dilation)}")
     begin, end = [], []
     for d, k, s, dl in zip(size, kernel, stride, dilation, strict=True):
         total = max((-(-d // s) - 1) * s + (k - 1) * dl + 1 - d, 0)

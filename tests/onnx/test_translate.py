@@ -384,6 +384,12 @@ F32 = np.dtype(np.float32)
             "only 2-D convolutions",
         ),
         (
+            helper.make_node("Conv", ["x", "w"], ["y"], auto_pad="SAME_UPPER", dilations=[2, 1]),
+            {"x": (F32, (1, 1, 5, 5)), "w": (F32, (1, 1, 3, 3)), "y": (F32, (1, 1, 5, 5))},
+            {},
+            "auto_pad SAME_UPPER with dilations",
+        ),
+        (
             helper.make_node("ReduceSum", ["x", "axes"], ["y"]),
             {"x": (F32, (2, 3)), "axes": (np.dtype(np.int64), (1,)), "y": (F32, (1, 3))},
             {},
