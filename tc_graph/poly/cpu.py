@@ -120,10 +120,16 @@ def map_cpu(schedule: isl.Schedule, scop: Scop, options: MappingOptions) -> isl.
             # The printer writes the whole nest (tiles, parallel loop, vectors).
             return node.insert_mark(isl.Id("contract", context=_CTX))
         if node.get_type() == _BAND and not any(n.startswith("K") for n in _names(node)):
+            if node.band_n_member() > 1 and _trip_count(node) <= 1:
+                # isl prints no loop for a one-iteration member: a mark above it would
+                # land on the next loop down, which may carry a reduction.
+                node = node.band_split(1).child(0)
+                down += 1
             if (
                 not parallel_done
                 and options.parallel_depth > 0
                 and node.band_member_get_coincident(0)
+                and _trip_count(node) > 1
             ):
                 if options.tile and node.band_get_permutable():
                     node = _tile(node, options.tile)
@@ -153,6 +159,8 @@ def map_cpu(schedule: isl.Schedule, scop: Scop, options: MappingOptions) -> isl.
                     down += 1
                 if options.unroll > 1 and _trip_count(node) <= options.unroll:
                     node = node.band_member_set_ast_loop_type(0, isl.ast_loop_type.unroll)
+                elif _trip_count(node) <= 1:
+                    pass
                 elif node.band_member_get_coincident(0):
                     node = node.insert_mark(isl.Id("simd", context=_CTX)).child(0)
                     down += 1

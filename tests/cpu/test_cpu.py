@@ -278,3 +278,32 @@ def test_full_size_mlp3_stays_one_parallel_region() -> None:
     i, w2, b2, w3, b3, w4, b4 = (a.astype(np.float64) for a in args)
     want = np.maximum(np.maximum(np.maximum(i @ w2.T + b2, 0) @ w3.T + b3, 0) @ w4.T + b4, 0)
     np.testing.assert_allclose(kernel(*args), want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize(
+    ("source", "shapes", "oracle"),
+    [
+        (
+            "def mm(float(M,K) A, float(K,N) B) -> (Y) { Y(m,n) +=! A(m,k) * B(k,n) }",
+            [(1, 64), (64, 64)],
+            lambda a, b: a @ b,
+        ),
+        (
+            "def r(float(D0,D1,D2) X) -> (Y) { Y(i0,i2) +=! X(i0,k1,i2) }",
+            [(1, 50, 64)],
+            lambda x: x.sum(axis=1),
+        ),
+    ],
+    ids=["matmul_one_row", "reduce_one_batch"],
+)
+def test_one_iteration_dimension_is_not_the_parallel_loop(
+    source: str, shapes: list[tuple[int, ...]], oracle: Any
+) -> None:
+    """isl prints no loop for a size-1 dimension; its parallel mark must not fall on the
+    reduction loop below it (two threads would race on every sum)."""
+    rng = np.random.default_rng(5)
+    args = [rng.standard_normal(s).astype(np.float32) for s in shapes]
+    fn = tg.define(source)[tg.define(source).names[0]]
+    kernel = fn.compile(*args, options=tg.MappingOptions(threads=2))
+    for _ in range(40):
+        assert_matches(kernel(*args), oracle(*args), "size-1 output dimension")

@@ -1,0 +1,91 @@
+"""Copies inlined into their readers: a temporary defined by one plain `=` statement over
+its whole shape (a transpose, a gather, a cast) is replaced by its definition wherever it
+is read, so no buffer is written and read back. ONNX translations produce these at every
+Transpose and Gather; hand-written TCs rarely do."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+
+import islpy as isl
+
+from .. import ir
+
+
+def inline_copies(program: ir.Program, sizes: Mapping[str, int]) -> ir.Program:
+    """program with every inlinable temporary substituted away (see the module doc)."""
+    point = ir.param_point(program, sizes)
+    while True:
+        found = _candidate(program, point)
+        if found is None:
+            return program
+        program = _inline(program, found)
+
+
+def _reads_tensor(st: ir.Statement, tensor: str) -> bool:
+    return any(r.tensor == tensor for r in ir.reads(st.rhs))
+
+
+def _candidate(program: ir.Program, point: isl.Set) -> int | None:
+    """Index of a statement whose temporary can be inlined, or None."""
+    stmts = program.statements
+    for k, st in enumerate(stmts):
+        t = program.tensors[st.tensor]
+        if t.role != "temp" or st.op != "=" or st.reduction_vars:
+            continue
+        if st.iterators != st.lhs or len(set(st.lhs)) != len(st.lhs):
+            continue
+        if any(isinstance(x, ir.Call) for x in ir.walk(st.rhs)) or _reads_tensor(st, t.name):
+            continue
+        if any(s.tensor == t.name for j, s in enumerate(stmts) if j != k):
+            continue
+        readers = [j for j, s in enumerate(stmts) if _reads_tensor(s, t.name)]
+        if not readers or readers[0] < k:
+            continue
+        # It must define every element: its box is the tensor's whole shape.
+        whole = all(
+            ir.eval_pw(lo, point) == 0 and ir.eval_pw(hi, point) == ir.eval_pw(extent, point)
+            for (lo, hi), extent in zip(st.bounds, t.shape, strict=True)
+        )
+        if not whole:
+            continue
+        # Nothing it reads may change before its last reader has read it.
+        sources = {r.tensor for r in ir.reads(st.rhs)}
+        if any(s.tensor in sources for s in stmts[k + 1 : readers[-1] + 1]):
+            continue
+        return k
+    return None
+
+
+def _inline(program: ir.Program, k: int) -> ir.Program:
+    definition = program.statements[k]
+    temp = program.tensors[definition.tensor]
+
+    def substitute(e: ir.Expr) -> ir.Expr:
+        if not (isinstance(e, ir.Read) and e.tensor == temp.name):
+            return e
+        env = dict(zip(definition.lhs, e.subscripts, strict=True))
+        body = ir.map_expr(
+            definition.rhs,
+            lambda x: env[x.name] if isinstance(x, ir.Index) and x.name in env else x,
+        )
+        return body if body.dtype == temp.dtype else ir.Cast(body, temp.dtype)
+
+    statements = tuple(
+        ir.Statement(
+            s.tensor,
+            s.lhs,
+            s.iterators,
+            s.op,
+            s.init,
+            ir.map_expr(s.rhs, substitute),
+            s.domain,
+            s.bounds,
+            s.span,
+        )
+        for j, s in enumerate(program.statements)
+        if j != k
+    )
+    tensors = {n: t for n, t in program.tensors.items() if n != temp.name}
+    return replace(program, statements=statements, tensors=tensors)
