@@ -37,7 +37,9 @@ def loop_order(st: ScopStmt) -> tuple[str, ...]:
     src = st.source
     accesses = [ir.Read(src.tensor, tuple(ir.Index(v) for v in src.lhs), "")]
     if st.kind != "init":
-        accesses += [r for r in ir.reads(src.rhs) if r.subscripts]
+        # Each distinct access once: a select that tests an index it then uses reads
+        # it twice, which must not outvote the operand's own stride-1 dimension.
+        accesses += list(dict.fromkeys(r for r in ir.reads(src.rhs) if r.subscripts))
 
     def score(v: str) -> tuple[int, int]:
         unit = 0
