@@ -1,0 +1,459 @@
+"""`optimize`, `prepare` and `InferenceSession`: the ONNX face of tc_graph.
+
+`optimize` partitions a model, translates each candidate group into one TC, compiles
+it, and keeps it only where its kernel, run inside onnxruntime through the native
+library, beats onnxruntime on the same subgraph (both timed on the spot, interleaved,
+same session settings) and computes the same values. Decisions are remembered in the
+cache (`decisions.json`) by kernel key and thread count, so optimizing a model again is
+fast. `force=True` keeps every group that compiles, without measuring.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import statistics
+import sys
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+
+from ..api import define
+from ..errors import TcError
+from ..options import MappingOptions
+from ..runtime import cc, ort
+from ..runtime.kernel import code_version
+from . import translate as tr
+from .model import TC_DOMAIN, TC_OP, Graph
+from .partition import Group, candidate_groups, components, is_convex, make_group
+from .rewrite import NodeAttrs, make_tc_node, rewrite
+
+# A group must be at least this much faster (median of per-round ratios) to be fused.
+MIN_SPEEDUP = 1.03
+ROUNDS = 5
+ROUND_S = 0.02
+# Fused outputs are compared with onnxruntime's before a group is kept.
+RTOL, ATOL = 1e-3, 1e-4
+_DECISIONS = "decisions.json"
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What optimize decided for one group (one row of the report)."""
+
+    ops: str
+    shapes: str
+    fused_us: float | None
+    ort_us: float | None
+    fused: bool
+    why: str
+
+
+@dataclass(frozen=True)
+class _Compiled:
+    group: Group
+    attrs: NodeAttrs
+    feeds: dict[str, np.ndarray]  # sample values of the group's runtime inputs
+
+
+def optimize(
+    model: str | os.PathLike[str] | onnx.ModelProto,
+    *,
+    force: bool = False,
+    tune: bool = False,
+    report: bool = False,
+    progress: bool = False,
+) -> onnx.ModelProto:
+    """A copy of the model with every group that pays off replaced by a TcKernel node."""
+    if tune:
+        raise TcError(
+            "optimize(tune=True) needs the autotuner, which is not available yet",
+            hint="call optimize without tune; kernels use the default mapping options",
+        )
+    g = Graph.from_model(model)
+    groups = candidate_groups(
+        g, translatable=lambda node: tr.translatable(node, g.types, g.constants)
+    )
+    chosen: list[tuple[Group, NodeAttrs]] = []
+    decisions: list[Decision] = []
+    with _progress(len(groups), progress) as step:
+        for group in groups:
+            _decide(g, group, force, chosen, decisions, name=f"fused{len(decisions)}")
+            step()
+    if report:
+        print_report(decisions, file=sys.stderr)
+    result = rewrite(g.model, chosen)
+    setattr_decisions(result, decisions)
+    return result
+
+
+def _decide(
+    g: Graph,
+    group: Group,
+    force: bool,
+    chosen: list[tuple[Group, NodeAttrs]],
+    decisions: list[Decision],
+    *,
+    name: str,
+) -> None:
+    """Keep the group, or else try its parts: its connected components, or the two
+    halves of a connected one (split between operator clusters, so a Gemm keeps its
+    Relu), recursively. A model like prodmodel then keeps the parts that pay."""
+    decision, compiled = _evaluate(g, group, force, name=name)
+    if not decision.fused:
+        parts = _split(g, group)
+        if parts:
+            for k, part in enumerate(parts):
+                _decide(g, part, force, chosen, decisions, name=f"{name}_{k}")
+            return
+    decisions.append(decision)
+    if decision.fused and compiled is not None:
+        chosen.append((group, compiled.attrs))
+
+
+# Operators that join the cluster of their producer instead of starting one.
+_FOLLOWERS = frozenset({"Relu", "Add", "Identity", "ReduceSum"})
+
+
+def _split(g: Graph, group: Group) -> list[Group]:
+    """The parts to try when a group does not pay: its components, or two halves."""
+    parts = components(g, group)
+    if len(parts) > 1:
+        return parts
+    position = g.reach.position
+    cluster_of: dict[int, int] = {}
+    clusters: list[list[int]] = []
+    for n in group.nodes:
+        producers = [p for p in g.dag.predecessors(n) if p in cluster_of]
+        if g.node(n).op_type in _FOLLOWERS and producers:
+            k = cluster_of[max(producers, key=position.__getitem__)]
+        else:
+            k = len(clusters)
+            clusters.append([])
+        clusters[k].append(n)
+        cluster_of[n] = k
+    if len(clusters) < 2:
+        return []
+    half = len(clusters) // 2
+    halves = [[n for c in clusters[:half] for n in c], [n for c in clusters[half:] for n in c]]
+    if not all(is_convex(g, h) for h in halves):
+        return []
+    return [make_group(g, h) for h in halves]
+
+
+def _describe(g: Graph, group: Group) -> tuple[str, str]:
+    ops = "+".join(g.node(n).op_type for n in group.nodes)
+    shapes = ", ".join("x".join(map(str, g.types[v][1])) or "scalar" for v in group.outputs)
+    return ops, shapes
+
+
+def _evaluate(
+    g: Graph, group: Group, force: bool, *, name: str
+) -> tuple[Decision, _Compiled | None]:
+    ops, shapes = _describe(g, group)
+    try:
+        compiled = _compile(g, group, name=name)
+    except TcError as e:
+        first = str(e).splitlines()[0]
+        return Decision(ops, shapes, None, None, False, f"not compiled: {first}"), None
+    if force:
+        return Decision(ops, shapes, None, None, True, "forced"), compiled
+    key = f"{compiled.attrs.kernel_key}:{os.cpu_count()}"
+    known = _load_decisions().get(key)
+    if known is None:
+        known = _measure(g, compiled)
+        _store_decision(key, known)
+    fused_us, ort_us, ratio, why = (
+        known.get("fused_us"),
+        known.get("ort_us"),
+        known.get("ratio", 0.0),
+        known.get("why", ""),
+    )
+    ok = not why and ratio >= MIN_SPEEDUP
+    if not why:
+        why = f"{ratio:.2f}x {'faster' if ok else 'is not enough'}"
+    return Decision(ops, shapes, fused_us, ort_us, ok, why), compiled
+
+
+def _compile(g: Graph, group: Group, *, name: str) -> _Compiled:
+    nodes = [g.node(n) for n in group.nodes]
+    t = tr.translate(nodes, types=g.types, constants=g.constants, outputs=group.outputs, name=name)
+    added = {p.name: numpy_helper.to_array(p) for p in t.initializers}
+    rng = np.random.default_rng(0)
+    indices = _index_extents(g, group)
+    values: list[np.ndarray] = []
+    feeds: dict[str, np.ndarray] = {}
+    for v in t.inputs:
+        if v in added:
+            values.append(added[v])
+        elif v in g.constants:
+            values.append(np.asarray(g.constants[v]))
+        else:
+            dtype, shape = g.types[v]
+            feeds[v] = _sample(rng, np.dtype(dtype), shape, indices.get(v))
+            values.append(feeds[v])
+    fn = define(t.source)[t.entry]
+    kernel = fn.compile(*values)
+    out_shapes = fn.output_shapes(*values)
+    out_dtypes = fn.output_dtypes(*values)
+    attrs = NodeAttrs(
+        source=t.source,
+        entry=t.entry,
+        options=kernel.options.to_json(),
+        kernel_key=kernel.library.parent.name,
+        inputs=t.inputs,
+        outputs=t.outputs,
+        input_dtypes=tuple(helper.np_dtype_to_tensor_dtype(a.dtype) for a in values),
+        input_shapes=tuple(tuple(a.shape) for a in values),
+        output_dtypes=tuple(helper.np_dtype_to_tensor_dtype(d) for d in out_dtypes),
+        output_shapes=tuple(tuple(s) for s in out_shapes),
+        initializers=t.initializers,
+    )
+    return _Compiled(group, attrs, feeds)
+
+
+def _index_extents(g: Graph, group: Group) -> dict[str, int]:
+    """Runtime inputs used as Gather indices, and the extent they index: the sample
+    values must be valid and spread, or the timing would measure one cached row."""
+    out: dict[str, int] = {}
+    for n in group.nodes:
+        node = g.node(n)
+        if node.op_type == "Gather" and len(node.input) > 1 and node.input[0] in g.types:
+            axis = next((a.i for a in node.attribute if a.name == "axis"), 0)
+            shape = g.types[node.input[0]][1]
+            out[node.input[1]] = int(shape[axis]) if shape else 1
+    return out
+
+
+def _sample(
+    rng: np.random.Generator, dtype: np.dtype, shape: tuple[int, ...], extent: int | None
+) -> np.ndarray:
+    if dtype.kind in "iu":
+        high = extent if extent is not None else 2
+        return rng.integers(0, max(1, high), size=shape).astype(dtype)
+    if dtype.kind == "b":
+        return rng.integers(0, 2, size=shape).astype(dtype)
+    return rng.standard_normal(shape).astype(dtype)
+
+
+def _subgraph_models(g: Graph, c: _Compiled) -> tuple[onnx.ModelProto, onnx.ModelProto]:
+    """The group as onnxruntime runs it, and as one TcKernel node."""
+    group, attrs = c.group, c.attrs
+
+    def value_info(name: str) -> onnx.ValueInfoProto:
+        dtype, shape = g.types[name]
+        return helper.make_tensor_value_info(
+            name, helper.np_dtype_to_tensor_dtype(np.dtype(dtype)), list(shape)
+        )
+
+    def constant_inputs(names: Sequence[str]) -> list[onnx.TensorProto]:
+        added = {p.name: p for p in attrs.initializers}
+        out = []
+        for v in dict.fromkeys(names):
+            if v in added:
+                out.append(added[v])
+            elif v in g.constants and v not in c.feeds:
+                out.append(numpy_helper.from_array(np.asarray(g.constants[v]), v))
+        return out
+
+    inputs = [value_info(v) for v in c.feeds]
+    outputs = [value_info(v) for v in group.outputs]
+    nodes = [g.node(n) for n in group.nodes]
+    reads = [v for n in nodes for v in n.input if v]
+    opsets = list(g.model.opset_import)
+    original = helper.make_model(
+        helper.make_graph(nodes, "group", inputs, outputs, constant_inputs(reads)),
+        opset_imports=opsets,
+        ir_version=g.model.ir_version,
+    )
+    fused = helper.make_model(
+        helper.make_graph(
+            [make_tc_node("tc_fused", attrs)],
+            "fused",
+            inputs,
+            outputs,
+            constant_inputs(attrs.inputs),
+        ),
+        opset_imports=[*opsets, helper.make_opsetid(TC_DOMAIN, 1)],
+        ir_version=g.model.ir_version,
+    )
+    return original, fused
+
+
+def _measure(g: Graph, c: _Compiled) -> dict[str, Any]:
+    import onnxruntime as onnxrt
+
+    original, fused = _subgraph_models(g, c)
+    try:
+        plain = onnxrt.InferenceSession(
+            original.SerializeToString(), providers=["CPUExecutionProvider"]
+        )
+        so = onnxrt.SessionOptions()
+        ort.register(so)
+        ours = onnxrt.InferenceSession(
+            fused.SerializeToString(), so, providers=["CPUExecutionProvider"]
+        )
+        want = plain.run(None, c.feeds)
+        got = ours.run(None, c.feeds)
+    except Exception as e:  # onnxruntime raises its own exception types
+        return {"why": f"did not run: {str(e).splitlines()[0]}"}
+    for w, r in zip(want, got, strict=True):
+        if w.shape != r.shape or not np.allclose(r, w, rtol=RTOL, atol=ATOL, equal_nan=True):
+            return {"why": "outputs differ from onnxruntime's"}
+    times: dict[str, list[float]] = {"ort": [], "fused": []}
+    for _ in range(ROUNDS):
+        times["ort"].append(_median_call(lambda: plain.run(None, c.feeds)))
+        times["fused"].append(_median_call(lambda: ours.run(None, c.feeds)))
+    ratios = [o / f for o, f in zip(times["ort"], times["fused"], strict=True)]
+    return {
+        "fused_us": statistics.median(times["fused"]) * 1e6,
+        "ort_us": statistics.median(times["ort"]) * 1e6,
+        "ratio": statistics.median(ratios),
+    }
+
+
+def _median_call(call: Callable[[], object]) -> float:
+    call()
+    start = time.perf_counter()
+    samples = []
+    while not samples or time.perf_counter() - start < ROUND_S:
+        t0 = time.perf_counter()
+        call()
+        samples.append(time.perf_counter() - t0)
+    return statistics.median(samples)
+
+
+def _decisions_path() -> Path:
+    return cc.cache_dir() / _DECISIONS
+
+
+def _load_decisions() -> dict[str, dict[str, Any]]:
+    try:
+        data = json.loads(_decisions_path().read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) and data.get("code") == code_version() else {}
+
+
+def _store_decision(key: str, value: Mapping[str, Any]) -> None:
+    """Merge one decision into the file (atomically; a lost race only loses a cache entry)."""
+    data = _load_decisions()
+    data["code"] = code_version()
+    data[key] = dict(value)
+    path = _decisions_path()
+    tmp = path.with_name(f".{_DECISIONS}.{os.getpid()}.{time.monotonic_ns()}")
+    with contextlib.suppress(OSError):
+        tmp.write_text(json.dumps(data), encoding="utf-8")
+        os.replace(tmp, path)
+
+
+def setattr_decisions(model: onnx.ModelProto, decisions: Sequence[Decision]) -> None:
+    """Record the report in the model's metadata (the command line's --report reads it)."""
+    entry = model.metadata_props.add()
+    entry.key = "tc_graph.decisions"
+    entry.value = json.dumps([d.__dict__ for d in decisions])
+
+
+def print_report(decisions: Sequence[Decision], *, file: Any) -> None:
+    """One line per group: ops, output shapes, fused and onnxruntime time, decision."""
+
+    def us(x: float | None) -> str:
+        return "-" if x is None else f"{x:.1f}"
+
+    print(f"{'group':<40} {'outputs':<22} {'fused µs':>9} {'ORT µs':>9}  decision", file=file)
+    for d in decisions:
+        ops = d.ops if len(d.ops) <= 40 else d.ops[:37] + "..."
+        verdict = "fused" if d.fused else "kept"
+        shapes = d.shapes if len(d.shapes) <= 22 else d.shapes[:19] + "..."
+        print(
+            f"{ops:<40} {shapes:<22} {us(d.fused_us):>9} {us(d.ort_us):>9}  {verdict} ({d.why})",
+            file=file,
+        )
+
+
+@contextlib.contextmanager
+def _progress(total: int, show: bool) -> Iterator[Callable[[], None]]:
+    if not show or total == 0:
+        yield lambda: None
+        return
+    from tqdm import tqdm
+
+    with tqdm(total=total, desc="compiling and measuring groups", unit="group") as bar:
+        yield lambda: bar.update(1)
+
+
+def _tc_nodes(model: onnx.ModelProto) -> list[onnx.NodeProto]:
+    return [n for n in model.graph.node if n.domain == TC_DOMAIN and n.op_type == TC_OP]
+
+
+def _load(model: str | os.PathLike[str] | onnx.ModelProto) -> onnx.ModelProto:
+    if isinstance(model, onnx.ModelProto):
+        return model
+    try:
+        return onnx.load(os.fspath(model))
+    except Exception as e:  # OSError, protobuf's DecodeError, a checker ValidationError, ...
+        raise TcError(f"cannot read ONNX model {os.fspath(model)!r}: {e}") from None
+
+
+def prepare(model: str | os.PathLike[str] | onnx.ModelProto) -> None:
+    """Compile every TcKernel of the model into this machine's cache, under the key its
+    node names, so a plain onnxruntime session with the library registered can run it."""
+    for node in _tc_nodes(_load(model)):
+        attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+        try:
+            key = attrs["kernel_key"].decode()
+            source = attrs["source"].decode()
+            entry = attrs["entry"].decode()
+            options = MappingOptions.from_json(attrs["options"].decode())
+            dtypes, ranks = attrs["input_dtypes"], attrs["input_ranks"]
+            dims = list(attrs["input_shapes"])
+        except KeyError as e:
+            raise TcError(f"TcKernel node '{node.name}' lacks the attribute {e}") from None
+        if cc.lookup(key) is not None:
+            continue
+        arrays = []
+        for dtype, rank in zip(dtypes, ranks, strict=True):
+            shape, dims = tuple(dims[:rank]), dims[rank:]
+            arrays.append(np.zeros(shape, helper.tensor_dtype_to_np_dtype(dtype)))
+        kernel = define(source)[entry].compile(*arrays, options=options)
+        if kernel.library.parent.name != key:
+            # Compiled here by another tc_graph version: file it under the node's key.
+            cc.build(kernel.source, key)
+
+
+def InferenceSession(
+    model: str | os.PathLike[str] | onnx.ModelProto,
+    sess_options: Any = None,
+    providers: Sequence[str] | None = None,
+    **kw: Any,
+) -> Any:
+    """An onnxruntime.InferenceSession with tc_graph's library registered and every
+    TcKernel compiled (from the cache, or now). It does not optimize: see optimize."""
+    import onnxruntime as onnxrt
+
+    proto = _load(model)
+    prepare(proto)
+    so = sess_options if sess_options is not None else onnxrt.SessionOptions()
+    ort.register(so)
+    source = os.fspath(model) if not isinstance(model, onnx.ModelProto) else None
+    return onnxrt.InferenceSession(
+        source if source is not None else proto.SerializeToString(),
+        so,
+        providers=list(providers) if providers else ["CPUExecutionProvider"],
+        **kw,
+    )
+
+
+def signature(model: onnx.ModelProto) -> str:
+    """A short hash of a model's TcKernel keys (for logs)."""
+    keys = sorted(helper.get_attribute_value(a).decode() for n in _tc_nodes(model)
+                  for a in n.attribute if a.name == "kernel_key")  # fmt: skip
+    return hashlib.sha256("\n".join(keys).encode()).hexdigest()[:12]
