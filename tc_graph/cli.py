@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import sys
+import time
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -15,6 +19,9 @@ from .api import TcFunction, TcModule
 from .errors import TcError, TcWarning
 from .options import MappingOptions
 from .runtime import cc
+
+if TYPE_CHECKING:
+    import onnx
 
 
 def _describe(fn_name: str, mod: TcModule) -> list[str]:
@@ -149,6 +156,301 @@ def _cache(action: str) -> int:
     return 0
 
 
+# ----------------------------------------------------------------------------- ONNX
+
+# `tc-graph demo` compares with plain onnxruntime at this tolerance: float32 sums may be
+# reassociated by the fused kernels, nothing more.
+DEMO_RTOL, DEMO_ATOL = 1e-4, 1e-5
+# Interleaved timing: rounds, and seconds per contender per round (small, full-size models).
+DEMO_ROUNDS = 5
+DEMO_ROUND_S = {False: 0.02, True: 0.1}
+
+
+def _read_model(path: str) -> onnx.ModelProto:
+    """The model at `path`, or a TcError that names the file."""
+    import onnx
+
+    if not Path(path).is_file():
+        raise TcError(f"ONNX model file '{path}' does not exist")
+    try:
+        return onnx.load(path)
+    except Exception as e:  # protobuf's DecodeError, external-data errors, ...
+        raise TcError(f"'{path}' is not a readable ONNX model: {e}") from None
+
+
+def _tc_kernels(model: onnx.ModelProto) -> list[onnx.NodeProto]:
+    from .runtime.ort import DOMAIN, OP_TYPE
+
+    return [n for n in model.graph.node if n.domain == DOMAIN and n.op_type == OP_TYPE]
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def _optimize(args: argparse.Namespace) -> int:
+    import onnx
+
+    from .graph.optimize import optimize
+
+    try:
+        if args.graph_png:
+            _plotting()  # fail before the slow part, not after it
+        model = _read_model(args.input)
+        result = optimize(
+            model, force=args.force, tune=args.tune, report=args.report, progress=True
+        )
+        try:
+            onnx.save(result, args.output)
+        except (OSError, ValueError) as e:
+            raise TcError(f"cannot write {args.output}: {e}") from None
+        if args.graph_png:
+            _draw_partition(model, result, args.graph_png)
+    except TcError as e:
+        print(f"{args.input}: {e}", file=sys.stderr)
+        return 1
+    kernels = len(_tc_kernels(result))
+    print(
+        f"wrote {args.output}: {_plural(len(model.graph.node), 'node')} -> "
+        f"{len(result.graph.node)}, {_plural(kernels, 'TcKernel')}"
+    )
+    if args.graph_png:
+        print(f"wrote {args.graph_png}")
+    return 0
+
+
+def _prepare(path: str) -> int:
+    from .graph.optimize import prepare
+
+    try:
+        model = _read_model(path)
+        prepare(model)
+    except TcError as e:
+        print(f"{path}: {e}", file=sys.stderr)
+        return 1
+    kernels = _plural(len(_tc_kernels(model)), "TcKernel")
+    print(f"{path}: {kernels} compiled in {cc.cache_dir()}")
+    return 0
+
+
+def _plotting() -> Any:
+    """matplotlib's Figure class; matplotlib is the optional `plot` extra."""
+    try:
+        from matplotlib.figure import Figure
+    except ImportError:
+        raise TcError(
+            "--graph-png needs matplotlib, which is not installed",
+            hint='pip install "tc_graph[plot]"',
+        ) from None
+    return Figure
+
+
+def _fused_by(original: onnx.ModelProto, optimized: onnx.ModelProto) -> dict[int, str]:
+    """Which TcKernel of `optimized` computes each node of `original` (node index -> name).
+
+    Walks back from each kernel's outputs through the original producers of values that
+    no kept node computes, stopping at the kernel's inputs: a group is convex and every
+    member feeds one of its outputs, so the walk finds exactly its members."""
+    from .runtime.ort import DOMAIN
+
+    producer = {v: i for i, n in enumerate(original.graph.node) for v in n.output if v}
+    kept = {v for n in optimized.graph.node if n.domain != DOMAIN for v in n.output}
+    owner: dict[int, str] = {}
+    for k, node in enumerate(_tc_kernels(optimized)):
+        name = node.name or f"TcKernel {k}"
+        stop = set(node.input)
+        stack = [v for v in node.output if v]
+        while stack:
+            v = stack.pop()
+            i = producer.get(v)
+            if v in stop or i is None or i in owner or v in kept:
+                continue
+            owner[i] = name
+            stack.extend(x for x in original.graph.node[i].input if x)
+    return owner
+
+
+def _draw_partition(original: onnx.ModelProto, optimized: onnx.ModelProto, path: str) -> None:
+    """The original graph in topological layers, each node coloured by the TcKernel that
+    replaced it, grey where onnxruntime still runs it."""
+    import networkx as nx
+    from matplotlib.patches import Patch
+
+    figure = _plotting()
+    nodes = list(original.graph.node)
+    owner = _fused_by(original, optimized)
+    producer = {v: i for i, n in enumerate(nodes) for v in n.output if v}
+    g = nx.DiGraph()
+    g.add_nodes_from(range(len(nodes)))
+    g.add_edges_from(
+        (producer[v], i) for i, n in enumerate(nodes) for v in n.input if v in producer
+    )
+    layers = list(nx.topological_generations(g))
+    pos = {
+        i: (j - (len(layer) - 1) / 2, -depth)
+        for depth, layer in enumerate(layers)
+        for j, i in enumerate(sorted(layer))
+    }
+    kernels = list(dict.fromkeys(owner[i] for i in sorted(owner)))
+    palette = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2"]
+    colour = {k: palette[n % len(palette)] for n, k in enumerate(kernels)}
+    ort_colour = "#c7c7c7"
+    width = max((len(layer) for layer in layers), default=1)
+    fig = figure(figsize=(max(5.0, 1.8 * width), max(3.0, 0.9 * len(layers) + 1.5)))
+    ax = fig.subplots()
+    nx.draw_networkx_edges(g, pos, ax=ax, arrows=True, node_size=1400, edge_color="#555555")
+    nx.draw_networkx_nodes(
+        g,
+        pos,
+        ax=ax,
+        node_shape="s",
+        node_size=1400,
+        node_color=[colour.get(owner.get(i, ""), ort_colour) for i in g.nodes],
+    )
+    labels = {i: n.op_type for i, n in enumerate(nodes)}
+    nx.draw_networkx_labels(g, pos, labels=labels, ax=ax, font_size=7)
+    handles = [Patch(color=colour[k], label=f"{k} (TcKernel)") for k in kernels]
+    handles.append(Patch(color=ort_colour, label="left to onnxruntime"))
+    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
+    ax.set_title(
+        f"{original.graph.name or 'model'}: {_plural(len(nodes), 'node')}, "
+        f"{_plural(len(kernels), 'TcKernel')}",
+        fontsize=9,
+    )
+    ax.axis("off")
+    margin = 0.6
+    xs = [x for x, _ in pos.values()] or [0.0]
+    ys = [y for _, y in pos.values()] or [0.0]
+    ax.set_xlim(min(xs) - margin, max(xs) + margin)
+    ax.set_ylim(min(ys) - margin, max(ys) + margin)
+    try:
+        fig.savefig(path, dpi=120, bbox_inches="tight")
+    except (OSError, ValueError) as e:
+        raise TcError(f"cannot write {path}: {e}") from None
+
+
+def _run_ort(session: Any, feeds: dict[str, np.ndarray], what: str) -> list[np.ndarray]:
+    """session.run, with onnxruntime's own exception types turned into a TcError."""
+    try:
+        return session.run(None, feeds)
+    except Exception as e:  # onnxruntime's exceptions derive from Exception only
+        raise TcError(f"{what} failed in onnxruntime: {str(e).splitlines()[0]}") from None
+
+
+def _median_s(call: Callable[[], object], budget_s: float) -> float:
+    """The median time of `call`, repeated for about `budget_s` (after one warm-up)."""
+    call()
+    samples: list[float] = []
+    start = time.perf_counter()
+    while not samples or time.perf_counter() - start < budget_s:
+        t0 = time.perf_counter()
+        call()
+        samples.append(time.perf_counter() - t0)
+    return statistics.median(samples)
+
+
+def _race(
+    plain: Any, ours: Any, feeds: dict[str, np.ndarray], budget_s: float
+) -> tuple[float, float, float]:
+    """Plain and optimized sessions timed in interleaved rounds (alternating which goes
+    first, so drift and warm caches favour neither): medians in µs and the median of
+    the per-round ratios plain / optimized."""
+    times: dict[str, list[float]] = {"plain": [], "ours": []}
+    runs = {"plain": lambda: plain.run(None, feeds), "ours": lambda: ours.run(None, feeds)}
+    for r in range(DEMO_ROUNDS):
+        for who in ("plain", "ours") if r % 2 == 0 else ("ours", "plain"):
+            times[who].append(_median_s(runs[who], budget_s))
+    ratios = [p / o for p, o in zip(times["plain"], times["ours"], strict=True)]
+    return (
+        statistics.median(times["plain"]) * 1e6,
+        statistics.median(times["ours"]) * 1e6,
+        statistics.median(ratios),
+    )
+
+
+def _difference(want: Sequence[np.ndarray], got: Sequence[np.ndarray]) -> str | None:
+    """Why the optimized outputs are not the original's, or None when they match."""
+    for k, (w, r) in enumerate(zip(want, got, strict=True)):
+        if w.shape != r.shape:
+            return f"output {k} has shape {r.shape}, expected {w.shape}"
+        if not np.allclose(r, w, rtol=DEMO_RTOL, atol=DEMO_ATOL):
+            worst = float(np.max(np.abs(r.astype(np.float64) - w.astype(np.float64))))
+            return f"output {k} differs by up to {worst:.3g}"
+    return None
+
+
+def _demo(args: argparse.Namespace) -> int:
+    try:
+        return _demo_models(args)
+    except TcError as e:
+        print(f"tc-graph demo: {e}", file=sys.stderr)
+        return 1
+
+
+def _demo_models(args: argparse.Namespace) -> int:
+    import onnxruntime as onnxrt
+
+    from .graph import models
+    from .graph.optimize import InferenceSession, optimize
+
+    names = [n.strip() for n in args.models.split(",") if n.strip()] if args.models else None
+    names = names or list(models.NAMES)
+    unknown = [n for n in names if n not in models.NAMES]
+    if unknown:
+        raise TcError(
+            f"--models: unknown model {', '.join(unknown)}",
+            hint=f"choose from {', '.join(models.NAMES)}",
+        )
+    size = "full-size" if args.full else "small"
+    rows: list[tuple[str, ...]] = []
+    failed: list[str] = []
+    for name in names:
+        print(f"{name} ({size}): building, optimizing, verifying, timing", file=sys.stderr)
+        model = models.build(name, small=not args.full)
+        feeds = models.sample_inputs(model, seed=0)
+        plain = onnxrt.InferenceSession(
+            model.SerializeToString(), providers=["CPUExecutionProvider"]
+        )
+        want = _run_ort(plain, feeds, f"{name} (original)")
+        optimized = optimize(model, progress=True)
+        ours = InferenceSession(optimized)
+        why = _difference(want, _run_ort(ours, feeds, f"{name} (optimized)"))
+        if why is not None:
+            print(f"error: {name}: the optimized model is wrong: {why}", file=sys.stderr)
+            failed.append(name)
+            continue
+        plain_us, ours_us, speedup = _race(plain, ours, feeds, DEMO_ROUND_S[args.full])
+        rows.append(
+            (
+                name,
+                f"{len(model.graph.node)} -> {len(optimized.graph.node)}",
+                str(len(_tc_kernels(optimized))),
+                f"{plain_us:.1f}",
+                f"{ours_us:.1f}",
+                f"{speedup:.2f}x",
+            )
+        )
+    header = ("model", "nodes", "TcKernels", "ORT µs", "optimized µs", "speedup")
+    widths = [max(len(r[k]) for r in (header, *rows)) for k in range(len(header))]
+    for r in (header, *rows):
+        print(
+            "  ".join(
+                c.ljust(w) if k == 0 else c.rjust(w)
+                for k, (c, w) in enumerate(zip(r, widths, strict=True))
+            )
+        )
+    print(
+        f"\n{size} models; outputs match onnxruntime's (rtol {DEMO_RTOL:g}, atol "
+        f"{DEMO_ATOL:g}).\nTimes: medians of {DEMO_ROUNDS} interleaved rounds; speedup: the "
+        "median per-round ratio.\nGroups that did not beat onnxruntime when measured are "
+        "left to it (TcKernels 0)."
+    )
+    if failed:
+        print(f"error: optimized outputs differ for {', '.join(failed)}", file=sys.stderr)
+        return 1
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     try:
         return _main(argv)
@@ -174,11 +476,37 @@ def _main(argv: Sequence[str] | None) -> int:
     comp.add_argument("--options", help="MappingOptions as JSON")
     cache = sub.add_parser("cache", help="the compiled-kernel cache")
     cache.add_argument("action", choices=["info", "clear"])
+    opt = sub.add_parser(
+        "optimize", help="fuse the groups of an ONNX model that beat onnxruntime into TcKernels"
+    )
+    opt.add_argument("input", metavar="IN.onnx")
+    opt.add_argument("-o", "--output", metavar="OUT.onnx", required=True)
+    opt.add_argument("--force", action="store_true", help="fuse every group, without measuring")
+    opt.add_argument("--tune", action="store_true", help="autotune each chosen group first")
+    opt.add_argument("--report", action="store_true", help="print the per-group table (stderr)")
+    opt.add_argument(
+        "--graph-png", metavar="FILE", help="draw the partitioned graph (needs tc_graph[plot])"
+    )
+    prep = sub.add_parser(
+        "prepare", help="compile a model's TcKernels into the cache for plain onnxruntime"
+    )
+    prep.add_argument("model", metavar="MODEL.onnx")
+    demo = sub.add_parser(
+        "demo", help="build sample models, optimize, verify, print the speedup table"
+    )
+    demo.add_argument("--full", action="store_true", help="the full-size models (slower)")
+    demo.add_argument("--models", help="comma-separated subset of the sample models")
     args = parser.parse_args(argv)
     if args.command == "check":
         return _check(args.file)
     if args.command == "compile":
         return _compile(args)
+    if args.command == "optimize":
+        return _optimize(args)
+    if args.command == "prepare":
+        return _prepare(args.model)
+    if args.command == "demo":
+        return _demo(args)
     return _cache(args.action)
 
 

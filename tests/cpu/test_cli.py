@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
+import onnx
+import onnxruntime as ort
 import pytest
+
+import tc_graph as tg
+from tc_graph.graph import models
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -19,6 +26,18 @@ def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedPr
         text=True,
         cwd=ROOT,
         env={**os.environ, **(env or {})},
+        timeout=120,
+    )
+
+
+def python(code: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """`code` in a fresh interpreter, for the command with something changed under it."""
+    return subprocess.run(
+        [sys.executable, "-c", code, *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
         timeout=120,
     )
 
@@ -64,3 +83,151 @@ def test_compile_rejects_bad_shapes(shapes: str, message: str) -> None:
     r = run("compile", "examples/paper.tc", "--entry", "tmm", "--shapes", shapes)
     assert r.returncode == 1
     assert message in r.stderr
+
+
+# ----------------------------------------------------------------------------- ONNX
+
+
+def _save_small(name: str, path: Path) -> onnx.ModelProto:
+    model = models.build(name, small=True)
+    onnx.save(model, path)
+    return model
+
+
+def _assert_runs_like(optimized: Path, original: onnx.ModelProto) -> onnx.ModelProto:
+    """The optimized file computes what onnxruntime computes on the original model."""
+    feeds = models.sample_inputs(original, seed=2)
+    want = ort.InferenceSession(original.SerializeToString()).run(None, feeds)
+    got = tg.InferenceSession(optimized).run(None, feeds)
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
+    return onnx.load(optimized)
+
+
+def _tc_kernels(model: onnx.ModelProto) -> list[onnx.NodeProto]:
+    return [n for n in model.graph.node if n.op_type == "TcKernel"]
+
+
+def test_optimize_force_report(tmp_path: Path) -> None:
+    original = _save_small("2lut", tmp_path / "in.onnx")
+    r = run(
+        "optimize",
+        str(tmp_path / "in.onnx"),
+        "-o",
+        str(tmp_path / "out.onnx"),
+        "--force",
+        "--report",
+    )
+    assert r.returncode == 0, r.stderr
+    assert "decision" in r.stderr and "forced" in r.stderr  # the per-group table
+    assert "1 TcKernel" in r.stdout
+    result = _assert_runs_like(tmp_path / "out.onnx", original)
+    assert [n.op_type for n in result.graph.node] == ["TcKernel"]
+
+
+@pytest.mark.skipif(importlib.util.find_spec("matplotlib") is None, reason="no matplotlib")
+def test_optimize_cost_aware_with_graph_png(tmp_path: Path) -> None:
+    original = _save_small("mlp3_gemm", tmp_path / "in.onnx")
+    png = tmp_path / "graph.png"
+    r = run(
+        "optimize",
+        str(tmp_path / "in.onnx"),
+        "-o",
+        str(tmp_path / "out.onnx"),
+        "--graph-png",
+        str(png),
+    )
+    assert r.returncode == 0, r.stderr
+    _assert_runs_like(tmp_path / "out.onnx", original)
+    assert png.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
+    assert png.stat().st_size > 5000
+
+
+def test_graph_png_without_matplotlib_says_what_to_install(tmp_path: Path) -> None:
+    _save_small("mlp3_gemm", tmp_path / "in.onnx")
+    code = (
+        "import sys; sys.modules['matplotlib'] = None\n"  # makes `import matplotlib` fail
+        "from tc_graph.cli import main; sys.exit(main(sys.argv[1:]))\n"
+    )
+    out = tmp_path / "out.onnx"
+    r = python(
+        code,
+        "optimize",
+        str(tmp_path / "in.onnx"),
+        "-o",
+        str(out),
+        "--graph-png",
+        str(tmp_path / "g.png"),
+    )
+    assert r.returncode == 1
+    assert 'pip install "tc_graph[plot]"' in r.stderr
+    assert "Traceback" not in r.stderr
+    assert not out.exists()  # it failed before the slow part
+
+
+def test_prepare_compiles_into_the_cache(tmp_path: Path) -> None:
+    _save_small("mlp3_matmul", tmp_path / "in.onnx")
+    r = run("optimize", str(tmp_path / "in.onnx"), "-o", str(tmp_path / "out.onnx"), "--force")
+    assert r.returncode == 0, r.stderr
+    (node,) = _tc_kernels(onnx.load(tmp_path / "out.onnx"))
+    key = next(a.s.decode() for a in node.attribute if a.name == "kernel_key")
+    cache = tmp_path / "fresh-cache"
+    r = run("prepare", str(tmp_path / "out.onnx"), env={"TC_GRAPH_CACHE": str(cache)})
+    assert r.returncode == 0, r.stderr
+    assert "1 TcKernel" in r.stdout
+    assert (cache / key).is_dir() and any((cache / key).glob("*.so"))
+
+
+@pytest.mark.parametrize("command", ["optimize", "prepare"])
+@pytest.mark.parametrize("content", [None, b"garbage, not protobuf \xff\xfe"])
+def test_onnx_commands_reject_bad_files(
+    tmp_path: Path, command: str, content: bytes | None
+) -> None:
+    path = tmp_path / "model.onnx"
+    if content is not None:
+        path.write_bytes(content)
+    extra = ["-o", str(tmp_path / "out.onnx")] if command == "optimize" else []
+    r = run(command, str(path), *extra)
+    assert r.returncode == 1
+    assert "model.onnx" in r.stderr
+    assert ("does not exist" if content is None else "not a readable ONNX model") in r.stderr
+    assert "Traceback" not in r.stderr
+    assert not (tmp_path / "out.onnx").exists()
+
+
+def test_demo_verifies_and_prints_the_speedup_table() -> None:
+    r = run("demo")  # the README's first command
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0].split()[:3] == ["model", "nodes", "TcKernels"]
+    rows = {line.split()[0]: line.split() for line in lines[1 : 1 + len(models.NAMES)]}
+    assert set(rows) == set(models.NAMES)
+    for name, cells in rows.items():
+        before, after = int(cells[1]), int(cells[3])
+        assert before == len(models.build(name, small=True).graph.node)
+        assert 1 <= after <= before
+        assert float(cells[5]) > 0 and float(cells[6]) > 0
+        assert cells[7].endswith("x") and float(cells[7][:-1]) > 0
+    assert "compiling and measuring groups" in r.stderr  # the progress bar
+
+
+def test_demo_fails_on_a_wrong_result() -> None:
+    code = (
+        "import sys, tc_graph.graph.optimize as o\n"
+        "real = o.InferenceSession\n"
+        "class Off:\n"
+        "    def __init__(self, s): self.s = s\n"
+        "    def run(self, *a): return [x + 1 for x in self.s.run(*a)]\n"
+        "o.InferenceSession = lambda m: Off(real(m))\n"
+        "from tc_graph.cli import main; sys.exit(main(sys.argv[1:]))\n"
+    )
+    r = python(code, "demo", "--models", "2lut")
+    assert r.returncode == 1
+    assert "2lut" in r.stderr and "differ" in r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_demo_rejects_an_unknown_model() -> None:
+    r = run("demo", "--models", "mlp3_gemm,nope")
+    assert r.returncode == 1
+    assert "nope" in r.stderr and "Traceback" not in r.stderr

@@ -1,0 +1,339 @@
+"""`tg.optimize`, `tg.InferenceSession` and `tg.prepare` end to end.
+
+The oracle is onnxruntime running the unfused model on the same feeds. Outputs must agree
+within RTOL/ATOL below: the fused kernels compute the same float32 sums as onnxruntime
+but may associate them differently (tiling, a different reduction order), which moves
+results of order 1 by a few ulps times the reduction length — far inside 1e-4 relative —
+while a wrong index, a dropped bias or a missing Relu moves them by far more.
+
+Most tests use `force=True` (fuse every group without measuring): measurement is not
+their point, and it keeps the file fast. The cost-aware path runs on three models only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import helper, numpy_helper
+
+import tc_graph as tg
+from tc_graph.graph import models
+from tc_graph.graph.translate import TRANSLATABLE
+
+ROOT = Path(__file__).resolve().parents[2]
+RTOL, ATOL = 1e-4, 1e-5
+TC_DOMAIN = "ai.tc_graph"
+
+# ----------------------------------------------------------------------------- helpers
+
+
+def plain_session(model: onnx.ModelProto | str | Path) -> ort.InferenceSession:
+    """onnxruntime without tc_graph: the oracle."""
+    source = model.SerializeToString() if isinstance(model, onnx.ModelProto) else str(model)
+    return ort.InferenceSession(source, providers=["CPUExecutionProvider"])
+
+
+def reference(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+    return plain_session(model).run(None, feeds)
+
+
+def assert_same(got: Sequence[np.ndarray], want: Sequence[np.ndarray]) -> None:
+    assert len(got) == len(want)
+    for k, (g, w) in enumerate(zip(got, want, strict=True)):
+        assert g.shape == w.shape, f"output {k}: shape {g.shape} != {w.shape}"
+        assert g.dtype == w.dtype, f"output {k}: dtype {g.dtype} != {w.dtype}"
+        np.testing.assert_allclose(g, w, rtol=RTOL, atol=ATOL, err_msg=f"output {k}")
+
+
+def op_types(model: onnx.ModelProto) -> Counter[str]:
+    return Counter(n.op_type for n in model.graph.node)
+
+
+def tc_nodes(model: onnx.ModelProto) -> list[onnx.NodeProto]:
+    return [n for n in model.graph.node if n.domain == TC_DOMAIN and n.op_type == "TcKernel"]
+
+
+def decisions(model: onnx.ModelProto) -> list[dict[str, object]]:
+    (entry,) = [p for p in model.metadata_props if p.key == "tc_graph.decisions"]
+    return json.loads(entry.value)
+
+
+def run_python(
+    code: str, *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """`code` in a fresh interpreter (the repository importable), as a user script runs."""
+    return subprocess.run(
+        [sys.executable, "-c", code, *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})},
+        timeout=300,
+    )
+
+
+def make_model(
+    nodes: Sequence[onnx.NodeProto],
+    inputs: Sequence[onnx.ValueInfoProto],
+    outputs: Sequence[onnx.ValueInfoProto],
+    initializers: dict[str, np.ndarray],
+) -> onnx.ModelProto:
+    graph = helper.make_graph(
+        list(nodes),
+        "test",
+        list(inputs),
+        list(outputs),
+        [numpy_helper.from_array(a, n) for n, a in initializers.items()],
+    )
+    model = helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", models.OPSET)], ir_version=models.IR_VERSION
+    )
+    onnx.checker.check_model(model)
+    return model
+
+
+def mlp_with(middle: str | None, batch: int | str) -> onnx.ModelProto:
+    """Gemm+Relu, an optional `middle` op, Gemm+Relu; `batch` may be a dim_param."""
+    rng = np.random.default_rng(7)
+    inits = {
+        "w0": rng.standard_normal((6, 5)).astype(np.float32),
+        "b0": rng.standard_normal(6).astype(np.float32),
+        "w1": rng.standard_normal((3, 6)).astype(np.float32),
+        "b1": rng.standard_normal(3).astype(np.float32),
+    }
+    nodes = [
+        helper.make_node("Gemm", ["X", "w0", "b0"], ["g0"], transB=1),
+        helper.make_node("Relu", ["g0"], ["h0"]),
+    ]
+    hidden = "h0"
+    if middle is not None:
+        nodes.append(helper.make_node(middle, ["h0"], ["m"]))
+        hidden = "m"
+    nodes += [
+        helper.make_node("Gemm", [hidden, "w1", "b1"], ["g1"], transB=1),
+        helper.make_node("Relu", ["g1"], ["Y"]),
+    ]
+    f32 = onnx.TensorProto.FLOAT
+    return make_model(
+        nodes,
+        [helper.make_tensor_value_info("X", f32, [batch, 5])],
+        [helper.make_tensor_value_info("Y", f32, [batch, 3])],
+        inits,
+    )
+
+
+# ----------------------------------------------------------------------------- fixtures
+
+
+@pytest.fixture(scope="module")
+def small() -> dict[str, tuple[onnx.ModelProto, dict[str, np.ndarray], list[np.ndarray]]]:
+    """Each small model, seeded feeds, and plain onnxruntime's outputs for them."""
+    out = {}
+    for name in models.NAMES:
+        model = models.build(name, small=True)
+        feeds = models.sample_inputs(model, seed=1)
+        out[name] = (model, feeds, reference(model, feeds))
+    return out
+
+
+@pytest.fixture(scope="module")
+def forced(small: dict) -> dict[str, onnx.ModelProto]:
+    """2lut and prodmodel optimized with force=True, once for the module."""
+    return {name: tg.optimize(small[name][0], force=True) for name in ("2lut", "prodmodel")}
+
+
+# ----------------------------------------------------------------------------- every model
+
+
+@pytest.mark.parametrize("name", models.NAMES)
+def test_forced_optimize_matches_onnxruntime(name: str, small: dict) -> None:
+    model, feeds, want = small[name]
+    optimized = tg.optimize(model, force=True)
+    # Every op of the sample models has a translation, so forcing must fuse something.
+    assert set(op_types(model)) <= TRANSLATABLE
+    assert tc_nodes(optimized), f"{name}: nothing fused under force=True"
+    made = decisions(optimized)
+    assert all(d["fused"] and d["why"] == "forced" for d in made)
+    assert len(made) == len(tc_nodes(optimized))
+    assert_same(tg.InferenceSession(optimized).run(None, feeds), want)
+    # The input model is not modified.
+    assert model.SerializeToString() == small[name][0].SerializeToString()
+    assert not tc_nodes(model)
+
+
+@pytest.mark.parametrize("name", ["mlp3_gemm", "2lut", "tbmm"])
+def test_cost_aware_optimize_matches_onnxruntime(name: str, small: dict) -> None:
+    """Whatever the measurements decide, the result computes the same values, keeps
+    exactly the fused groups as TcKernels and leaves the rest to onnxruntime."""
+    model, feeds, want = small[name]
+    optimized = tg.optimize(model)
+    made = decisions(optimized)
+    assert made, "no decision recorded"
+    assert sum(bool(d["fused"]) for d in made) == len(tc_nodes(optimized))
+    for d in made:
+        if d["fused"]:
+            assert d["fused_us"] is not None and d["ort_us"] is not None, d
+    kept = op_types(optimized) - Counter({"TcKernel": len(tc_nodes(optimized))})
+    assert kept <= op_types(model)
+    if not tc_nodes(optimized):
+        assert op_types(optimized) == op_types(model)
+    assert_same(tg.InferenceSession(optimized).run(None, feeds), want)
+
+
+@pytest.mark.parametrize("name", ["mlp3_gemm", "mlp3_matmul", "2lut"])
+def test_forced_chains_become_one_kernel(name: str, small: dict) -> None:
+    optimized = tg.optimize(small[name][0], force=True)
+    assert len(tc_nodes(optimized)) == 1
+    if name.startswith("mlp3"):
+        assert op_types(optimized) == Counter({"TcKernel": 1})
+    # The kernel reads graph inputs and writes the graph outputs directly.
+    (node,) = tc_nodes(optimized)
+    assert set(node.output) <= {o.name for o in optimized.graph.output}
+
+
+# ----------------------------------------------------------------------------- saved models
+
+
+def test_saved_model_runs_in_a_fresh_process(tmp_path: Path, small: dict, forced: dict) -> None:
+    _, feeds, want = small["prodmodel"]
+    path = tmp_path / "prod.onnx"
+    onnx.save(forced["prodmodel"], path)
+    np.savez(tmp_path / "feeds.npz", **feeds)
+    code = (
+        "import sys, numpy as np, tc_graph as tg\n"
+        "path, feeds, out = sys.argv[1:]\n"
+        "s = tg.InferenceSession(path)\n"
+        "np.savez(out, *s.run(None, dict(np.load(feeds))))\n"
+    )
+    r = run_python(code, str(path), str(tmp_path / "feeds.npz"), str(tmp_path / "out.npz"))
+    assert r.returncode == 0, r.stderr
+    got = np.load(tmp_path / "out.npz")
+    assert_same([got[f"arr_{k}"] for k in range(len(want))], want)
+
+
+def test_plain_onnxruntime_needs_prepare(tmp_path: Path, small: dict, forced: dict) -> None:
+    """With an empty cache the kernel is missing: registering the library alone fails
+    with a message that says what to do; after tg.prepare the same session setup runs."""
+    _, feeds, want = small["2lut"]
+    path = tmp_path / "lut.onnx"
+    onnx.save(forced["2lut"], path)
+    np.savez(tmp_path / "feeds.npz", **feeds)
+    code = (
+        "import sys, numpy as np, onnxruntime as ort, tc_graph as tg\n"
+        "path, feeds, out = sys.argv[1:]\n"
+        "feeds = dict(np.load(feeds))\n"
+        "def session():\n"
+        "    so = ort.SessionOptions()\n"
+        "    so.register_custom_ops_library(tg.ort_library_path())\n"
+        "    return ort.InferenceSession(path, so, providers=['CPUExecutionProvider'])\n"
+        "try:\n"
+        "    session().run(None, feeds)\n"
+        "    print('RAN BEFORE PREPARE')\n"
+        "except Exception as e:\n"
+        "    print('FAILED:', e)\n"
+        "tg.prepare(path)\n"
+        "np.savez(out, *session().run(None, feeds))\n"
+    )
+    cache = tmp_path / "empty-cache"
+    r = run_python(
+        code,
+        str(path),
+        str(tmp_path / "feeds.npz"),
+        str(tmp_path / "out.npz"),
+        env={"TC_GRAPH_CACHE": str(cache)},
+    )
+    assert r.returncode == 0, r.stderr
+    assert "RAN BEFORE PREPARE" not in r.stdout
+    assert "FAILED:" in r.stdout and "tc-graph prepare" in r.stdout, r.stdout
+    got = np.load(tmp_path / "out.npz")
+    assert_same([got[f"arr_{k}"] for k in range(len(want))], want)
+    assert any(cache.iterdir()), "prepare compiled nothing into the given cache"
+
+
+# ----------------------------------------------------------------------------- bad input
+
+
+def test_dynamic_dimension_is_left_to_onnxruntime() -> None:
+    model = mlp_with(None, "batch")
+    optimized = tg.optimize(model, force=True)
+    assert not tc_nodes(optimized)
+    assert [n.op_type for n in optimized.graph.node] == [n.op_type for n in model.graph.node]
+    session = tg.InferenceSession(optimized)
+    rng = np.random.default_rng(3)
+    for batch in (1, 4, 9):
+        feeds = {"X": rng.standard_normal((batch, 5)).astype(np.float32)}
+        assert_same(session.run(None, feeds), reference(model, feeds))
+
+
+@pytest.mark.parametrize("op", ["Softmax", "Sigmoid"])
+def test_untranslatable_op_is_kept(op: str) -> None:
+    assert op not in TRANSLATABLE
+    model = mlp_with(op, 4)
+    optimized = tg.optimize(model, force=True)
+    assert op_types(optimized)[op] == 1
+    assert len(tc_nodes(optimized)) >= 1, "the Gemm+Relu around it were not fused"
+    feeds = {"X": np.random.default_rng(5).standard_normal((4, 5)).astype(np.float32)}
+    assert_same(tg.InferenceSession(optimized).run(None, feeds), reference(model, feeds))
+
+
+@pytest.mark.parametrize("content", [None, b"", b"not an onnx model", bytes(range(256)) * 3])
+def test_invalid_model_is_a_tc_error(tmp_path: Path, content: bytes | None) -> None:
+    path = tmp_path / "bad.onnx"
+    if content is not None:
+        path.write_bytes(content)
+    # An empty file parses as an empty ModelProto (protobuf's default): only optimize,
+    # which needs a graph, must reject it.
+    calls = [tg.optimize] if content == b"" else [tg.optimize, tg.prepare, tg.InferenceSession]
+    for call in calls:
+        with pytest.raises(tg.TcError):
+            call(path)
+
+
+def test_gather_index_out_of_range_is_an_error_not_a_crash(small: dict, forced: dict) -> None:
+    model, feeds, want = small["2lut"]
+    session = tg.InferenceSession(forced["2lut"])
+    rows = next(t.dims[0] for t in model.graph.initializer if t.name == "lut1")
+    bad = {k: v.copy() for k, v in feeds.items()}
+    bad["I1"][2, 1] = rows
+    with pytest.raises(Exception, match="out of range") as info:
+        session.run(None, bad)
+    assert not isinstance(info.value, AssertionError)
+    # onnxruntime rejects it too: the fused model keeps the original's contract.
+    with pytest.raises(Exception, match=r"out of data bounds|out of range"):
+        plain_session(model).run(None, bad)
+    assert_same(session.run(None, feeds), want)
+
+
+def test_concurrent_runs_on_one_session(small: dict, forced: dict) -> None:
+    model, _, _ = small["prodmodel"]
+    session = tg.InferenceSession(forced["prodmodel"])
+    cases = [models.sample_inputs(model, seed=10 + k) for k in range(4)]
+    wants = [reference(model, feeds) for feeds in cases]
+    barrier = threading.Barrier(len(cases))
+    errors: list[BaseException] = []
+
+    def work(k: int) -> None:
+        try:
+            barrier.wait()
+            for _ in range(25):
+                assert_same(session.run(None, cases[k]), wants[k])
+        except BaseException as e:
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(len(cases))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors[0]
