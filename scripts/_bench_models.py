@@ -56,17 +56,20 @@ def _relu(x: np.ndarray) -> np.ndarray:
     return np.maximum(x, np.float32(0))
 
 
+# Weights packed input-major (in, out), as tc_graph.optimize packs a constant Gemm weight
+# and as an ONNX MatMul stores it: the output row is contiguous, so the register tiles are
+# outer products. onnxruntime gets the same arrays (Gemm without transB).
 MLP3_TC = """
-def MLP3(float(B,N) I, float(O,N) W2, float(O) B2, float(P,O) W3, float(P) B3,
-         float(Q,P) W4, float(Q) B4) -> (O2, O3, O4) {
+def MLP3(float(B,N) I, float(N,O) W2, float(O) B2, float(O,P) W3, float(P) B3,
+         float(P,Q) W4, float(Q) B4) -> (O2, O3, O4) {
   O2(b,o) = B2(o)
-  O2(b,o) += I(b,n) * W2(o,n)
+  O2(b,o) += I(b,n) * W2(n,o)
   O2(b,o) = fmax(O2(b,o), 0)
   O3(b,p) = B3(p)
-  O3(b,p) += O2(b,o) * W3(p,o)
+  O3(b,p) += O2(b,o) * W3(o,p)
   O3(b,p) = fmax(O3(b,p), 0)
   O4(b,q) = B4(q)
-  O4(b,q) += O3(b,p) * W4(q,p)
+  O4(b,q) += O3(b,p) * W4(p,q)
   O4(b,q) = fmax(O4(b,q), 0)
 }
 """
@@ -81,22 +84,22 @@ def _np_mlp3(
     w4: np.ndarray,
     b4: np.ndarray,
 ) -> tuple[np.ndarray, ...]:
-    o2 = _relu(i @ w2.T + b2)
-    o3 = _relu(o2 @ w3.T + b3)
-    return o2, o3, _relu(o3 @ w4.T + b4)
+    o2 = _relu(i @ w2 + b2)
+    o3 = _relu(o2 @ w3 + b3)
+    return o2, o3, _relu(o3 @ w4 + b4)
 
 
 def _mlp3(small: bool) -> Case:
     b, n, o, p, q = (16, 16, 8, 4, 2) if small else (128, 128, 64, 32, 2)
     rng = np.random.default_rng(3)
     i = _normal(rng, (b, n))
-    w2, b2 = _weight(rng, (o, n), n), _normal(rng, (o,), 0.1)
-    w3, b3 = _weight(rng, (p, o), o), _normal(rng, (p,), 0.1)
-    w4, b4 = _weight(rng, (q, p), p), _normal(rng, (q,), 0.1)
+    w2, b2 = _weight(rng, (n, o), n), _normal(rng, (o,), 0.1)
+    w3, b3 = _weight(rng, (o, p), o), _normal(rng, (p,), 0.1)
+    w4, b4 = _weight(rng, (p, q), p), _normal(rng, (q,), 0.1)
     # Each layer is Gemm+Relu (onnxruntime fuses them); every Relu is an output, as in the TC.
     nodes = []
     for k, (x, w, bias) in enumerate([("I", "W2", "B2"), ("O2", "W3", "B3"), ("O3", "W4", "B4")]):
-        nodes.append(helper.make_node("Gemm", [x, w, bias], [f"G{k}"], transB=1))
+        nodes.append(helper.make_node("Gemm", [x, w, bias], [f"G{k}"]))
         nodes.append(helper.make_node("Relu", [f"G{k}"], [f"O{k + 2}"]))
     weights = {"W2": w2, "B2": b2, "W3": w3, "B3": b3, "W4": w4, "B4": b4}
     model = _model(nodes, {"I": i}, weights, {"O2": (b, o), "O3": (b, p), "O4": (b, q)})

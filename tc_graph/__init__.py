@@ -2,8 +2,22 @@
 
 from .api import TcFunction, TcModule, define
 from .errors import TcError, TcWarning
+from .graph.optimize import InferenceSession, optimize, prepare
 from .options import MappingOptions
 from .runtime.kernel import Kernel
+from .runtime.ort import library_path as ort_library_path
 
-__all__ = ["Kernel", "MappingOptions", "TcError", "TcFunction", "TcModule", "TcWarning", "define"]
+__all__ = [
+    "InferenceSession",
+    "Kernel",
+    "MappingOptions",
+    "TcError",
+    "TcFunction",
+    "TcModule",
+    "TcWarning",
+    "define",
+    "optimize",
+    "ort_library_path",
+    "prepare",
+]
 __version__ = "0.1.0"
