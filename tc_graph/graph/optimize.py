@@ -398,9 +398,13 @@ def _load(model: str | os.PathLike[str] | onnx.ModelProto) -> onnx.ModelProto:
     if isinstance(model, onnx.ModelProto):
         return model
     try:
-        return onnx.load(os.fspath(model))
+        proto = onnx.load(os.fspath(model))
     except Exception as e:  # OSError, protobuf's DecodeError, a checker ValidationError, ...
         raise TcError(f"cannot read ONNX model {os.fspath(model)!r}: {e}") from None
+    if not proto.graph.output:
+        # An empty file parses as an empty ModelProto.
+        raise TcError(f"{os.fspath(model)!r} is not an ONNX model: it has no graph outputs")
+    return proto
 
 
 def prepare(model: str | os.PathLike[str] | onnx.ModelProto) -> None:
