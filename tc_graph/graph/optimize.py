@@ -36,8 +36,9 @@ from .model import TC_DOMAIN, TC_OP, Graph
 from .partition import Group, candidate_groups, components, is_convex, make_group
 from .rewrite import NodeAttrs, make_tc_node, rewrite
 
-# A group must be at least this much faster (median of per-round ratios) to be fused.
-MIN_SPEEDUP = 1.03
+# A group must be at least this much faster (median of per-round ratios) to be fused:
+# measurements on a busy machine move by a few percent, and a near tie must stay unfused.
+MIN_SPEEDUP = 1.05
 ROUNDS = 5
 ROUND_S = 0.02
 # Fused outputs are compared with onnxruntime's before a group is kept.
