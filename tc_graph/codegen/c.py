@@ -140,7 +140,9 @@ class _Printer:
         self.program = scop.program
         self.lines: list[str] = []
         self.tmp = 0
-        self.private: set[str] = set()
+        # Privatized temporaries: name -> the iterator of their parallel loop. A thread
+        # keeps the slice of one iteration (a tile of rows when the loop is tiled).
+        self.private: dict[str, str] = {}
         # "omp": parallel loops are OpenMP loops (tc_kernel). "chunk": the first parallel
         # loop outside every other loop runs iterations [lo, hi) of a phase (tc_phase);
         # "serial": a phase printed without any parallel loop.
@@ -155,8 +157,8 @@ class _Printer:
     def linear(self, tensor: str, subs: Sequence[str]) -> str:
         shape = self.scop.shapes[tensor]
         if tensor in self.private:
-            # A privatized temporary: one slice per iteration of the parallel loop.
-            shape, subs = shape[1:], subs[1:]
+            # A privatized temporary: rows counted from the parallel loop's iteration.
+            subs = [f"({subs[0]}) - {self.private[tensor]}", *subs[1:]]
         if not subs:
             return "0"
         text = f"(int64_t)({subs[0]})"
@@ -878,7 +880,7 @@ class _Printer:
                 return
             if "dottile" in marks and "parallel" not in marks and self.inner_dot(node, depth):
                 return
-            private: list[str] = []
+            private: list[tuple[str, int]] = []
             if "parallel" in marks:
                 private = self.privatizable(node)
                 self.parallel_for(node, depth, simd="simd" in marks)
@@ -886,12 +888,13 @@ class _Printer:
                 if "simd" in marks:
                     self.out(depth, self.dialect.simd_pragma())
                 self.out(depth, self.for_header(node) + " {")
-            for n in private:
+            it = node.for_get_iterator().to_C_str()
+            for n, rows in private:
                 t = self.program.tensors[n]
-                count = math.prod(self.scop.shapes[n][1:])
+                count = rows * math.prod(self.scop.shapes[n][1:])
                 init = " = {0}" if t.zero_fill else ""
                 self.out(depth + 1, f"{C_TYPES[t.dtype]} {cname(n)}[{max(1, count)}]{init};")
-                self.private.add(n)
+                self.private[n] = it
             self.loops_open += 1
             self.node(node.for_get_body(), depth + 1)
             self.loops_open -= 1
@@ -941,23 +944,30 @@ class _Printer:
             ]
         return []
 
-    def privatizable(self, node: isl.AstNode) -> list[str]:
-        """Temporaries that fusion made local to one iteration of this parallel loop: all
-        their accesses are under it and index their first dimension with its iterator.
-        Each thread then keeps one slice on its stack instead of the whole tensor."""
+    def privatizable(self, node: isl.AstNode) -> list[tuple[str, int]]:
+        """Temporaries that fusion made local to one iteration of this parallel loop, with
+        the rows of a slice: all their accesses are under it and index their first
+        dimension with its iterator, or, when the loop steps over tiles, with its iterator
+        plus a point loop's. Each thread then keeps one slice on its stack instead of the
+        whole tensor."""
         users = self.users_under(node)
         it = node.for_get_iterator().to_C_str()
+        try:
+            rows = max(1, int(node.for_get_inc().to_C_str()))
+        except ValueError:
+            rows = 1
+        first = re.compile(rf"{it}( \+ c\d+)?" if rows > 1 else re.escape(it))
         names = {st.name for st, _ in users}
         out = []
         for temp in self.program.temporaries:
             shape = self.scop.shapes[temp]
-            if not shape or math.prod(shape[1:]) * 8 > _PRIVATE_BYTES:
+            if not shape or rows * math.prod(shape[1:]) * 8 > _PRIVATE_BYTES:
                 continue
             if any(_touches(s, temp) for s in self.scop.statements if s.name not in names):
                 continue
             touching = [(st, args) for st, args in users if _touches(st, temp)]
-            if touching and all(_first_index_is(st, args, temp, it) for st, args in touching):
-                out.append(temp)
+            if touching and all(_first_index_is(st, args, temp, first) for st, args in touching):
+                out.append((temp, rows))
         return out
 
     # -- the kernel ------------------------------------------------------
@@ -1141,17 +1151,20 @@ def _touches(st: ScopStmt, tensor: str) -> bool:
     return st.source.tensor == tensor or any(r.tensor == tensor for r in ir.reads(st.source.rhs))
 
 
-def _first_index_is(st: ScopStmt, args: Sequence[str], tensor: str, loop: str) -> bool:
-    """Every access of tensor by st indexes dimension 0 with the iterator that `loop` counts."""
+def _first_index_is(st: ScopStmt, args: Sequence[str], tensor: str, loop: re.Pattern[str]) -> bool:
+    """Every access of tensor by st indexes dimension 0 with an iterator whose value
+    (the isl AST's expression for it) matches `loop`."""
     if st.kind == "check":
         return False
     env = dict(zip(st.iterators, args, strict=True))
 
     def ok(first: ir.Expr) -> bool:
-        return isinstance(first, ir.Index) and env.get(first.name) == loop
+        return isinstance(first, ir.Index) and loop.fullmatch(env.get(first.name, "")) is not None
 
     src = st.source
-    if src.tensor == tensor and not (src.lhs and env.get(src.lhs[0]) == loop):
+    if src.tensor == tensor and not (
+        src.lhs and loop.fullmatch(env.get(src.lhs[0], "")) is not None
+    ):
         return False
     return all(
         ok(r.subscripts[0]) for r in ir.reads(src.rhs) if r.tensor == tensor and r.subscripts

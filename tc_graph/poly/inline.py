@@ -1,6 +1,6 @@
 """Copies inlined into their readers: a temporary defined by one plain `=` statement over
-its whole shape (a transpose, a gather, a cast) is replaced by its definition wherever it
-is read, so no buffer is written and read back. ONNX translations produce these at every
+its whole shape whose right side is one read (a transpose, a gather, a cast) is replaced
+by its definition wherever it is read, so no buffer is written and read back. ONNX translations produce these at every
 Transpose and Gather; hand-written TCs rarely do."""
 
 from __future__ import annotations
@@ -27,6 +27,15 @@ def _reads_tensor(st: ir.Statement, tensor: str) -> bool:
     return any(r.tensor == tensor for r in ir.reads(st.rhs))
 
 
+def _is_copy(e: ir.Expr) -> bool:
+    """One read, perhaps cast: a reader that reads an element many times (a reduction
+    over another dimension) re-reads the source instead, at the same cost. Arithmetic
+    would be recomputed at every read."""
+    while isinstance(e, ir.Cast):
+        e = e.operand
+    return isinstance(e, ir.Read)
+
+
 def _candidate(program: ir.Program, point: isl.Set) -> int | None:
     """Index of a statement whose temporary can be inlined, or None."""
     stmts = program.statements
@@ -36,7 +45,7 @@ def _candidate(program: ir.Program, point: isl.Set) -> int | None:
             continue
         if st.iterators != st.lhs or len(set(st.lhs)) != len(st.lhs):
             continue
-        if any(isinstance(x, ir.Call) for x in ir.walk(st.rhs)) or _reads_tensor(st, t.name):
+        if not _is_copy(st.rhs) or _reads_tensor(st, t.name):
             continue
         if any(s.tensor == t.name for j, s in enumerate(stmts) if j != k):
             continue
