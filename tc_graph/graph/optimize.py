@@ -44,6 +44,8 @@ ROUND_S = 0.02
 # Fused outputs are compared with onnxruntime's before a group is kept.
 RTOL, ATOL = 1e-3, 1e-4
 _DECISIONS = "decisions.json"
+# Gather tables from this size on are fed to the measured sessions rather than embedded.
+_FED_BYTES = 1 << 24
 
 
 @dataclass(frozen=True)
@@ -245,9 +247,20 @@ def _sample(
     return rng.standard_normal(shape).astype(dtype)
 
 
-def _subgraph_models(g: Graph, c: _Compiled) -> tuple[onnx.ModelProto, onnx.ModelProto]:
-    """The group as onnxruntime runs it, and as one TcKernel node."""
+def _subgraph_models(
+    g: Graph, c: _Compiled
+) -> tuple[onnx.ModelProto, onnx.ModelProto, dict[str, np.ndarray]]:
+    """The group as onnxruntime runs it, as one TcKernel node, and the feeds of both.
+    Big Gather tables are fed, not embedded: copying them into two models cost seconds,
+    and no kernel of either side prepacks a table (weights stay embedded: onnxruntime
+    prepacks those)."""
     group, attrs = c.group, c.attrs
+    nodes = [g.node(n) for n in group.nodes]
+    tables = {n.input[0] for n in nodes if n.op_type == "Gather"}
+    feeds = dict(c.feeds)
+    for v in sorted(tables):
+        if v in g.constants and v not in feeds and g.constants[v].nbytes >= _FED_BYTES:
+            feeds[v] = np.asarray(g.constants[v])
 
     def value_info(name: str) -> onnx.ValueInfoProto:
         dtype, shape = g.types[name]
@@ -261,13 +274,12 @@ def _subgraph_models(g: Graph, c: _Compiled) -> tuple[onnx.ModelProto, onnx.Mode
         for v in dict.fromkeys(names):
             if v in added:
                 out.append(added[v])
-            elif v in g.constants and v not in c.feeds:
+            elif v in g.constants and v not in feeds:
                 out.append(numpy_helper.from_array(np.asarray(g.constants[v]), v))
         return out
 
-    inputs = [value_info(v) for v in c.feeds]
+    inputs = [value_info(v) for v in feeds]
     outputs = [value_info(v) for v in group.outputs]
-    nodes = [g.node(n) for n in group.nodes]
     reads = [v for n in nodes for v in n.input if v]
     opsets = list(g.model.opset_import)
     original = helper.make_model(
@@ -286,13 +298,13 @@ def _subgraph_models(g: Graph, c: _Compiled) -> tuple[onnx.ModelProto, onnx.Mode
         opset_imports=[*opsets, helper.make_opsetid(TC_DOMAIN, 1)],
         ir_version=g.model.ir_version,
     )
-    return original, fused
+    return original, fused, feeds
 
 
 def _measure(g: Graph, c: _Compiled) -> dict[str, Any]:
     import onnxruntime as onnxrt
 
-    original, fused = _subgraph_models(g, c)
+    original, fused, feeds = _subgraph_models(g, c)
     try:
         plain = onnxrt.InferenceSession(
             original.SerializeToString(), providers=["CPUExecutionProvider"]
@@ -302,8 +314,8 @@ def _measure(g: Graph, c: _Compiled) -> dict[str, Any]:
         ours = onnxrt.InferenceSession(
             fused.SerializeToString(), so, providers=["CPUExecutionProvider"]
         )
-        want = plain.run(None, c.feeds)
-        got = ours.run(None, c.feeds)
+        want = plain.run(None, feeds)
+        got = ours.run(None, feeds)
     except Exception as e:  # onnxruntime raises its own exception types
         return {"why": f"did not run: {str(e).splitlines()[0]}"}
     for w, r in zip(want, got, strict=True):
@@ -311,8 +323,8 @@ def _measure(g: Graph, c: _Compiled) -> dict[str, Any]:
             return {"why": "outputs differ from onnxruntime's"}
     times: dict[str, list[float]] = {"ort": [], "fused": []}
     for _ in range(ROUNDS):
-        times["ort"].append(_median_call(lambda: plain.run(None, c.feeds)))
-        times["fused"].append(_median_call(lambda: ours.run(None, c.feeds)))
+        times["ort"].append(_median_call(lambda: plain.run(None, feeds)))
+        times["fused"].append(_median_call(lambda: ours.run(None, feeds)))
     ratios = [o / f for o, f in zip(times["ort"], times["fused"], strict=True)]
     return {
         "fused_us": statistics.median(times["fused"]) * 1e6,
