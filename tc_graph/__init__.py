@@ -1,6 +1,7 @@
 """tc_graph: Tensor Comprehensions, compiled; ONNX subgraphs fused into native kernels."""
 
 from .api import TcFunction, TcModule, define
+from .autotune import autotune
 from .errors import TcError, TcWarning
 from .graph.optimize import InferenceSession, optimize, prepare
 from .options import MappingOptions
@@ -15,6 +16,7 @@ __all__ = [
     "TcFunction",
     "TcModule",
     "TcWarning",
+    "autotune",
     "define",
     "optimize",
     "ort_library_path",

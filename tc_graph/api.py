@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from . import binding, ir, ranges, reference
+from . import binding, ir, ranges, reference, tuning_db
 from .errors import TcError
 from .lang.parser import parse
 from .lang.sema import CheckedDef, check
@@ -85,7 +85,9 @@ class TcFunction:
                 self.checked,
                 program,
                 args,
-                options=options or default_options(program),
+                options=options
+                or tuning_db.known_options(self, args, target)
+                or default_options(program),
                 target=target,
             )
             self._kernels[key] = kernel

@@ -156,6 +156,71 @@ def _cache(action: str) -> int:
     return 0
 
 
+def _tune(args: argparse.Namespace) -> int:
+    from .autotune import plot_history, tune
+
+    mod = _load(args.file)
+    if mod is None:
+        return 1
+    try:
+        entry = args.entry or (mod.names[0] if len(mod.names) == 1 else None)
+        if entry is None:
+            raise TcError(f"--entry is required: {args.file} defines {', '.join(mod.names)}")
+        if entry not in mod:
+            raise TcError(f"no def '{entry}' in {args.file} (it defines {', '.join(mod.names)})")
+        fn = mod[entry]
+        if args.plot:
+            plot_history(None, args.plot)  # fail before the slow part, not after it
+        values = _random_args(fn, _example_args(fn, _parse_shapes(args.shapes)), args.seed)
+        result = tune(
+            fn,
+            *values,
+            target=args.target,
+            generations=args.generations,
+            population=args.population,
+            seed=args.seed,
+        )
+        if args.plot:
+            plot_history(result, args.plot)
+    except TcError as e:
+        print(f"{args.file}: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    if result.interrupted:
+        print("stopped early: keeping the best options found so far", file=sys.stderr)
+    failed = len(result.failures)
+    print(
+        f"{entry}: default {result.default_s * 1e6:.1f} us, tuned {result.best_s * 1e6:.1f} us "
+        f"({result.default_s / result.best_s:.2f}x); {result.evaluated} candidates, "
+        f"{failed} discarded; stored in {cc.cache_dir()}"
+    )
+    if args.plot:
+        print(f"wrote {args.plot}")
+    print(result.best.to_json())
+    return 0
+
+
+def _random_args(fn: TcFunction, args: list[object], seed: int | None) -> list[object]:
+    """Tuning data for `tc-graph tune`: floats normal, integers in [0, the smallest input
+    dimension) so they are valid as indices of any dimension (a gather's, say)."""
+    rng = np.random.default_rng(seed)
+    dims = [n for a in args if isinstance(a, np.ndarray) for n in a.shape]
+    high = max(1, min(dims, default=1))
+    out: list[object] = []
+    for a in args:
+        if not isinstance(a, np.ndarray):
+            out.append(a)
+        elif a.dtype.kind == "f":
+            out.append(rng.standard_normal(a.shape).astype(a.dtype))
+        elif a.dtype.kind in "iu":
+            out.append(rng.integers(0, high, a.shape).astype(a.dtype))
+        else:
+            out.append(rng.integers(0, 2, a.shape).astype(a.dtype))
+    return out
+
+
 # ----------------------------------------------------------------------------- ONNX
 
 # `tc-graph demo` compares with plain onnxruntime at this tolerance: float32 sums may be
@@ -487,6 +552,19 @@ def _main(argv: Sequence[str] | None) -> int:
     opt.add_argument(
         "--graph-png", metavar="FILE", help="draw the partitioned graph (needs tc_graph[plot])"
     )
+    tune = sub.add_parser(
+        "tune", help="autotune one def for given shapes; store the best options for this machine"
+    )
+    tune.add_argument("file")
+    tune.add_argument("--entry", help="the def to tune (needed when the file has several)")
+    tune.add_argument("--shapes", required=True, help='shapes and scalars, e.g. "A=128x64,B=64x32"')
+    tune.add_argument("--target", default="cpu", choices=["cpu"])
+    tune.add_argument("--generations", type=int, default=10)
+    tune.add_argument("--population", type=int, default=50)
+    tune.add_argument("--seed", type=int, help="the same seed gives the same search")
+    tune.add_argument(
+        "--plot", metavar="FILE.png", help="best and median runtime per generation (tc_graph[plot])"
+    )
     prep = sub.add_parser(
         "prepare", help="compile a model's TcKernels into the cache for plain onnxruntime"
     )
@@ -503,6 +581,8 @@ def _main(argv: Sequence[str] | None) -> int:
         return _compile(args)
     if args.command == "optimize":
         return _optimize(args)
+    if args.command == "tune":
+        return _tune(args)
     if args.command == "prepare":
         return _prepare(args.model)
     if args.command == "demo":

@@ -77,10 +77,15 @@ def optimize(
 ) -> onnx.ModelProto:
     """A copy of the model with every group that pays off replaced by a TcKernel node."""
     if tune:
-        raise TcError(
-            "optimize(tune=True) needs the autotuner, which is not available yet",
-            hint="call optimize without tune; kernels use the default mapping options",
-        )
+        # Choose the groups, then choose again while their compiles autotune: the tuned
+        # options land in the TcKernel nodes, and a tuned group is measured again.
+        from ..autotune import tuning_compiles
+
+        first = optimize(model, force=force, progress=progress)
+        if not _tc_nodes(first):
+            return optimize(model, force=force, report=report) if report else first
+        with tuning_compiles(first, progress=progress):
+            return optimize(model, force=force, report=report, progress=progress)
     g = Graph.from_model(model)
     groups = candidate_groups(
         g, translatable=lambda node: tr.translatable(node, g.types, g.constants)

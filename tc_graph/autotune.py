@@ -1,0 +1,870 @@
+"""The autotuner: a genetic search over MappingOptions (TC paper, section 6.2).
+
+A generation of candidates is compiled in parallel through a `concurrent.futures`
+Executor (a local process pool by default), then each compiled candidate is checked and
+timed on this machine, one at a time, so compiles never disturb a timing. Each candidate's
+outputs are compared with those of the default options' kernel, which is itself checked
+against the reference interpreter first: a candidate that fails to compile, raises or
+computes something else is discarded with the reason, so the search can only return
+options that computed the right values. With a `dask.distributed` executor each worker
+compiles *and* times its candidates on its own machine instead, and the results are
+recorded under that machine's fingerprint.
+
+The search itself (`GeneticSearch`) knows nothing about kernels: it maps candidates to
+runtimes through a callable, so it can be tested with a fake timer.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import functools
+import logging
+import math
+import multiprocessing
+import os
+import random
+import statistics
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from . import tuning_db
+from .errors import TcError
+from .options import FUSION_STRATEGIES, MappingOptions
+
+if TYPE_CHECKING:
+    from .api import TcFunction
+    from .runtime.kernel import Kernel
+
+log = logging.getLogger("tc_graph.autotune")
+
+MUTATION_RATE = 0.1
+"""Probability that a gene of a new candidate gets a random value (the paper's "low")."""
+ELITE_FRACTION = 0.1
+"""The best tenth of a generation goes to the next one unmutated."""
+RESTART_MUTATION_RATE = 0.5
+"""When fewer than three candidates survive, the next generation is the best so far and
+heavy mutations of it."""
+MAX_TILE_DEPTH = 3
+MAX_UNROLL = 128
+"""Full unrolling of longer loops only bloats the code on a CPU (and its compile time)."""
+VECTOR_WIDTHS = (4, 8, 16)
+"""Wider vectors than AVX-512's 16 floats buy nothing on a CPU."""
+REGISTER_TILES = (0, 1, 2, 4, 8)
+CEIL_DIVISORS = range(2, 9)
+
+WARMUP_S = 0.005
+BUDGET_S = 0.04
+MIN_RUNS, MAX_RUNS = 3, 200
+SLOW_FACTOR = 10.0
+"""A candidate whose warm-up call takes this many times the best time is not timed further."""
+CONFIRM_ROUNDS = 5
+"""The winner and the default are timed again in this many interleaved rounds at the end;
+the default stays unless the winner is faster there too (noise must not pick a loser)."""
+
+
+# --------------------------------------------------------------------------- search space
+
+
+@dataclass(frozen=True)
+class SearchSpace:
+    """Genes (one per tuning knob) and the values each may take. Knobs that are not
+    searched (threads, skewing) keep their value in `base`."""
+
+    genes: tuple[tuple[str, tuple[Any, ...]], ...]
+    base: MappingOptions
+    tile_depth: int
+
+    def encode(self, options: MappingOptions) -> tuple[Any, ...]:
+        """The genome of options (the tile sizes past its length are padding)."""
+        tile = list(options.tile[: self.tile_depth])
+        pad = dict(self.genes)["tile0"][0]
+        tile += [pad] * (self.tile_depth - len(tile))
+        values = {
+            "fusion": options.fusion,
+            "tile_len": len(options.tile),
+            "unroll": options.unroll,
+            "parallel_depth": options.parallel_depth,
+            "vector_width": options.vector_width,
+            "register_tile": options.register_tile,
+            **{f"tile{k}": t for k, t in enumerate(tile)},
+        }
+        return tuple(values[name] for name, _ in self.genes)
+
+    def decode(self, genome: Sequence[Any]) -> MappingOptions:
+        g = dict(zip((name for name, _ in self.genes), genome, strict=True))
+        tile = tuple(g[f"tile{k}"] for k in range(g["tile_len"]))
+        return replace(
+            self.base,
+            fusion=g["fusion"],
+            tile=tile,
+            unroll=g["unroll"],
+            parallel_depth=g["parallel_depth"],
+            vector_width=g["vector_width"],
+            register_tile=g["register_tile"],
+        )
+
+    def random_genome(self, rng: random.Random) -> tuple[Any, ...]:
+        return tuple(rng.choice(choices) for _, choices in self.genes)
+
+    def mutate(self, genome: Sequence[Any], rng: random.Random, rate: float) -> tuple[Any, ...]:
+        return tuple(
+            rng.choice(choices) if rng.random() < rate else v
+            for v, (_, choices) in zip(genome, self.genes, strict=True)
+        )
+
+
+def _powers_of_two(limit: int) -> list[int]:
+    out, p = [], 1
+    while p <= limit:
+        out.append(p)
+        p *= 2
+    return out
+
+
+def search_space(
+    sizes: Sequence[int], loop_depth: int, seeds: Sequence[MappingOptions]
+) -> SearchSpace:
+    """The CPU search space for these problem sizes (TC paper 6.2): tile sizes are powers
+    of two and ceil-divisors of the sizes (tiles that avoid a short tail), unroll factors
+    powers of two up to the largest size, and every fusion strategy, parallel depth,
+    vector width and register tile. Every seed is a point of the space."""
+    sizes = [s for s in sizes if s > 0] or [1]
+    top = max(sizes)
+    tiles = set(_powers_of_two(top)) | {s for s in sizes}
+    tiles |= {-(-s // k) for s in sizes for k in CEIL_DIVISORS if -(-s // k) > 1}
+    unrolls = set(_powers_of_two(min(MAX_UNROLL, 1 << max(0, (top - 1).bit_length()))))
+    depth = max(1, min(MAX_TILE_DEPTH, loop_depth), *(len(s.tile) for s in seeds))
+    fusions, widths, regs, par = (
+        set(FUSION_STRATEGIES),
+        set(VECTOR_WIDTHS),
+        set(REGISTER_TILES),
+        {0, 1},
+    )
+    for s in seeds:
+        tiles |= set(s.tile)
+        unrolls.add(s.unroll)
+        widths.add(s.vector_width)
+        regs.add(s.register_tile)
+        par.add(s.parallel_depth)
+    genes: list[tuple[str, tuple[Any, ...]]] = [
+        ("fusion", tuple(f for f in FUSION_STRATEGIES if f in fusions)),
+        ("tile_len", tuple(range(depth + 1))),
+        *((f"tile{k}", tuple(sorted(tiles))) for k in range(depth)),
+        ("unroll", tuple(sorted(unrolls))),
+        ("parallel_depth", tuple(sorted(par))),
+        ("vector_width", tuple(sorted(widths))),
+        ("register_tile", tuple(sorted(regs))),
+    ]
+    base = seeds[0] if seeds else MappingOptions()
+    return SearchSpace(tuple(genes), base, depth)
+
+
+# --------------------------------------------------------------------------------- search
+
+
+@dataclass(frozen=True)
+class GenerationStats:
+    """One generation of a search, in seconds."""
+
+    index: int
+    candidates: tuple[MappingOptions, ...]
+    runtimes: tuple[float | None, ...]  # None: discarded
+    best_so_far_s: float | None
+    median_s: float | None  # of this generation's surviving candidates
+    restarted: bool  # this generation was bred from the best alone
+
+
+Evaluate = Callable[[list[MappingOptions]], list[float | None]]
+"""Runtimes in seconds (None: discarded) of the candidates, in order. A shorter list means
+the evaluation was stopped (Ctrl-C, time budget): the search ends after it."""
+
+
+class GeneticSearch:
+    """Genetic search as in the TC paper: each new candidate has three parents drawn by
+    roulette (fitness 1/runtime), takes each gene from one of them at random and
+    mutates each gene with probability `mutation_rate`; the elites go on unmutated. When
+    fewer than three candidates of a generation survive, the next one restarts from the
+    best so far. Runtimes are memoized, so a candidate is evaluated once."""
+
+    def __init__(
+        self,
+        space: SearchSpace,
+        *,
+        population: int,
+        generations: int,
+        seed: int | None = None,
+        seeds: Sequence[MappingOptions] = (),
+        mutation_rate: float = MUTATION_RATE,
+        elites: int | None = None,
+    ) -> None:
+        if population < 1 or generations < 1:
+            raise TcError("population and generations must be at least 1")
+        self.space = space
+        self.population = population
+        self.generations = generations
+        self.rng = random.Random(seed)
+        self.seeds = list(dict.fromkeys(seeds))
+        self.mutation_rate = mutation_rate
+        self.elites = max(1, round(ELITE_FRACTION * population)) if elites is None else elites
+        self.results: dict[MappingOptions, float | None] = {}
+        self.history: list[GenerationStats] = []
+        self.stopped = False
+
+    # The best candidate so far and its runtime; ties go to the earliest (the default).
+    @property
+    def best(self) -> tuple[MappingOptions, float] | None:
+        scored = [(t, k, c) for k, (c, t) in enumerate(self.results.items()) if t is not None]
+        if not scored:
+            return None
+        t, _, c = min(scored, key=lambda x: (x[0], x[1]))
+        return c, t
+
+    def first_generation(self) -> list[MappingOptions]:
+        pop = list(self.seeds[: self.population])
+        for _ in range(50 * self.population):
+            if len(pop) >= self.population:
+                break
+            c = self.space.decode(self.space.random_genome(self.rng))
+            if c not in pop:
+                pop.append(c)
+        while len(pop) < self.population:  # a space smaller than the population
+            pop.append(self.space.decode(self.space.random_genome(self.rng)))
+        return pop
+
+    def _roulette(self, scored: list[tuple[MappingOptions, float]]) -> MappingOptions:
+        weights = [1.0 / max(t, 1e-12) for _, t in scored]
+        return self.rng.choices([c for c, _ in scored], weights=weights)[0]
+
+    def _fresh(self, make: Callable[[], MappingOptions], taken: list[MappingOptions]) -> None:
+        """Append a candidate not evaluated or taken yet, if a few tries find one."""
+        c = make()
+        for _ in range(20):
+            if c not in self.results and c not in taken:
+                break
+            c = make()
+        taken.append(c)
+
+    def next_generation(self, current: list[MappingOptions]) -> tuple[list[MappingOptions], bool]:
+        """The next population, and whether it restarted from the best."""
+        space, rng = self.space, self.rng
+        survivors: dict[MappingOptions, float] = {}
+        for c in current:
+            t = self.results.get(c)
+            if t is not None:
+                survivors[c] = t
+        scored = sorted(survivors.items(), key=lambda x: x[1])
+        nxt: list[MappingOptions] = []
+        if len(scored) < 3:
+            best = self.best
+            if best is None:
+                return [
+                    space.decode(space.random_genome(rng)) for _ in range(self.population)
+                ], True
+            nxt.append(best[0])
+            genome = space.encode(best[0])
+            while len(nxt) < self.population:
+                self._fresh(
+                    lambda: space.decode(space.mutate(genome, rng, RESTART_MUTATION_RATE)), nxt
+                )
+            return nxt, True
+        nxt.extend(c for c, _ in scored[: self.elites])
+
+        def child() -> MappingOptions:
+            parents = [space.encode(self._roulette(scored)) for _ in range(3)]
+            genome = tuple(rng.choice(parents)[k] for k in range(len(space.genes)))
+            return space.decode(space.mutate(genome, rng, self.mutation_rate))
+
+        while len(nxt) < self.population:
+            self._fresh(child, nxt)
+        return nxt, False
+
+    def run(
+        self,
+        evaluate: Evaluate,
+        on_generation: Callable[[GenerationStats], None] | None = None,
+    ) -> GeneticSearch:
+        population, restarted = self.first_generation(), False
+        for g in range(self.generations):
+            new = list(dict.fromkeys(c for c in population if c not in self.results))
+            got = evaluate(new)
+            for c, t in zip(new, got, strict=False):
+                self.results[c] = t
+            if len(got) < len(new):
+                self.stopped = True
+            runtimes = tuple(self.results.get(c) for c in population)
+            alive = [t for t in runtimes if t is not None]
+            best = self.best
+            stats = GenerationStats(
+                g,
+                tuple(population),
+                runtimes,
+                best[1] if best else None,
+                statistics.median(alive) if alive else None,
+                restarted,
+            )
+            self.history.append(stats)
+            if on_generation is not None:
+                on_generation(stats)
+            if self.stopped or g == self.generations - 1:
+                break
+            population, restarted = self.next_generation(population)
+        return self
+
+
+# ---------------------------------------------------------------------------- evaluation
+
+
+def _mismatch(got: Sequence[np.ndarray], want: Sequence[np.ndarray]) -> str | None:
+    """Why `got` is not `want` (None when it is). Floats within a tolerance relative to
+    the output's magnitude: other mappings reassociate sums, bugs give other numbers."""
+    for k, (g, w) in enumerate(zip(got, want, strict=True)):
+        g, w = np.asarray(g), np.asarray(w)
+        if g.shape != w.shape or g.dtype != w.dtype:
+            return f"output {k} is {g.dtype}{list(g.shape)}, expected {w.dtype}{list(w.shape)}"
+        if w.dtype.kind != "f":
+            if not np.array_equal(g, w):
+                return f"output {k} differs"
+            continue
+        rtol = 1e-2 if w.dtype.itemsize <= 2 else 1e-3 if w.dtype.itemsize <= 4 else 1e-9
+        finite = w[np.isfinite(w)]
+        scale = float(np.max(np.abs(finite))) if finite.size else 1.0
+        if not np.allclose(g, w, rtol=rtol, atol=rtol * 0.1 * max(scale, 1e-30), equal_nan=True):
+            diff = np.abs(g.astype(np.float64) - w.astype(np.float64))
+            worst = float(np.nanmax(diff)) if diff.size else 0.0
+            return f"output {k} differs by up to {worst:.3g}"
+    return None
+
+
+def _as_tuple(result: Any) -> tuple[np.ndarray, ...]:
+    return result if isinstance(result, tuple) else (result,)
+
+
+def measure(call: Callable[[], object], best_s: float | None = None) -> float:
+    """Seconds per call: warm up, then the median of repeated calls (about BUDGET_S). A
+    call far slower than `best_s` is not repeated: its first time is the answer."""
+    t0 = time.perf_counter()
+    call()
+    first = time.perf_counter() - t0
+    if best_s is not None and first > SLOW_FACTOR * best_s:
+        return first
+    calls, start = 0, time.perf_counter()
+    while time.perf_counter() - start < WARMUP_S:
+        call()
+        calls += 1
+    estimate = (time.perf_counter() - start) / calls if calls else first
+    samples = []
+    for _ in range(min(MAX_RUNS, max(MIN_RUNS, round(BUDGET_S / max(estimate, 1e-9))))):
+        t0 = time.perf_counter()
+        call()
+        samples.append(time.perf_counter() - t0)
+    return statistics.median(samples)
+
+
+def _load_kernel(
+    fn: TcFunction, args: Sequence[Any], target: str, options: MappingOptions
+) -> Kernel:
+    """A candidate's kernel in this process (a cache hit after the compile phase). Tests
+    replace it to inject broken candidates."""
+    return fn.compile(*args, target=target, options=options)
+
+
+def _specs(fn: TcFunction, args: Sequence[Any]) -> list[Any]:
+    """What a compile worker needs of the arguments: dtypes and shapes, scalar values."""
+    out: list[Any] = []
+    for name, a in zip(fn.checked.inputs, args, strict=True):
+        if fn.checked.tensors[name].rank == 0:
+            out.append(("scalar", a))
+        else:
+            arr = np.asarray(a)
+            out.append(("array", arr.dtype.str, arr.shape))
+    return out
+
+
+def _placeholders(specs: Sequence[Any]) -> list[Any]:
+    """Arguments of the right shapes for compiling (zeros: pages are never touched)."""
+    return [s[1] if s[0] == "scalar" else np.zeros(s[2], np.dtype(s[1])) for s in specs]
+
+
+@functools.lru_cache(maxsize=8)
+def _module(source: str) -> Any:
+    from .api import define
+
+    return define(source)
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip().splitlines()
+    return f"{type(e).__name__}: {text[0] if text else ''}"
+
+
+def compile_job(
+    source: str, entry: str, specs: Sequence[Any], options_json: str, target: str
+) -> str | None:
+    """Compile one candidate into the cache (in a worker); None, or why it failed."""
+    try:
+        fn = _module(source)[entry]
+        fn.compile(
+            *_placeholders(specs), target=target, options=MappingOptions.from_json(options_json)
+        )
+    except Exception as e:  # a candidate must never take the tuner down
+        return f"compile failed: {_first_line(e)}"
+    return None
+
+
+# A dask worker runs tasks in threads; isl's context is shared, so one compile at a time
+# per process (run workers with one thread each to compile in parallel), and one timing.
+_compile_lock = threading.Lock()
+_timing_lock = threading.Lock()
+
+
+def remote_job(
+    payload: tuple[str, str, tuple[Any, ...], tuple[np.ndarray, ...]],
+    options_json: str,
+    target: str,
+    best_s: float | None,
+) -> tuple[str, float | None, str | None]:
+    """Compile, check and time one candidate on a dask worker: (machine fingerprint,
+    seconds or None, why it was discarded). One timing at a time per worker process."""
+    source, entry, args, want = payload
+    fingerprint = tuning_db.machine_fingerprint()
+    try:
+        with _compile_lock:
+            fn = _module(source)[entry]
+            options = MappingOptions.from_json(options_json)
+            kernel = fn.compile(*args, target=target, options=options)
+    except Exception as e:
+        return fingerprint, None, f"compile failed: {_first_line(e)}"
+    with _timing_lock:
+        try:
+            why = _mismatch(_as_tuple(kernel(*args)), want)
+            if why is not None:
+                return fingerprint, None, f"wrong output: {why}"
+            return fingerprint, measure(lambda: kernel(*args), best_s), None
+        except Exception as e:
+            return fingerprint, None, f"failed to run: {_first_line(e)}"
+
+
+def _is_dask(executor: cf.Executor | None) -> bool:
+    return executor is not None and type(executor).__module__.split(".")[0] == "distributed"
+
+
+class _Stop(Exception):
+    """Ctrl-C or the time budget: stop after the current candidate."""
+
+
+class _Evaluator:
+    """Runtimes of candidates for GeneticSearch, with the safety checks."""
+
+    def __init__(
+        self,
+        fn: TcFunction,
+        args: Sequence[Any],
+        target: str,
+        executor: cf.Executor | None,
+        deadline: float | None,
+        tick: Callable[[bool], None],
+    ) -> None:
+        self.fn, self.args, self.target = fn, tuple(args), target
+        self.executor = executor
+        self.own_pool = executor is None
+        self.deadline = deadline
+        self.tick = tick
+        self.dask = _is_dask(executor)
+        self.failures: list[tuple[MappingOptions, str]] = []
+        self.fingerprints: dict[MappingOptions, str] = {}
+        self.best_s: float | None = None
+        self.default = tuning_db.default_options_for(fn, args)
+        # The oracle chain: reference -> default kernel -> every candidate.
+        default_kernel = fn.compile(*args, target=target, options=self.default)
+        self.want = _as_tuple(default_kernel(*args))
+        why = _mismatch(self.want, _as_tuple(fn(*args, target="reference")))
+        if why is not None:
+            raise TcError(
+                f"cannot tune '{fn.name}': the default kernel disagrees with the reference ({why})",
+                hint="this is a tc_graph bug; please report it with the TC and shapes",
+            )
+        self.default_kernel = default_kernel
+        self.default_s = measure(functools.partial(default_kernel, *self.args))
+        self._payload: Any = None
+
+    def _pool(self) -> cf.Executor:
+        if self.executor is None:
+            self.executor = cf.ProcessPoolExecutor(
+                max_workers=os.cpu_count() or 1,
+                # fork: no re-import of the caller's script (which may lack a main guard)
+                # and no start-up cost; the workers only compile, never run OpenMP code.
+                mp_context=multiprocessing.get_context("fork"),
+            )
+        return self.executor
+
+    def close(self) -> None:
+        if self.own_pool and self.executor is not None:
+            self.executor.shutdown(wait=True, cancel_futures=True)
+            self.executor = None
+
+    def _check_time(self) -> None:
+        if self.deadline is not None and time.monotonic() > self.deadline:
+            raise _Stop
+
+    def _fail(self, c: MappingOptions, why: str) -> None:
+        log.info("discarded %s: %s", c, why)
+        self.failures.append((c, why))
+
+    def __call__(self, candidates: list[MappingOptions]) -> list[float | None]:
+        out: list[float | None] = []
+        try:
+            if self.dask:
+                self._remote(candidates, out)
+            else:
+                self._local(candidates, out)
+        except (KeyboardInterrupt, _Stop):
+            log.info("tuning stopped after %d candidates of this generation", len(out))
+        return out
+
+    def _record(self, out: list[float | None], c: MappingOptions, t: float | None) -> None:
+        out.append(t)
+        if t is not None and (self.best_s is None or t < self.best_s):
+            self.best_s = t
+        self.tick(t is None)
+
+    def _local(self, candidates: list[MappingOptions], out: list[float | None]) -> None:
+        self._check_time()
+        source, entry = self.fn.checked.source, self.fn.name
+        specs = _specs(self.fn, self.args)
+        errors: dict[MappingOptions, str | None] = {self.default: None}
+        todo = [c for c in candidates if c != self.default]
+        for attempt in range(2):
+            jobs: dict[MappingOptions, cf.Future[str | None]] = {}
+            pool = self._pool()
+            broken = False
+            try:
+                for c in todo:
+                    jobs[c] = pool.submit(
+                        compile_job, source, entry, specs, c.to_json(), self.target
+                    )
+                for c, job in jobs.items():
+                    try:
+                        errors[c] = job.result()
+                    except Exception as e:  # a worker died (a compiler crash): c is lost
+                        errors[c] = f"compile failed: {_first_line(e)}"
+                        broken |= isinstance(e, cf.process.BrokenProcessPool)
+            except BaseException:
+                for job in jobs.values():
+                    job.cancel()
+                raise
+            if not (broken and self.own_pool) or attempt:
+                break
+            # A crash takes the whole pool down: a new one tries its victims once more.
+            self.close()
+            todo = [c for c in todo if str(errors[c]).startswith("compile failed: Broken")]
+        for c in candidates:
+            self._check_time()
+            self._record(out, c, self._time_one(c, errors[c]))
+
+    def _time_one(self, c: MappingOptions, error: str | None) -> float | None:
+        if c == self.default:
+            return self.default_s
+        if error is not None:
+            self._fail(c, error)
+            return None
+        try:
+            kernel = _load_kernel(self.fn, self.args, self.target, c)
+            why = _mismatch(_as_tuple(kernel(*self.args)), self.want)
+            if why is not None:
+                self._fail(c, f"wrong output: {why}")
+                return None
+            return measure(lambda: kernel(*self.args), self.best_s)
+        except Exception as e:
+            self._fail(c, f"failed to run: {_first_line(e)}")
+            return None
+
+    def _remote(self, candidates: list[MappingOptions], out: list[float | None]) -> None:
+        self._check_time()
+        assert self.executor is not None
+        if self._payload is None:
+            payload = (self.fn.checked.source, self.fn.name, self.args, self.want)
+            client = getattr(self.executor, "_client", None)
+            try:
+                self._payload = client.scatter(payload, broadcast=True) if client else payload
+            except Exception:  # an executor without a usable client: ship it with each job
+                self._payload = payload
+        jobs = [
+            self.executor.submit(remote_job, self._payload, c.to_json(), self.target, self.best_s)
+            for c in candidates
+        ]
+        try:
+            for c, job in zip(candidates, jobs, strict=True):
+                try:
+                    fingerprint, t, why = job.result()
+                except Exception as e:  # a lost worker
+                    fingerprint, t, why = "", None, f"worker failed: {_first_line(e)}"
+                if why is not None:
+                    self._fail(c, why)
+                self.fingerprints[c] = fingerprint
+                self._record(out, c, t)
+                self._check_time()
+        except BaseException:
+            for job in jobs:
+                job.cancel()
+            raise
+
+    def confirm(self, best: MappingOptions) -> tuple[MappingOptions, float, float]:
+        """The winner against the default, timed again in interleaved rounds: (chosen
+        options, their seconds, the default's seconds). The default stays on a tie."""
+        default_call = functools.partial(self.default_kernel, *self.args)
+        if best == self.default:
+            t = statistics.median(measure(default_call) for _ in range(CONFIRM_ROUNDS))
+            return best, t, t
+        kernel = _load_kernel(self.fn, self.args, self.target, best)
+        call = functools.partial(kernel, *self.args)
+        times: dict[str, list[float]] = {"best": [], "default": []}
+        for r in range(CONFIRM_ROUNDS):
+            order = ("best", "default") if r % 2 == 0 else ("default", "best")
+            for who in order:
+                times[who].append(measure(call if who == "best" else default_call))
+        tb, td = statistics.median(times["best"]), statistics.median(times["default"])
+        return (best, tb, td) if tb < td else (self.default, td, td)
+
+
+# ------------------------------------------------------------------------------ the API
+
+
+@dataclass
+class TuneResult:
+    """What a tuning run found; runtimes in seconds."""
+
+    best: MappingOptions
+    best_s: float
+    default: MappingOptions
+    default_s: float
+    history: list[GenerationStats] = field(default_factory=list)
+    failures: list[tuple[MappingOptions, str]] = field(default_factory=list)
+    evaluated: int = 0
+    interrupted: bool = False
+
+
+@contextmanager
+def _progress_bar(show: bool, total: int, name: str) -> Iterator[Any]:
+    if not show:
+        yield None
+        return
+    from tqdm import tqdm
+
+    with tqdm(total=total, desc=f"tuning {name}", unit="cand", leave=True) as bar:
+        yield bar
+
+
+def _loop_depth(fn: TcFunction, args: Sequence[Any]) -> tuple[list[int], int]:
+    """The problem sizes and the deepest loop nest of the program for these arguments."""
+    program, _, sizes, _ = fn._bind(args)
+    values = [int(v) for v in {**sizes, **program.constants}.values()]
+    depth = max((len(s.iterators) for s in program.statements), default=1)
+    return values, depth
+
+
+def tune(
+    fn: TcFunction,
+    *args: Any,
+    target: str | None = None,
+    generations: int = 10,
+    population: int = 50,
+    seed: int | None = None,
+    executor: cf.Executor | None = None,
+    timeout_s: float | None = None,
+    progress: bool = True,
+) -> TuneResult:
+    """Like `autotune`, with the whole story: runtimes, history per generation, failures."""
+    from .api import TcFunction, _target
+
+    if not isinstance(fn, TcFunction):
+        raise TcError(f"autotune takes a TcFunction (module.name), got {type(fn).__name__}")
+    target = _target(target)
+    if target == "reference":
+        raise TcError("the reference target has no mapping options to tune", hint="use 'cpu'")
+    if generations < 1 or population < 1:
+        raise TcError(
+            f"generations and population must be at least 1, got {generations}, {population}"
+        )
+    deadline = time.monotonic() + timeout_s if timeout_s is not None else None
+    parts = tuning_db.key_parts(fn, args, target)
+    sizes, depth = _loop_depth(fn, args)
+    with _progress_bar(progress, generations * population, fn.name) as bar:
+        failed = [0]
+
+        def tick(fail: bool) -> None:
+            failed[0] += fail
+            if bar is not None:
+                bar.update(1)
+
+        ev = _Evaluator(fn, args, target, executor, deadline, tick)
+        try:
+            seeds = [ev.default]
+            known = tuning_db.best_options(parts)
+            if known is not None and known != ev.default:
+                seeds.append(known)
+            space = search_space(sizes, depth, seeds)
+            search = GeneticSearch(
+                space, population=population, generations=generations, seed=seed, seeds=seeds
+            )
+
+            def on_generation(stats: GenerationStats) -> None:
+                if bar is not None:
+                    # Candidates met before count as done without a tick.
+                    bar.n = min(bar.total, (stats.index + 1) * population)
+                    best = stats.best_so_far_s
+                    bar.set_postfix(
+                        gen=stats.index + 1,
+                        best=f"{best * 1e6:.1f}us" if best is not None else "-",
+                        failed=failed[0],
+                        refresh=True,
+                    )
+
+            try:
+                search.run(ev, on_generation)
+            except KeyboardInterrupt:  # between two candidates: keep what was found
+                search.stopped = True
+            return _finish(fn, args, target, parts, ev, search)
+        finally:
+            ev.close()
+
+
+def _finish(
+    fn: TcFunction,
+    args: Sequence[Any],
+    target: str,
+    parts: dict[str, Any],
+    ev: _Evaluator,
+    search: GeneticSearch,
+) -> TuneResult:
+    """Pick the winner, confirm it against the default, store it, drop stale kernels."""
+    found = search.best
+    evaluated = sum(1 for _ in search.results)
+    if ev.dask:
+        best, best_s = found if found is not None else (ev.default, math.nan)
+        default_s = search.results.get(ev.default) or math.nan
+        by_machine: dict[str, tuple[MappingOptions, float]] = {}
+        for c, t in search.results.items():
+            fp = ev.fingerprints.get(c)
+            if t is not None and fp and (fp not in by_machine or t < by_machine[fp][1]):
+                by_machine[fp] = (c, t)
+        for fp, (c, t) in by_machine.items():
+            d = search.results.get(ev.default) if ev.fingerprints.get(ev.default) == fp else None
+            tuning_db.record(
+                {**parts, "machine": fp},
+                c,
+                t * 1e6,
+                default_us=None if d is None else d * 1e6,
+                evaluated=evaluated,
+            )
+    else:
+        best, best_s, default_s = ev.confirm(found[0] if found is not None else ev.default)
+        tuning_db.record(parts, best, best_s * 1e6, default_us=default_s * 1e6, evaluated=evaluated)
+    # Kernels compiled with options=None before the run may not be the best any more.
+    fn._kernels = {k: v for k, v in fn._kernels.items() if k[1] is not None}
+    return TuneResult(
+        best=best,
+        best_s=best_s,
+        default=ev.default,
+        default_s=default_s,
+        history=search.history,
+        failures=ev.failures,
+        evaluated=evaluated,
+        interrupted=search.stopped,
+    )
+
+
+def autotune(
+    fn: TcFunction,
+    *args: Any,
+    target: str | None = None,
+    generations: int = 10,
+    population: int = 50,
+    seed: int | None = None,
+    executor: cf.Executor | None = None,
+    timeout_s: float | None = None,
+    progress: bool = True,
+) -> MappingOptions:
+    """The fastest mapping options found for `fn` on these arguments (genetic search,
+    TC paper 6.2), checked to compute what the reference computes and stored in the tuning
+    database, so later compiles with options=None use them. `timeout_s` bounds the whole
+    search (it stops after the current candidate, as Ctrl-C does); `executor` compiles
+    the candidates (default: a process pool over the cores), or with a dask.distributed
+    client executor compiles and times them on the workers."""
+    return tune(
+        fn,
+        *args,
+        target=target,
+        generations=generations,
+        population=population,
+        seed=seed,
+        executor=executor,
+        timeout_s=timeout_s,
+        progress=progress,
+    ).best
+
+
+OPTIMIZE_GENERATIONS = 5
+OPTIMIZE_POPULATION = 20
+"""The search of each group in tg.optimize(tune=True): a model has several groups."""
+
+
+@contextmanager
+def tuning_compiles(model: Any, *, progress: bool) -> Iterator[None]:
+    """Within the block, compiling a TcKernel of `model` (an optimized ModelProto) with
+    options=None autotunes it first unless the database knows it: tg.optimize(tune=True)
+    optimizes again inside it, so the tuned options are frozen into the nodes."""
+    from onnx import helper
+
+    pairs = []
+    for node in model.graph.node:
+        attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+        if "source" in attrs and "entry" in attrs:
+            pairs.append((attrs["source"].decode(), attrs["entry"].decode()))
+
+    def run(fn: TcFunction, args: Sequence[Any], target: str) -> MappingOptions:
+        return tune(
+            fn,
+            *args,
+            target=target,
+            generations=OPTIMIZE_GENERATIONS,
+            population=OPTIMIZE_POPULATION,
+            progress=progress,
+        ).best
+
+    with tuning_db.tune_on_compile(pairs, run):
+        yield
+
+
+def plot_history(result: TuneResult | None, path: str) -> None:
+    """Best-so-far and median runtime per generation, as a PNG; with result=None only
+    checks that matplotlib (the optional `plot` extra) is there."""
+    try:
+        from matplotlib.figure import Figure
+    except ImportError:
+        raise TcError(
+            "--plot needs matplotlib, which is not installed", hint='pip install "tc_graph[plot]"'
+        ) from None
+    if result is None:
+        return
+    gens = [h.index + 1 for h in result.history]
+    fig = Figure(figsize=(6, 4))
+    ax = fig.subplots()
+    for label, values in (
+        ("best so far", [h.best_so_far_s for h in result.history]),
+        ("generation median", [h.median_s for h in result.history]),
+    ):
+        ax.plot(gens, [math.nan if v is None else v * 1e6 for v in values], marker="o", label=label)
+    ax.axhline(result.default_s * 1e6, color="grey", linestyle="--", label="default options")
+    ax.set_xlabel("generation")
+    ax.set_ylabel("runtime (µs)")
+    ax.legend()
+    try:
+        fig.savefig(path, dpi=100, bbox_inches="tight")
+    except (OSError, ValueError) as e:
+        raise TcError(f"cannot write {path}: {e}") from None
