@@ -88,7 +88,10 @@ def optimize(
             return optimize(model, force=force, report=report, progress=progress)
     g = Graph.from_model(model)
     groups = candidate_groups(
-        g, translatable=lambda node: tr.translatable(node, g.types, g.constants)
+        g,
+        translatable=lambda node: tr.translatable(
+            node, g.types, g.constants, opset=tr.opset_version(g.model)
+        ),
     )
     chosen: list[tuple[Group, NodeAttrs]] = []
     decisions: list[Decision] = []
@@ -193,7 +196,14 @@ def _evaluate(
 
 def _compile(g: Graph, group: Group, *, name: str) -> _Compiled:
     nodes = [g.node(n) for n in group.nodes]
-    t = tr.translate(nodes, types=g.types, constants=g.constants, outputs=group.outputs, name=name)
+    t = tr.translate(
+        nodes,
+        types=g.types,
+        constants=g.constants,
+        outputs=group.outputs,
+        name=name,
+        opset=tr.opset_version(g.model),
+    )
     added = {p.name: numpy_helper.to_array(p) for p in t.initializers}
     rng = np.random.default_rng(0)
     indices = _index_extents(g, group)

@@ -35,17 +35,26 @@ from ..lang.builtins import resolve as _builtin
 from ..lang.lexer import KEYWORDS
 from ..lang.types import TYPE_NAMES
 
-__all__ = ["TRANSLATABLE", "Translation", "Untranslatable", "translatable", "translate"]
+__all__ = [
+    "TRANSLATABLE",
+    "Translation",
+    "Untranslatable",
+    "opset_version",
+    "translatable",
+    "translate",
+]
 
 ValueType = tuple[np.dtype, tuple[int, ...]]
 
 _FLOAT32 = np.dtype(np.float32)
 # ONNX value dtypes the translations read, with their TC type names.
 _TC_TYPES: dict[np.dtype, str] = {
-    np.dtype(np.float32): "float32",
-    np.dtype(np.int32): "int32",
-    np.dtype(np.int64): "int64",
-}
+    np.dtype(t): np.dtype(t).name
+    for t in (
+        np.float32, np.float64, np.float16, np.int8, np.int16, np.int32, np.int64,
+        np.uint8, np.uint16, np.uint32, np.uint64, np.bool_,
+    )
+}  # fmt: skip
 _INDEX_DTYPES = (np.dtype(np.int32), np.dtype(np.int64))
 
 
@@ -96,7 +105,7 @@ def _template_file(file: str) -> string.Template:
     return string.Template((_operators_dir() / file).read_text(encoding="utf-8"))
 
 
-def _instantiate(op: str, variant: str, **fields: object) -> str:
+def _instantiate(op: str, variant: str, /, **fields: object) -> str:
     """The template of `op`'s `variant` with its fields filled; `${name}` is left for later."""
     file = _table()[op]["templates"][variant]
     try:
@@ -178,7 +187,7 @@ class _Call:
     op: str  # the op type (its table entry gives the def name prefix)
     text: str  # the def's text, with `${name}` still to fill
     args: tuple[str, ...]  # ONNX values passed to it, in parameter order
-    output: str  # the ONNX value it produces
+    outputs: tuple[str, ...]  # the ONNX values it produces, in the def's output order
 
 
 @dataclass
@@ -188,6 +197,7 @@ class _Ctx:
     types: Mapping[str, ValueType]
     constants: Mapping[str, np.ndarray]
     pack_weights: bool = True
+    opset: int | None = None  # the default domain's version, where semantics depend on it
     # original weight name -> (new initializer name, array)
     packed: dict[str, tuple[str, np.ndarray]] = field(default_factory=dict)
 
@@ -212,18 +222,30 @@ class _Ctx:
             )
         return shape
 
-    def check_output(self, node: onnx.NodeProto, shape: tuple[int, ...]) -> str:
+    def check_output(
+        self, node: onnx.NodeProto, shape: tuple[int, ...], dtype: np.dtype = _FLOAT32
+    ) -> str:
         """The node's (single) output, after checking ONNX's type for it against ours."""
         outs = [o for o in node.output if o]
         if len(outs) != 1 or node.output[0] != outs[0]:
             raise Untranslatable(f"{node.op_type} must have exactly one output")
-        dtype, onnx_shape = self.type(outs[0])
-        if dtype != _FLOAT32 or onnx_shape != shape:
-            raise Untranslatable(
-                f"output '{outs[0]}' is typed {dtype.name}{list(onnx_shape)}, but the "
-                f"translation computes float32{list(shape)}"
-            )
+        self.check_type(outs[0], shape, dtype)
         return outs[0]
+
+    def check_type(self, value: str, shape: tuple[int, ...], dtype: np.dtype) -> None:
+        """ONNX's type for a value the translation computes must be the one it computes."""
+        onnx_dtype, onnx_shape = self.type(value)
+        if onnx_dtype != dtype or onnx_shape != shape:
+            raise Untranslatable(
+                f"output '{value}' is typed {onnx_dtype.name}{list(onnx_shape)}, but the "
+                f"translation computes {dtype.name}{list(shape)}"
+            )
+
+    def constant(self, value: str, what: str) -> np.ndarray:
+        """An input that the translation reads as an attribute: it must be a constant."""
+        if value not in self.constants:
+            raise Untranslatable(f"the {what} '{value}' are not a constant")
+        return np.asarray(self.constants[value])
 
     def pack_transposed(self, weight: str) -> str | None:
         """A constant 2-D weight transposed once, ahead of time, under a new name (or None)."""
@@ -247,47 +269,161 @@ def _inputs(node: onnx.NodeProto, low: int, high: int) -> list[str]:
     return list(node.input)
 
 
-def _unary(op: str, node: onnx.NodeProto, ctx: _Ctx) -> _Call:
-    (x,) = _inputs(node, 1, 1)
-    shape = ctx.shape(x, op)
+def _indices(rank: int, prefix: str = "i") -> list[str]:
+    return [f"{prefix}{j}" for j in range(rank)]
+
+
+def _sizes(rank: int) -> list[str]:
+    return [f"D{j}" for j in range(rank)]
+
+
+def _tc_type(dtype: np.dtype) -> str:
+    name = _TC_TYPES.get(np.dtype(dtype))
+    if name is None:
+        raise Untranslatable(f"dtype {np.dtype(dtype).name} has no TC type")
+    return name
+
+
+def _attr_fields(op: str, at: Mapping[str, Any]) -> dict[str, str]:
+    """The table's numeric attributes of `op` (with their defaults) as TC literals."""
+    return {k: _lit(float(at.get(k, d))) for k, d in _table()[op].get("attrs", {}).items()}
+
+
+def _expression(op: str, at: Mapping[str, Any]) -> string.Template:
+    """The table's element expression of an elementwise op, for the node's attributes."""
+    entry = _table()[op]
+    expr = entry["expr"]
+    if isinstance(expr, dict):
+        choice = str(at.get(entry["variant"], next(iter(expr))))
+        if choice not in expr:
+            raise Untranslatable(f"{entry['variant']}={choice!r}")
+        expr = expr[choice]
+    return string.Template(expr)
+
+
+def _elementwise_call(
+    op: str,
+    node: onnx.NodeProto,
+    ctx: _Ctx,
+    operands: Sequence[str],
+    expr: Callable[[list[str]], str],
+    *,
+    scalars: Sequence[str] = (),
+) -> _Call:
+    """One elementwise def over broadcast operands (lets x0, x1, ... name their elements)
+    and 0-d scalar inputs (read by name); `expr` builds the result from the let names."""
+    shapes = [ctx.shape(v, op) for v in operands]
+    try:
+        shape = tuple(np.broadcast_shapes(*shapes))
+    except ValueError:
+        raise Untranslatable(
+            f"shapes {', '.join(str(list(s)) for s in shapes)} do not broadcast"
+        ) from None
     out = ctx.check_output(node, shape)
-    dims = [f"D{j}" for j in range(len(shape))]
-    idx = [f"i{j}" for j in range(len(shape))]
+    params, lets, names = [], [], []
+    for k, s in enumerate(shapes):
+        dims, idx = _broadcast(s, shape)
+        params.append(f"{_decl('float32', dims)} X{k}")
+        lets.append(f"x{k} = {_ref(f'X{k}', idx)}")
+        names.append(f"x{k}")
+    for k, v in enumerate(scalars):
+        if ctx.shape(v, op) != ():
+            raise Untranslatable(f"'{v}' is not a scalar")
+        params.append(f"float32 s{k}")
     text = _instantiate(
-        op, "default", X=_decl("float32", dims), Xr=_ref("X", idx), Y=_ref("Y", idx)
+        op,
+        "default",
+        op=op,
+        params=", ".join(params),
+        Y=_ref("Y", _indices(len(shape))),
+        expr=expr(names),
+        lets=", ".join(lets),
     )
-    return _Call(op, text, (x,), out)
+    return _Call(op, text, (*operands, *scalars), (out,))
 
 
-def _relu(node: onnx.NodeProto, ctx: _Ctx) -> _Call:
-    return _unary("Relu", node, ctx)
+def _elementwise(node: onnx.NodeProto, ctx: _Ctx) -> _Call:
+    """Ops whose table entry gives the expression: one, two or any number of operands."""
+    op = node.op_type
+    entry = _table()[op]
+    arity = entry["arity"]
+    at = _attrs(node)
+    fields = _attr_fields(op, at)
+    template = _expression(op, at)
+    if arity == "variadic":
+        ins = _inputs(node, 1, 1 << 16)
+        if not all(ins):
+            raise Untranslatable(f"{op} with a missing input")
+
+        def fold(names: list[str]) -> str:
+            acc = names[0]
+            for name in names[1:]:
+                acc = f"({template.substitute(a=acc, b=name)})"
+            if "post" in entry:
+                acc = string.Template(entry["post"]).substitute(y=acc, n=_lit(len(names)))
+            return acc
+
+        return _elementwise_call(op, node, ctx, ins, fold)
+    ins = _inputs(node, arity, arity)
+    if arity == 1:
+        return _elementwise_call(
+            op, node, ctx, ins, lambda n: template.substitute(x=n[0], **fields)
+        )
+    return _elementwise_call(
+        op, node, ctx, ins, lambda n: template.substitute(a=n[0], b=n[1], **fields)
+    )
+
+
+def _clip(node: onnx.NodeProto, ctx: _Ctx) -> _Call:
+    """Clip: bounds from attributes (opset < 11) or optional inputs, each possibly absent;
+    a bound that is a runtime input is passed as a 0-d parameter."""
+    ins = _inputs(node, 1, 3)
+    at = _attrs(node)
+    bounds: list[str | None] = []
+    scalars: list[str] = []
+    for k, (attr, default) in enumerate((("min", -math.inf), ("max", math.inf))):
+        if k + 1 < len(ins) and ins[k + 1]:
+            v = ins[k + 1]
+            if v in ctx.constants:
+                bounds.append(_lit(float(ctx.constant(v, "bound"))))
+            else:
+                bounds.append(f"s{len(scalars)}")
+                scalars.append(v)
+        else:
+            value = float(at.get(attr, default))
+            bounds.append(None if math.isinf(value) else _lit(value))
+
+    def expr(names: list[str]) -> str:
+        (x,) = names
+        lo, hi = bounds
+        if lo is not None:
+            x = f"({x} < {lo} ? {lo} : {x})"
+        if hi is not None:
+            x = f"({x} > {hi} ? {hi} : {x})"
+        return x
+
+    return _elementwise_call("Clip", node, ctx, ins[:1], expr, scalars=scalars)
+
+
+def _copy_call(op: str, node: onnx.NodeProto, ctx: _Ctx, x: str) -> _Call:
+    """An identity copy of any TC dtype (Identity, a reduction over no axes)."""
+    dtype, shape = ctx.type(x)
+    ctx.shape(x, op)
+    out = ctx.check_output(node, shape, dtype)
+    dims, idx = _sizes(len(shape)), _indices(len(shape))
+    text = _instantiate(
+        "Identity",
+        "default",
+        X=_decl(_tc_type(dtype), dims),
+        Xr=_ref("X", idx),
+        Y=_ref("Y", idx),
+    )
+    return _Call("Identity", text, (x,), (out,))
 
 
 def _identity(node: onnx.NodeProto, ctx: _Ctx) -> _Call:
-    return _unary("Identity", node, ctx)
-
-
-def _add(node: onnx.NodeProto, ctx: _Ctx) -> _Call:
-    a, b = _inputs(node, 2, 2)
-    sa, sb = ctx.shape(a, "Add"), ctx.shape(b, "Add")
-    try:
-        shape = tuple(np.broadcast_shapes(sa, sb))
-    except ValueError:
-        raise Untranslatable(f"shapes {list(sa)} and {list(sb)} do not broadcast") from None
-    out = ctx.check_output(node, shape)
-    da, ia = _broadcast(sa, shape)
-    db, ib = _broadcast(sb, shape)
-    idx = [f"i{j}" for j in range(len(shape))]
-    text = _instantiate(
-        "Add",
-        "default",
-        A=_decl("float32", da),
-        B=_decl("float32", db),
-        Ar=_ref("A", ia),
-        Br=_ref("B", ib),
-        C=_ref("C", idx),
-    )
-    return _Call("Add", text, (a, b), out)
+    (x,) = _inputs(node, 1, 1)
+    return _copy_call("Identity", node, ctx, x)
 
 
 def _matmul(node: onnx.NodeProto, ctx: _Ctx) -> _Call:
@@ -325,7 +461,7 @@ def _matmul(node: onnx.NodeProto, ctx: _Ctx) -> _Call:
         Br=_ref("B", ib),
         Y=_ref("Y", y_idx),
     )
-    return _Call("MatMul", text, (a, b), out)
+    return _Call("MatMul", text, (a, b), (out,))
 
 
 def _gemm(node: onnx.NodeProto, ctx: _Ctx) -> _Call:
@@ -356,7 +492,7 @@ def _gemm(node: onnx.NodeProto, ctx: _Ctx) -> _Call:
         "alpha": alpha_text,
     }
     if not c or beta == 0.0:  # ONNX: beta * C is dropped with beta = 0 (onnxruntime too)
-        return _Call("Gemm", _instantiate("Gemm", "nobias", **fields), (a, b), out)
+        return _Call("Gemm", _instantiate("Gemm", "nobias", **fields), (a, b), (out,))
     sc = ctx.shape(c, "Gemm")
     if len(sc) > 2 or any(d not in (1, o) for d, o in zip(sc[::-1], (n, m), strict=False)):
         raise Untranslatable(f"C of shape {list(sc)} does not broadcast to {[m, n]}")
@@ -368,12 +504,13 @@ def _gemm(node: onnx.NodeProto, ctx: _Ctx) -> _Call:
     text = _instantiate(
         "Gemm", "bias", C=_decl("float32", dc), Cr=beta_text + _ref("C", ic), **fields
     )
-    return _Call("Gemm", text, (a, b, c), out)
+    return _Call("Gemm", text, (a, b, c), (out,))
 
 
 def _gather(node: onnx.NodeProto, ctx: _Ctx) -> _Call:
     x, i = _inputs(node, 2, 2)
     sx = ctx.shape(x, "Gather")
+    dtype = ctx.type(x)[0]
     idtype, si = ctx.type(i)
     if idtype not in _INDEX_DTYPES:
         raise Untranslatable(f"indices '{i}' have dtype {idtype.name}; Gather takes int32/int64")
@@ -382,7 +519,7 @@ def _gather(node: onnx.NodeProto, ctx: _Ctx) -> _Call:
     axis = _normalize_axis(int(_attrs(node).get("axis", 0)), len(sx), "axis")
     extent = sx[axis]
     shape = sx[:axis] + si + sx[axis + 1 :]
-    out = ctx.check_output(node, shape)
+    out = ctx.check_output(node, shape, dtype)
     # ONNX allows negative indices (-N..-1 count from the end). Unless the indices are a
     # constant without negative values, the subscript maps them with a select: a subscript
     # is checked on its final value, so an index outside [-N, N) is still reported.
@@ -408,48 +545,56 @@ def _gather(node: onnx.NodeProto, ctx: _Ctx) -> _Call:
             if negative
             else "none, the indices are a constant without negative values"
         ),
-        X=_decl("float32", [f"D{j}" for j in range(len(sx))]),
+        X=_decl(_tc_type(dtype), [f"D{j}" for j in range(len(sx))]),
         I=_decl(_TC_TYPES[idtype], [f"J{t}" for t in range(len(si))]),
         Ir=_ref("I", [f"j{t}" for t in range(len(si))]),
         x_idx=", ".join(x_idx),
         Y=_ref("Y", y_idx),
     )
-    return _Call("Gather", text, (x, i), out)
+    return _Call("Gather", text, (x, i), (out,))
 
 
-def _reduce_sum(node: onnx.NodeProto, ctx: _Ctx) -> _Call:
-    ins = _inputs(node, 1, 2)
-    x = ins[0]
-    sx = ctx.shape(x, "ReduceSum")
+def _reduce_axes(node: onnx.NodeProto, ctx: _Ctx, rank: int) -> set[int]:
+    """The axes a Reduce* node reduces: attribute (older opsets) or constant input."""
+    ins = list(node.input)
     at = _attrs(node)
-    keepdims = int(at.get("keepdims", 1))
-    if "axes" in at:  # opset < 13: an attribute
+    if "axes" in at:
         axes: list[int] = [int(a) for a in at["axes"]]
-    elif len(ins) > 1 and ins[1]:  # opset >= 13: an input, which must be a constant
-        if ins[1] not in ctx.constants:
-            raise Untranslatable(f"the axes '{ins[1]}' are not a constant")
-        axes = [int(a) for a in np.asarray(ctx.constants[ins[1]]).ravel()]
+    elif len(ins) > 1 and ins[1]:
+        axes = [int(a) for a in ctx.constant(ins[1], "axes").ravel()]
     else:
         axes = []
-    if not axes and int(at.get("noop_with_empty_axes", 0)):
-        axes_set: set[int] = set()
-    elif not axes:
-        axes_set = set(range(len(sx)))
+    if not axes:
+        return set() if int(at.get("noop_with_empty_axes", 0)) else set(range(rank))
+    axes_set = {_normalize_axis(a, rank, "axis") for a in axes}
+    if len(axes_set) != len(axes):
+        raise Untranslatable(f"repeated axes {axes}")
+    return axes_set
+
+
+def _reduce(node: onnx.NodeProto, ctx: _Ctx) -> _Call:
+    """Reduce* and the global pools, from the table's reducer, pre- and post-expression."""
+    op = node.op_type
+    entry = _table()[op]
+    if op.startswith("Global"):
+        (x,) = _inputs(node, 1, 1)
+        sx = ctx.shape(x, op)
+        if len(sx) < 3:
+            raise Untranslatable(f"{op} of rank {len(sx)}: needs (N, C, spatial...)")
+        axes_set, keepdims = set(range(2, len(sx))), 1
     else:
-        axes_set = {_normalize_axis(a, len(sx), "axis") for a in axes}
-        if len(axes_set) != len(axes):
-            raise Untranslatable(f"repeated axes {axes}")
+        x = _inputs(node, 1, 2)[0]
+        sx = ctx.shape(x, op)
+        axes_set = _reduce_axes(node, ctx, len(sx))
+        keepdims = int(_attrs(node).get("keepdims", 1))
+    if not axes_set:  # nothing to reduce: a copy, unless the op maps each element
+        if "pre" in entry or "post" in entry:
+            raise Untranslatable(f"{op} over no axes")
+        return _copy_call(op, node, ctx, x)
     shape = tuple(
         1 if j in axes_set else d for j, d in enumerate(sx) if keepdims or j not in axes_set
     )
     out = ctx.check_output(node, shape)
-    dims = [f"D{j}" for j in range(len(sx))]
-    if not axes_set:  # nothing to reduce: a copy
-        idx = [f"i{j}" for j in range(len(sx))]
-        text = _instantiate(
-            "ReduceSum", "noop", X=_decl("float32", dims), Xr=_ref("X", idx), Y=_ref("Y", idx)
-        )
-        return _Call("Identity", text, (x,), out)
     x_idx = [f"k{j}" if j in axes_set else f"i{j}" for j in range(len(sx))]
     y_idx = [
         (f"r{j}" if j in axes_set else f"i{j}")
@@ -457,36 +602,48 @@ def _reduce_sum(node: onnx.NodeProto, ctx: _Ctx) -> _Call:
         if keepdims or j not in axes_set
     ]
     kept = [f"r{j} in 0:1" for j in sorted(axes_set)] if keepdims else []
+    y = _ref("Y", y_idx)
+    count = math.prod(sx[j] for j in axes_set)
+    post = ""
+    if "post" in entry:
+        if count == 0:
+            raise Untranslatable(f"{op} over an empty set")
+        expr = string.Template(entry["post"]).substitute(y=y, count=_lit(count))
+        post = f"  {y} = {expr}\n"
     text = _instantiate(
-        "ReduceSum",
+        op,
         "default",
+        op=op,
         axes=sorted(axes_set),
-        X=_decl("float32", dims),
+        X=_decl("float32", _sizes(len(sx))),
         Xr=_ref("X", x_idx),
-        Y=_ref("Y", y_idx),
-        where=f" where {', '.join(kept)}" if kept else "",
+        Y=y,
+        reducer=entry["reducer"],
+        pre=string.Template(entry.get("pre", "${x}")).substitute(x="x"),
+        ranges="".join(f", {r}" for r in kept),
+        post=post,
     )
-    # The axes input is attribute-like: it is part of the TC, not an argument.
-    return _Call("ReduceSum", text, (x,), out)
+    return _Call(op, text, (x,), (out,))
 
 
 def _transpose(node: onnx.NodeProto, ctx: _Ctx) -> _Call:
     (x,) = _inputs(node, 1, 1)
     sx = ctx.shape(x, "Transpose")
+    dtype = ctx.type(x)[0]
     rank = len(sx)
     perm = [int(p) for p in _attrs(node).get("perm", range(rank - 1, -1, -1))]
     if sorted(perm) != list(range(rank)):
         raise Untranslatable(f"perm {perm} is not a permutation of the {rank} axes")
-    out = ctx.check_output(node, tuple(sx[p] for p in perm))
+    out = ctx.check_output(node, tuple(sx[p] for p in perm), dtype)
     text = _instantiate(
         "Transpose",
         "default",
         perm=perm,
-        X=_decl("float32", [f"D{j}" for j in range(rank)]),
+        X=_decl(_tc_type(dtype), [f"D{j}" for j in range(rank)]),
         Xr=_ref("X", [f"i{j}" for j in range(rank)]),
         Y=_ref("Y", [f"i{p}" for p in perm]),
     )
-    return _Call("Transpose", text, (x,), out)
+    return _Call("Transpose", text, (x,), (out,))
 
 
 def _concat(node: onnx.NodeProto, ctx: _Ctx) -> _Call:
@@ -494,6 +651,10 @@ def _concat(node: onnx.NodeProto, ctx: _Ctx) -> _Call:
     if not ins or not all(ins):
         raise Untranslatable("Concat with no inputs or a missing input")
     shapes = [ctx.shape(v, "Concat") for v in ins]
+    dtypes = {ctx.type(v)[0] for v in ins}
+    if len(dtypes) != 1:
+        raise Untranslatable("Concat of different dtypes")
+    (dtype,) = dtypes
     rank = len(shapes[0])
     if rank == 0:
         raise Untranslatable("Concat of 0-d tensors")
@@ -503,13 +664,13 @@ def _concat(node: onnx.NodeProto, ctx: _Ctx) -> _Call:
             raise Untranslatable(f"Concat of shapes {[list(s) for s in shapes]} along {axis}")
     shape = list(shapes[0])
     shape[axis] = sum(s[axis] for s in shapes)
-    out = ctx.check_output(node, tuple(shape))
+    out = ctx.check_output(node, tuple(shape), dtype)
     params, statements = [], []
     y = _ref("Y", [f"i{j}" for j in range(rank)])
     for k in range(len(ins)):
         dims = [f"D{j}" for j in range(rank)]
         dims[axis] = f"C{k}"
-        params.append(f"{_decl('float32', dims)} X{k}")
+        params.append(f"{_decl(_tc_type(dtype), dims)} X{k}")
         idx = [f"i{j}" for j in range(rank)]
         if k:
             offset = " + ".join(f"C{t}" for t in range(k))
@@ -522,7 +683,7 @@ def _concat(node: onnx.NodeProto, ctx: _Ctx) -> _Call:
         params=", ".join(params),
         statements="\n".join(statements),
     )
-    return _Call("Concat", text, tuple(ins), out)
+    return _Call("Concat", text, tuple(ins), (out,))
 
 
 def _conv_pads(at: dict[str, Any], size: Sequence[int], kernel: Sequence[int], stride, dilation):
@@ -627,20 +788,433 @@ def _conv(node: onnx.NodeProto, ctx: _Ctx) -> _Call:
         ih=f"{_scaled(strides[0], 'oh')} + {_scaled(dilations[0], 'kh')}",
         iw=f"{_scaled(strides[1], 'ow')} + {_scaled(dilations[1], 'kw')}",
     )
-    return _Call("Conv", text, args, out)
+    return _Call("Conv", text, args, (out,))
+
+
+def _remap(src: tuple[int, ...], dst: tuple[int, ...]) -> list[str]:
+    """Subscripts into a row-major tensor of shape `src` that read element (i0, i1, ...) of
+    the same elements seen as shape `dst`.
+
+    Dimensions of size 1 are dropped, the rest are matched in runs whose products agree:
+    within a run, the output indices make one linear index, and each input dimension
+    reads it back with / and % by constants (a run of one dimension on each side is a
+    plain index). So Squeeze, Unsqueeze, Flatten and most Reshapes stay affine.
+    """
+    subs = ["0"] * len(src)
+    s_dims = [j for j, d in enumerate(src) if d != 1]
+    d_dims = [j for j, d in enumerate(dst) if d != 1]
+    si = di = 0
+    while si < len(s_dims) or di < len(d_dims):
+        s_run, d_run = [s_dims[si]], [d_dims[di]]
+        si, di = si + 1, di + 1
+        ps, pd = src[s_run[0]], dst[d_run[0]]
+        while ps != pd:
+            if ps < pd:
+                s_run.append(s_dims[si])
+                ps *= src[s_dims[si]]
+                si += 1
+            else:
+                d_run.append(d_dims[di])
+                pd *= dst[d_dims[di]]
+                di += 1
+        terms, stride = [], 1
+        for j in reversed(d_run):
+            terms.append(_scaled(stride, f"i{j}"))
+            stride *= dst[j]
+        flat = " + ".join(reversed(terms))
+        if len(s_run) == 1:
+            subs[s_run[0]] = flat
+            continue
+        flat = f"({flat})" if len(d_run) > 1 else flat
+        stride = ps
+        for pos, j in enumerate(s_run):
+            stride //= src[j]
+            sub = flat if stride == 1 else f"{flat} / {stride}"
+            if pos:
+                sub = f"({sub}) % {src[j]}" if stride != 1 else f"{sub} % {src[j]}"
+            subs[j] = sub
+    return subs
+
+
+def _reshape(node: onnx.NodeProto, ctx: _Ctx) -> _Call:
+    """Reshape, Flatten, Squeeze, Unsqueeze: the output's static type gives the shape, so
+    the shape or axes input is not read (it need not even be a constant)."""
+    op = node.op_type
+    x = _inputs(node, 1, 2)[0]
+    sx = ctx.shape(x, op)
+    dtype = ctx.type(x)[0]
+    outs = [o for o in node.output if o]
+    if len(outs) != 1:
+        raise Untranslatable(f"{op} must have exactly one output")
+    shape = ctx.type(outs[0])[1]
+    if math.prod(sx) != math.prod(shape):
+        raise Untranslatable(f"{op} from {list(sx)} to {list(shape)}: the sizes differ")
+    if math.prod(sx) == 0:
+        raise Untranslatable(f"{op} of an empty tensor")
+    out = ctx.check_output(node, shape, dtype)
+    y_idx = _indices(len(shape))
+    ranges = ", ".join(f"i{j} in 0:{d}" for j, d in enumerate(shape))
+    text = _instantiate(
+        op,
+        "default",
+        op=op,
+        shape=list(shape),
+        X=_decl(_tc_type(dtype), _sizes(len(sx))),
+        Xr=_ref("X", _remap(sx, shape)),
+        Y=_ref("Y", y_idx),
+        ranges=f" where {ranges}" if ranges else "",
+    )
+    return _Call(op, text, (x,), (out,))
+
+
+def _cast(node: onnx.NodeProto, ctx: _Ctx) -> _Call:
+    (x,) = _inputs(node, 1, 1)
+    sx = ctx.shape(x, "Cast")
+    to = int(_attrs(node).get("to", 0))
+    try:
+        target = np.dtype(helper.tensor_dtype_to_np_dtype(to))
+    except Exception:
+        raise Untranslatable(f"Cast to ONNX type {to}") from None
+    if target not in _TC_TYPES or target.kind == "V":
+        raise Untranslatable(f"Cast to {target.name}: no TC type")
+    out = ctx.check_output(node, sx, target)
+    idx = _indices(len(sx))
+    text = _instantiate(
+        "Cast",
+        "default",
+        to=_tc_type(target),
+        X=_decl(_tc_type(ctx.type(x)[0]), _sizes(len(sx))),
+        Xr=_ref("X", idx),
+        Y=_ref("Y", idx),
+    )
+    return _Call("Cast", text, (x,), (out,))
+
+
+def _dropout(node: onnx.NodeProto, ctx: _Ctx) -> _Call:
+    """Dropout at inference is the identity (its mask all true); training is refused."""
+    ins = _inputs(node, 1, 3)
+    at = _attrs(node)
+    if "is_test" in at and not int(at["is_test"]):
+        raise Untranslatable("Dropout with is_test=0 (training)")
+    if len(ins) > 2 and ins[2]:
+        if bool(np.asarray(ctx.constant(ins[2], "training_mode")).any()):
+            raise Untranslatable("Dropout in training mode")
+    x = ins[0]
+    sx = ctx.shape(x, "Dropout")
+    dtype = ctx.type(x)[0]
+    y = node.output[0] if node.output else ""
+    if not y:
+        raise Untranslatable("Dropout without its output")
+    ctx.check_type(y, sx, dtype)
+    mask = node.output[1] if len(node.output) > 1 else ""
+    idx = _indices(len(sx))
+    mask_text = ""
+    if mask:
+        ctx.check_type(mask, sx, np.dtype(np.bool_))
+        mask_text = f"  {_ref('M', idx)} = bool(1) where exists {_ref('X', idx)}\n"
+    text = _instantiate(
+        "Dropout",
+        "default",
+        mask_doc=", its mask all true" if mask else "",
+        outputs="Y, M" if mask else "Y",
+        X=_decl(_tc_type(dtype), _sizes(len(sx))),
+        Xr=_ref("X", idx),
+        Y=_ref("Y", idx),
+        mask=mask_text,
+    )
+    return _Call("Dropout", text, (x,), (y, mask) if mask else (y,))
+
+
+def _softmax(node: onnx.NodeProto, ctx: _Ctx) -> _Call:
+    """Softmax and LogSoftmax: opset < 13 normalizes over every axis from `axis` on (the
+    input flattened to 2-D there, default axis 1), opset >= 13 over `axis` alone (-1)."""
+    op = node.op_type
+    (x,) = _inputs(node, 1, 1)
+    sx = ctx.shape(x, op)
+    if ctx.opset is None:
+        raise Untranslatable(f"{op}'s axes depend on the opset, which is not known")
+    rank = len(sx)
+    if rank == 0:
+        raise Untranslatable(f"{op} of a 0-d tensor")
+    at = _attrs(node)
+    if ctx.opset < 13:
+        axis = _normalize_axis(int(at.get("axis", 1)), rank, "axis")
+        axes = set(range(axis, rank))
+    else:
+        axes = {_normalize_axis(int(at.get("axis", -1)), rank, "axis")}
+    if math.prod(sx) == 0:
+        raise Untranslatable(f"{op} of an empty tensor")
+    out = ctx.check_output(node, sx)
+    all_idx = _indices(rank)
+    k_idx = [f"k{j}" if j in axes else f"i{j}" for j in range(rank)]
+    outer = ", ".join(f"i{j}" for j in range(rank) if j not in axes)
+    fields = {"all": ", ".join(all_idx), "outer": outer, "Xi": _ref("X", all_idx)}
+    text = _instantiate(
+        op,
+        "default",
+        op=op,
+        axes=sorted(axes),
+        X=_decl("float32", _sizes(rank)),
+        Xk=_ref("X", k_idx),
+        Xi=fields["Xi"],
+        ek=", ".join(k_idx),
+        Y=_ref("Y", all_idx),
+        result=string.Template(_table()[op]["result"]).substitute(fields),
+        **{k: v for k, v in fields.items() if k != "Xi"},
+    )
+    # 0-d temporaries (every axis reduced) are written without parentheses.
+    text = text.replace("mx()", "mx").replace("s()", "s")
+    return _Call(op, text, (x,), (out,))
+
+
+def _pool_geometry(
+    at: Mapping[str, Any], size: Sequence[int]
+) -> tuple[list[int], list[int], list[int], list[int], list[int]]:
+    """kernel, strides, dilations, pads before, output sizes of a pooling node."""
+    n = len(size)
+    kernel = [int(k) for k in at.get("kernel_shape", ())]
+    if len(kernel) != n:
+        raise Untranslatable(f"kernel_shape {kernel} for {n} spatial dimensions")
+    strides = [int(v) for v in at.get("strides", [1] * n)]
+    dilations = [int(v) for v in at.get("dilations", [1] * n)]
+    if len(strides) != n or len(dilations) != n or min(strides + dilations) < 1:
+        raise Untranslatable(f"strides {strides} / dilations {dilations}")
+    ceil_mode = int(at.get("ceil_mode", 0))
+    auto_pad = at.get("auto_pad", "NOTSET")
+    span = [(k - 1) * d + 1 for k, d in zip(kernel, dilations, strict=True)]
+    if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+        outs = [-(-d // s) for d, s in zip(size, strides, strict=True)]
+        begin = []
+        for d, o, s, w in zip(size, outs, strides, span, strict=True):
+            total = max((o - 1) * s + w - d, 0)
+            begin.append(total // 2 if auto_pad == "SAME_UPPER" else total - total // 2)
+        return kernel, strides, dilations, begin, outs
+    if auto_pad == "VALID":
+        pads = [0] * (2 * n)
+    elif auto_pad == "NOTSET":
+        pads = [int(p) for p in at.get("pads", [0] * (2 * n))]
+        if len(pads) != 2 * n or min(pads) < 0:
+            raise Untranslatable(f"pads {pads}")
+    else:
+        raise Untranslatable(f"auto_pad {auto_pad!r}")
+    outs = []
+    for j in range(n):
+        room = size[j] + pads[j] + pads[n + j] - span[j]
+        o = (-(-room // strides[j]) if ceil_mode else room // strides[j]) + 1
+        if ceil_mode and (o - 1) * strides[j] >= size[j] + pads[j]:
+            o -= 1  # a last window that would start in the end padding is dropped
+        outs.append(o)
+    return kernel, strides, dilations, pads[:n], outs
+
+
+def _pool(node: onnx.NodeProto, ctx: _Ctx) -> _Call:
+    """MaxPool and AveragePool over any number of spatial dimensions. A window position
+    outside the input is skipped by a select (its read clamped, since subscripts are
+    checked whatever guards them); AveragePool divides by the count of positions inside
+    the input, or inside the padded input with count_include_pad, computed by a second
+    reduction over the windows when padding or ceil_mode make it vary."""
+    op = node.op_type
+    (x,) = _inputs(node, 1, 1)
+    sx = ctx.shape(x, op)
+    if len(sx) < 3:
+        raise Untranslatable(f"{op} of rank {len(sx)}: needs (N, C, spatial...)")
+    at = _attrs(node)
+    if int(at.get("storage_order", 0)):
+        raise Untranslatable("storage_order=1")
+    if op == "MaxPool" and len([o for o in node.output if o]) != 1:
+        raise Untranslatable("MaxPool's Indices output")
+    size = sx[2:]
+    n = len(size)
+    kernel, strides, dilations, begin, outs = _pool_geometry(at, size)
+    if min(outs) < 1 or math.prod(sx) == 0:
+        raise Untranslatable(f"{op} with an empty output")
+    out = ctx.check_output(node, (*sx[:2], *outs))
+    pos = [
+        f"{_scaled(s, f'o{j}')}{f' - {b}' if b else ''} + {_scaled(d, f'k{j}')}"
+        for j, (s, b, d) in enumerate(zip(strides, begin, dilations, strict=True))
+    ]
+    last = [
+        (o - 1) * s - b + (k - 1) * d
+        for o, s, b, k, d in zip(outs, strides, begin, kernel, dilations, strict=True)
+    ]
+
+    def within(lo: Sequence[int], hi: Sequence[int]) -> list[str]:
+        """The tests that keep each position in [lo, hi), where some window leaves it."""
+        tests = []
+        for j, p in enumerate(pos):
+            if -begin[j] < lo[j]:
+                tests.append(f"{p} >= {lo[j]}")
+            if last[j] >= hi[j]:
+                tests.append(f"{p} < {hi[j]}")
+        return tests
+
+    inside = within([0] * n, size)
+    subs = [f"min(max({p}, 0), {size[j] - 1})" if inside else p for j, p in enumerate(pos)]
+    o_idx = [f"o{j}" for j in range(n)]
+    xr = _ref("X", ["n", "c", *subs])
+    yr = _ref("Y", ["n", "c", *o_idx])
+    ranges = ", ".join(
+        [f"o{j} in 0:{o}" for j, o in enumerate(outs)]
+        + [f"k{j} in 0:{k}" for j, k in enumerate(kernel)]
+    )
+    cond = " && ".join(inside)
+    if op == "MaxPool":
+        low = "-3.4028234663852886e38"  # the lowest float32: TC has no infinity literal
+        value = f"{cond} ? {xr} : {low}" if cond else xr
+        lines = [f"  {yr} max=! {value}\n      where {ranges}"]
+        window = "Positions outside the input read the lowest float32."
+    else:
+        value = f"{cond} ? {xr} : 0.0" if cond else xr
+        lines = [f"  {yr} +=! {value}\n      where {ranges}"]
+        if int(at.get("count_include_pad", 0)):
+            if at.get("auto_pad", "NOTSET") != "NOTSET":
+                raise Untranslatable("count_include_pad with auto_pad")
+            pads = [int(p) for p in at.get("pads", [0] * (2 * n))]
+            counted = within(
+                [-b for b in begin], [d + e for d, e in zip(size, pads[n:], strict=True)]
+            )
+            window = "The divisor counts the padding as well."
+        else:
+            counted = inside
+            window = "The divisor counts the positions inside the input."
+        if counted:
+            cnt = _ref("cnt", o_idx)
+            lines.insert(0, f"  {cnt} +=! {' && '.join(counted)} ? 1.0 : 0.0\n      where {ranges}")
+            lines.append(f"  {yr} = {yr} / {cnt}")
+        else:
+            lines.append(f"  {yr} = {yr} / {_lit(math.prod(kernel))}")
+    text = _instantiate(
+        op,
+        "default",
+        op=op,
+        kernel=kernel,
+        strides=strides,
+        dilations=dilations,
+        pads_begin=begin,
+        window=window,
+        X=_decl("float32", ["N", "C", *(f"S{j}" for j in range(n))]),
+        statements="\n".join(lines),
+    )
+    return _Call(op, text, (x,), (out,))
+
+
+def _batch_norm(node: onnx.NodeProto, ctx: _Ctx) -> _Call:
+    ins = _inputs(node, 5, 5)
+    at = _attrs(node)
+    if int(at.get("training_mode", 0)) or len([o for o in node.output if o]) != 1:
+        raise Untranslatable("BatchNormalization in training mode (more than one output)")
+    if not int(at.get("spatial", 1)):
+        raise Untranslatable("BatchNormalization with spatial=0")
+    x = ins[0]
+    sx = ctx.shape(x, "BatchNormalization")
+    if len(sx) < 2:
+        raise Untranslatable("BatchNormalization of rank < 2")
+    for v in ins[1:]:
+        if ctx.shape(v, "BatchNormalization") != (sx[1],):
+            raise Untranslatable(f"'{v}' is not of shape [{sx[1]}]")
+    out = ctx.check_output(node, sx)
+    idx = ["n", "c", *_indices(len(sx))[2:]]
+    text = _instantiate(
+        "BatchNormalization",
+        "default",
+        epsilon=_lit(float(at.get("epsilon", 1e-5))),
+        X=_decl("float32", ["N", "C", *_sizes(len(sx))[2:]]),
+        Xr=_ref("X", idx),
+        Y=_ref("Y", idx),
+    )
+    return _Call("BatchNormalization", text, tuple(ins), (out,))
+
+
+def _layer_norm(node: onnx.NodeProto, ctx: _Ctx) -> _Call:
+    """LayerNormalization over the axes from `axis` on, with its optional Mean and
+    InvStdDev outputs (shape: the input's, reduced axes kept as 1)."""
+    op = "LayerNormalization"
+    ins = _inputs(node, 2, 3)
+    at = _attrs(node)
+    x = ins[0]
+    sx = ctx.shape(x, op)
+    rank = len(sx)
+    if rank == 0:
+        raise Untranslatable(f"{op} of a 0-d tensor")
+    axis = _normalize_axis(int(at.get("axis", -1)), rank, "axis")
+    axes = range(axis, rank)
+    count = math.prod(sx[axis:])
+    if count == 0 or math.prod(sx) == 0:
+        raise Untranslatable(f"{op} of an empty tensor")
+    outputs = list(node.output) + [""] * (3 - len(node.output))
+    if not outputs[0]:
+        raise Untranslatable(f"{op} without its output Y")
+    ctx.check_type(outputs[0], sx, _FLOAT32)
+    stat_shape = tuple(d if j < axis else 1 for j, d in enumerate(sx))
+    for v in outputs[1:]:
+        if v:
+            ctx.check_type(v, stat_shape, _FLOAT32)
+    all_idx = _indices(rank)
+    k_idx = [f"k{j}" if j >= axis else f"i{j}" for j in range(rank)]
+    outer = ", ".join(all_idx[:axis])
+    params = [f"{_decl('float32', _sizes(rank))} X"]
+    args = [x]
+    scale = bias = ""
+    for name, v, sep in (("S", ins[1], " * "), ("B", ins[2] if len(ins) > 2 else "", " + ")):
+        if not v:
+            continue
+        sv = ctx.shape(v, op)
+        if len(sv) > rank or any(d not in (1, o) for d, o in zip(sv[::-1], sx[::-1], strict=False)):
+            raise Untranslatable(f"'{v}' of shape {list(sv)} does not broadcast to {list(sx)}")
+        dims, idx = _broadcast(sv, sx)
+        params.append(f"{_decl('float32', dims)} {name}")
+        args.append(v)
+        term = f"{sep}{_ref(name, idx)}"
+        scale, bias = (scale + term, bias) if name == "S" else (scale, bias + term)
+    names, extra = ["Y"], []
+    r_idx = [f"r{j}" if j >= axis else f"i{j}" for j in range(rank)]
+    kept = ", ".join(f"r{j} in 0:1" for j in axes)
+    for v, tc_name, expr in ((outputs[1], "Mean", "mu"), (outputs[2], "InvStdDev", "r")):
+        if v:
+            names.append(tc_name)
+            extra.append(f"  {_ref(tc_name, r_idx)} = {_ref(expr, all_idx[:axis])} where {kept}\n")
+    text = _instantiate(
+        op,
+        "default",
+        axes=list(axes),
+        epsilon=_lit(float(at.get("epsilon", 1e-5))),
+        params=", ".join(params),
+        outputs=", ".join(names),
+        outer=outer,
+        all=", ".join(all_idx),
+        Xk=_ref("X", k_idx),
+        Xi=_ref("X", all_idx),
+        dk=", ".join(k_idx),
+        count=_lit(count),
+        Y=_ref("Y", all_idx),
+        scale=scale,
+        bias=bias,
+        extra="".join(extra),
+    )
+    text = text.replace("mu()", "mu").replace("r()", "r")
+    return _Call(op, text, tuple(args), tuple(v for v in outputs if v))
 
 
 _TRANSLATORS: dict[str, Callable[[onnx.NodeProto, _Ctx], _Call]] = {
     "MatMul": _matmul,
     "Gemm": _gemm,
-    "Add": _add,
-    "Relu": _relu,
     "Gather": _gather,
-    "ReduceSum": _reduce_sum,
     "Transpose": _transpose,
     "Concat": _concat,
     "Identity": _identity,
     "Conv": _conv,
+    "Clip": _clip,
+    "Cast": _cast,
+    "Dropout": _dropout,
+    "Softmax": _softmax,
+    "LogSoftmax": _softmax,
+    "MaxPool": _pool,
+    "AveragePool": _pool,
+    "BatchNormalization": _batch_norm,
+    "LayerNormalization": _layer_norm,
+    **dict.fromkeys(("Reshape", "Flatten", "Squeeze", "Unsqueeze"), _reshape),
+    **{op: _reduce for op, e in _table().items() if "reducer" in e},
+    **{op: _elementwise for op, e in _table().items() if "arity" in e and "expr" in e},
 }
 
 TRANSLATABLE: frozenset[str] = frozenset(_TRANSLATORS)
@@ -655,14 +1229,26 @@ def _translate_node(node: onnx.NodeProto, ctx: _Ctx) -> _Call:
     return translator(node, ctx)
 
 
+def opset_version(model: onnx.ModelProto) -> int | None:
+    """The version of the default ONNX domain the model imports (None if it imports none)."""
+    for o in model.opset_import:
+        if o.domain in ("", "ai.onnx"):
+            return int(o.version)
+    return None
+
+
 def translatable(
     node: onnx.NodeProto,
     types: Mapping[str, ValueType],
     constants: Mapping[str, np.ndarray],
+    *,
+    opset: int | None = None,
 ) -> str | None:
-    """None if this single node translates with these static types; else the reason."""
+    """None if this single node translates with these static types; else the reason.
+    `opset` (the default domain's version) is needed by ops whose semantics changed
+    between opsets (Softmax); without it they are refused."""
     try:
-        _translate_node(node, _Ctx(types, constants))
+        _translate_node(node, _Ctx(types, constants, opset=opset))
     except Untranslatable as exc:
         return exc.message
     return None
@@ -699,6 +1285,10 @@ class _Names:
         return self.of[value]
 
 
+def _targets(names: Sequence[str]) -> str:
+    return names[0] if len(names) == 1 else f"({', '.join(names)})"
+
+
 def translate(
     nodes: Sequence[onnx.NodeProto],
     *,
@@ -707,6 +1297,7 @@ def translate(
     outputs: Sequence[str],
     name: str = "fused",
     pack_weights: bool = True,
+    opset: int | None = None,
 ) -> Translation:
     """One TC program for a group of nodes (in topological order).
 
@@ -720,7 +1311,7 @@ def translate(
         raise TcError(f"the entry name {name!r} is not a TC identifier")
     if not nodes:
         raise Untranslatable("an empty group")
-    ctx = _Ctx(types, constants, pack_weights)
+    ctx = _Ctx(types, constants, pack_weights, opset)
     produced = {o for node in nodes for o in node.output if o}
     calls: list[_Call] = []
     done: set[str] = set()
@@ -733,9 +1324,10 @@ def translate(
         for arg in call.args:
             if arg in produced and arg not in done:
                 raise Untranslatable(f"'{arg}' is read before the group produces it")
-        if call.output in done:
-            raise Untranslatable(f"'{call.output}' is produced twice")
-        done.add(call.output)
+        for o in call.outputs:
+            if o in done:
+                raise Untranslatable(f"'{o}' is produced twice")
+            done.add(o)
         calls.append(call)
     if len(set(outputs)) != len(outputs):
         raise TcError(f"outputs {list(outputs)} repeat a value")
@@ -782,7 +1374,8 @@ def translate(
         tc_type, shape = value_type(v)
         outs.append(f"{tc_type}({', '.join(map(str, shape))}) {ident(v)}")
     body = [
-        f"  {ident(call.output)} = {def_names[call.text]}({', '.join(map(ident, call.args))})"
+        f"  {_targets([ident(o) for o in call.outputs])} = "
+        f"{def_names[call.text]}({', '.join(map(ident, call.args))})"
         for call in calls
     ]
     defs = [text.replace("${name}", def_name) for text, def_name in def_names.items()]
