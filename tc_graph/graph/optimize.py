@@ -33,7 +33,7 @@ from ..runtime import cc, ort
 from ..runtime.kernel import code_version
 from . import translate as tr
 from .model import TC_DOMAIN, TC_OP, Graph
-from .partition import Group, candidate_groups, components, is_convex, make_group
+from .partition import Group, candidate_groups, components, excluded, is_convex, make_group
 from .rewrite import NodeAttrs, make_tc_node, rewrite
 
 # A group must be at least this much faster (median of per-round ratios) to be fused:
@@ -87,12 +87,12 @@ def optimize(
         with tuning_compiles(first, progress=progress):
             return optimize(model, force=force, report=report, progress=progress)
     g = Graph.from_model(model)
-    groups = candidate_groups(
-        g,
-        translatable=lambda node: tr.translatable(
-            node, g.types, g.constants, opset=tr.opset_version(g.model)
-        ),
-    )
+    opset = tr.opset_version(g.model)
+
+    def translatable(node: onnx.NodeProto) -> str | None:
+        return tr.translatable(node, g.types, g.constants, opset=opset)
+
+    groups = candidate_groups(g, translatable=translatable)
     chosen: list[tuple[Group, NodeAttrs]] = []
     decisions: list[Decision] = []
     with _progress(len(groups), progress) as step:
@@ -100,7 +100,7 @@ def optimize(
             _decide(g, group, force, chosen, decisions, name=f"fused{len(decisions)}")
             step()
     if report:
-        print_report(decisions, file=sys.stderr)
+        print_report(decisions, file=sys.stderr, untranslated=untranslated(g, translatable))
     result = rewrite(g.model, chosen)
     setattr_decisions(result, decisions)
     return result
@@ -390,8 +390,29 @@ def setattr_decisions(model: onnx.ModelProto, decisions: Sequence[Decision]) -> 
     entry.value = json.dumps([d.__dict__ for d in decisions])
 
 
-def print_report(decisions: Sequence[Decision], *, file: Any) -> None:
-    """One line per group: ops, output shapes, fused and onnxruntime time, decision."""
+def untranslated(
+    g: Graph, translatable: Callable[[onnx.NodeProto], str | None]
+) -> list[tuple[str, str]]:
+    """(node, reason) for every node no group can hold: an op without a translation (or
+    not with these types and attributes), a value of dynamic shape, a constant. Nodes
+    in groups that lost the measurement are in the decisions instead."""
+    out = []
+    for index, reason in excluded(g, translatable=translatable).items():
+        node = g.node(index)
+        label = f"{node.op_type} '{node.name}'" if node.name else f"{node.op_type} #{index}"
+        out.append((label, reason))
+    return out
+
+
+def print_report(
+    decisions: Sequence[Decision],
+    *,
+    file: Any,
+    untranslated: Sequence[tuple[str, str]] = (),
+) -> None:
+    """One line per group: ops, output shapes, fused and onnxruntime time, decision;
+    then one line per node left to onnxruntime untranslated, with the reason, so users
+    see what to expect of a model."""
 
     def us(x: float | None) -> str:
         return "-" if x is None else f"{x:.1f}"
@@ -405,6 +426,10 @@ def print_report(decisions: Sequence[Decision], *, file: Any) -> None:
             f"{ops:<40} {shapes:<22} {us(d.fused_us):>9} {us(d.ort_us):>9}  {verdict} ({d.why})",
             file=file,
         )
+    if untranslated:
+        print(f"\nleft to onnxruntime untranslated ({len(untranslated)} nodes):", file=file)
+        for label, reason in untranslated:
+            print(f"  {label}: {reason}", file=file)
 
 
 @contextlib.contextmanager
