@@ -66,6 +66,8 @@ SLOW_FACTOR = 10.0
 CONFIRM_ROUNDS = 5
 """The winner and the default are timed again in this many interleaved rounds at the end;
 the default stays unless the winner is faster there too (noise must not pick a loser)."""
+CONFIRM_MARGIN = 1.02
+"""...by this factor (median of the per-round ratios): a near tie keeps the default."""
 
 
 # --------------------------------------------------------------------------- search space
@@ -629,7 +631,10 @@ class _Evaluator:
             for who in order:
                 times[who].append(measure(call if who == "best" else default_call))
         tb, td = statistics.median(times["best"]), statistics.median(times["default"])
-        return (best, tb, td) if tb < td else (self.default, td, td)
+        ratio = statistics.median(
+            d / b for d, b in zip(times["default"], times["best"], strict=True)
+        )
+        return (best, tb, td) if ratio >= CONFIRM_MARGIN else (self.default, td, td)
 
 
 # ------------------------------------------------------------------------------ the API
