@@ -122,11 +122,6 @@ def _target(target: str | None) -> str:
     target = target or DEFAULT_TARGET
     if target not in TARGETS:
         raise TcError(f"unknown target '{target}'", hint=f"use one of {', '.join(TARGETS)}")
-    if target in ("opencl", "cuda"):
-        raise TcError(
-            f"target '{target}' is not available in this version of tc_graph",
-            hint="use target='cpu' or 'reference'",
-        )
     return target
 
 

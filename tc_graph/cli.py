@@ -135,9 +135,18 @@ def _compile(args: argparse.Namespace) -> int:
             raise TcError(f"no def '{entry}' in {args.file} (it defines {', '.join(mod.names)})")
         fn = mod[entry]
         options = MappingOptions.from_json(args.options) if args.options else None
-        kernel = fn.compile(
-            *_example_args(fn, _parse_shapes(args.shapes)), target=args.target, options=options
-        )
+        example = _example_args(fn, _parse_shapes(args.shapes))
+        if args.emit in ("cuda", "opencl"):
+            # GPU text needs no device: mapped and printed, not built.
+            from .runtime.gpu import generate_gpu
+
+            program = fn._bind(example)[0]
+            gpu = generate_gpu(
+                fn.checked, program, example, options=options or MappingOptions(), target=args.emit
+            )
+            print(gpu.text, end="")
+            return 0
+        kernel = fn.compile(*example, target=args.target, options=options)
     except TcError as e:
         print(f"{args.file}: {e}", file=sys.stderr)
         return 1
@@ -536,8 +545,8 @@ def _main(argv: Sequence[str] | None) -> int:
     comp.add_argument(
         "--shapes", required=True, help='shapes and scalar values, e.g. "A=128x64,B=64x32,sh=2"'
     )
-    comp.add_argument("--target", default="cpu", choices=["cpu"])
-    comp.add_argument("--emit", default="c", choices=["c"], help="what to print")
+    comp.add_argument("--target", default="cpu", choices=["cpu", "opencl"])
+    comp.add_argument("--emit", default="c", choices=["c", "cuda", "opencl"], help="what to print")
     comp.add_argument("--options", help="MappingOptions as JSON")
     cache = sub.add_parser("cache", help="the compiled-kernel cache")
     cache.add_argument("action", choices=["info", "clear"])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
@@ -31,6 +32,16 @@ class MappingOptions:
     allow_skewing: schedule with isl's scheduler, which may skew loops (off by
       default, as in TC); allow_negative: also accept its negative coefficients
       (without it, such a schedule is replaced by tc_graph's own).
+
+    GPU targets (opencl, cuda; docs/gpu.md):
+    block: threads of a block, x (innermost mapped loop) first, up to 3 dims.
+    grid: blocks of the grid, x first; () launches one block per tile. A grid smaller
+      than the tiles makes blocks loop over them.
+    use_shared_memory, unroll_copy_shared, shared_depth, max_shared_memory: shared
+      (local) memory promotion; accepted and kept in keys, but not implemented yet
+      (docs/gpu.md), so they change nothing.
+    use_private_memory: keep each thread's output of a reduction in a register.
+    private_depth: reserved (the accumulator sits at the innermost reduction loop).
     """
 
     fusion: str = "max"
@@ -42,6 +53,14 @@ class MappingOptions:
     threads: int = 0
     allow_skewing: bool = False
     allow_negative: bool = False
+    block: tuple[int, ...] = (32, 8)
+    grid: tuple[int, ...] = ()
+    use_shared_memory: bool = True
+    use_private_memory: bool = True
+    unroll_copy_shared: bool = False
+    shared_depth: int = 0
+    private_depth: int = 0
+    max_shared_memory: int = 48 * 1024
 
     def __post_init__(self) -> None:
         if self.fusion not in FUSION_STRATEGIES:
@@ -59,6 +78,18 @@ class MappingOptions:
             raise TcError("parallel_depth above 1 (collapsed loops) is not supported yet")
         if self.unroll < 1:
             raise TcError("unroll must be at least 1 (1 turns unrolling off)")
+        for name in ("block", "grid"):
+            v = getattr(self, name)
+            if len(v) > 3 or any(not isinstance(t, int) or t < 1 for t in v):
+                raise TcError(f"{name} must be 1 to 3 positive integers, got {v}")
+        if not self.block:
+            raise TcError("block needs at least one dimension")
+        if math.prod(self.block) > 1024:
+            raise TcError(f"a block has at most 1024 threads, got {math.prod(self.block)}")
+        for name in ("shared_depth", "private_depth", "max_shared_memory"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or v < 0:
+                raise TcError(f"{name} must be a non-negative integer, got {v!r}")
         if self.vector_width not in (1, 2, 4, 8, 16, 32, 64):
             raise TcError(f"vector_width must be a power of two up to 64, got {self.vector_width}")
 
@@ -72,9 +103,36 @@ class MappingOptions:
         unknown = set(data) - known
         if unknown:
             raise TcError(f"unknown mapping options: {', '.join(sorted(unknown))}")
-        if "tile" in data:
-            data["tile"] = tuple(data["tile"])
+        for name in ("tile", "block", "grid"):
+            if name in data:
+                data[name] = tuple(data[name])
         return cls(**data)
+
+    # Presets in the spirit of the TC paper's (section 6): starting points for tuning.
+    @classmethod
+    def naive(cls) -> MappingOptions:
+        """No tiling choices, no promotion: the plainest correct mapping."""
+        return cls(fusion="min", block=(32,), use_shared_memory=False, use_private_memory=False)
+
+    @classmethod
+    def pointwise(cls) -> MappingOptions:
+        """Elementwise code: wide blocks over the innermost loops, nothing to promote."""
+        return cls(fusion="max", tile=(8, 32), block=(32, 8), use_shared_memory=False)
+
+    @classmethod
+    def mlp(cls) -> MappingOptions:
+        """Fully connected layers: a row of the batch per thread row, fused layers."""
+        return cls(fusion="max", tile=(16, 32), block=(32, 4))
+
+    @classmethod
+    def convolution(cls) -> MappingOptions:
+        """Convolutions: tiles of output rows and columns, input windows in shared memory."""
+        return cls(fusion="max", tile=(1, 4, 8, 16), block=(16, 8, 4))
+
+    @classmethod
+    def group_convolution(cls) -> MappingOptions:
+        """Grouped convolutions: one group's filters per block."""
+        return cls(fusion="max", tile=(1, 1, 8, 4, 8), block=(8, 4, 8))
 
     def __str__(self) -> str:
         parts = [f"{f.name}={getattr(self, f.name)!r}" for f in fields(self)]

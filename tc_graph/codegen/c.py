@@ -58,38 +58,46 @@ def _prelude(vector_width: int) -> str:
         "#define min(x, y) ((x) < (y) ? (x) : (y))",
         "#define max(x, y) ((x) > (y) ? (x) : (y))",
     ]
+    lines += helper_lines("static inline")
+    return "\n".join(lines)
+
+
+def helper_lines(q: str, *, double: bool = True) -> list[str]:
+    """The arithmetic helpers every dialect shares, each function declared with `q`
+    (`static inline` in C and OpenCL, `__device__` ones in CUDA)."""
+    lines: list[str] = []
     for t in _INT_TYPES:
         c = C_TYPES[t]
         lines.append(
-            f"static inline {c} tc_div_{t}({c} a, {c} b) {{ if (b == 0) return 0; "
+            f"{q} {c} tc_div_{t}({c} a, {c} b) {{ if (b == 0) return 0; "
             f"{c} q = a / b; return (q * b != a && ((a < 0) != (b < 0))) ? q - 1 : q; }}"
         )
         lines.append(
-            f"static inline {c} tc_mod_{t}({c} a, {c} b) {{ if (b == 0) return 0; "
+            f"{q} {c} tc_mod_{t}({c} a, {c} b) {{ if (b == 0) return 0; "
             f"{c} r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r; }}"
         )
-    for c, f in (("float", "f"), ("double", "")):
+    for c, f in (("float", "f"), ("double", ""))[: 2 if double else 1]:
         lines += [
             # libm's fmax is a call gcc neither inlines nor vectorizes (NaN rules): a
             # select with the same rules (a NaN operand gives the other one) does both.
-            f"static inline {c} tc_fmax{f}({c} a, {c} b) {{ return (a > b || b != b) ? a : b; }}",
-            f"static inline {c} tc_fmin{f}({c} a, {c} b) {{ return (a < b || b != b) ? a : b; }}",
-            f"static inline {c} tc_rsqrt{f}({c} x) {{ return 1 / sqrt{f}(x); }}",
-            f"static inline {c} tc_rcbrt{f}({c} x) {{ return 1 / cbrt{f}(x); }}",
-            f"static inline {c} tc_sinpi{f}({c} x) {{ return sin{f}(({c})M_PI * x); }}",
-            f"static inline {c} tc_cospi{f}({c} x) {{ return cos{f}(({c})M_PI * x); }}",
-            f"static inline {c} tc_normcdf{f}({c} x) {{ return ({c})0.5 * erfc{f}(-x / sqrt{f}(2)); }}",
-            f"static inline {c} tc_rhypot{f}({c} a, {c} b) {{ return 1 / hypot{f}(a, b); }}",
-            f"static inline {c} tc_norm3d{f}({c} a, {c} b, {c} c) "
+            f"{q} {c} tc_fmax{f}({c} a, {c} b) {{ return (a > b || b != b) ? a : b; }}",
+            f"{q} {c} tc_fmin{f}({c} a, {c} b) {{ return (a < b || b != b) ? a : b; }}",
+            f"{q} {c} tc_rsqrt{f}({c} x) {{ return 1 / sqrt{f}(x); }}",
+            f"{q} {c} tc_rcbrt{f}({c} x) {{ return 1 / cbrt{f}(x); }}",
+            f"{q} {c} tc_sinpi{f}({c} x) {{ return sin{f}(({c})M_PI * x); }}",
+            f"{q} {c} tc_cospi{f}({c} x) {{ return cos{f}(({c})M_PI * x); }}",
+            f"{q} {c} tc_normcdf{f}({c} x) {{ return ({c})0.5 * erfc{f}(-x / sqrt{f}(2)); }}",
+            f"{q} {c} tc_rhypot{f}({c} a, {c} b) {{ return 1 / hypot{f}(a, b); }}",
+            f"{q} {c} tc_norm3d{f}({c} a, {c} b, {c} c) "
             f"{{ return sqrt{f}(a * a + b * b + c * c); }}",
-            f"static inline {c} tc_rnorm3d{f}({c} a, {c} b, {c} c) "
+            f"{q} {c} tc_rnorm3d{f}({c} a, {c} b, {c} c) "
             f"{{ return 1 / sqrt{f}(a * a + b * b + c * c); }}",
-            f"static inline {c} tc_norm4d{f}({c} a, {c} b, {c} c, {c} d) "
+            f"{q} {c} tc_norm4d{f}({c} a, {c} b, {c} c, {c} d) "
             f"{{ return sqrt{f}(a * a + b * b + c * c + d * d); }}",
-            f"static inline {c} tc_rnorm4d{f}({c} a, {c} b, {c} c, {c} d) "
+            f"{q} {c} tc_rnorm4d{f}({c} a, {c} b, {c} c, {c} d) "
             f"{{ return 1 / sqrt{f}(a * a + b * b + c * c + d * d); }}",
             # erfinv by Newton steps on erf from Giles' single-precision starting point.
-            f"static inline {c} tc_erfinv{f}({c} x) {{"
+            f"{q} {c} tc_erfinv{f}({c} x) {{"
             f" if (x <= -1) return -({c})INFINITY; if (x >= 1) return ({c})INFINITY;"
             f" {c} w = -log{f}((1 - x) * (1 + x)), p;"
             f" if (w < 5) {{ w -= 2.5; p = 2.81022636e-08; p = 3.43273939e-07 + p * w;"
@@ -101,12 +109,12 @@ def _prelude(vector_width: int) -> str:
             f" p = 1.00167406 + p * w; p = 2.83297682 + p * w; }} {c} y = p * x;"
             f" for (int i = 0; i < 2; i++) y -= (erf{f}(y) - x) / "
             f"(({c})1.1283791670955126 * exp{f}(-y * y)); return y; }}",
-            f"static inline {c} tc_erfcinv{f}({c} x) {{ return tc_erfinv{f}(1 - x); }}",
-            f"static inline {c} tc_normcdfinv{f}({c} x) "
+            f"{q} {c} tc_erfcinv{f}({c} x) {{ return tc_erfinv{f}(1 - x); }}",
+            f"{q} {c} tc_normcdfinv{f}({c} x) "
             f"{{ return -({c})1.4142135623730951 * tc_erfcinv{f}(2 * x); }}",
-            f"static inline {c} tc_erfcx{f}({c} x) {{ return exp{f}(x * x) * erfc{f}(x); }}",
+            f"{q} {c} tc_erfcx{f}({c} x) {{ return exp{f}(x * x) * erfc{f}(x); }}",
         ]
-    return "\n".join(lines)
+    return lines
 
 
 def cname(tensor: str) -> str:

@@ -185,6 +185,15 @@ def compile_kernel(
     target: str,
 ) -> Kernel:
     """Compile (or fetch from the cache) the kernel of program for these arguments."""
+    if target in ("opencl", "cuda"):
+        from .gpu import CudaKernel, generate_gpu
+
+        gpu = generate_gpu(checked, program, args, options=options, target=target)
+        if target == "cuda":
+            return CudaKernel(checked, gpu, options)  # type: ignore[return-value]
+        from .opencl import OpenclKernel
+
+        return OpenclKernel(checked, gpu, options)  # type: ignore[return-value]
     if target != "cpu":
         raise TcError(f"target '{target}' cannot compile yet", hint="use target='cpu'")
     arrays, sizes = binding.bind_inputs(checked, args)

@@ -1,0 +1,391 @@
+"""The GPU dialects of the C-family printer: OpenCL C and CUDA.
+
+The printer (c.py) prints expressions, statements and loops for every target; this module
+adds what a mapped schedule tree (poly/gpu.py) needs: one kernel function per `kernel:k`
+mark, block- and thread-mapped loops printed as strided loops over the group and local
+ids, guards for statements that no mapped loop covers, index checks that record the first
+failure in a buffer (a GPU thread cannot `goto` out of a kernel), and indirect subscripts
+clamped into bounds so that a failed check never reads outside a buffer. The two
+dialects differ only in the `GpuDialect` hooks.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+
+import islpy as isl
+
+from .. import ir
+from ..errors import TcError
+from ..options import MappingOptions
+from ..poly.gpu import GpuMapping, Launch
+from ..poly.scop import Scop, ScopStmt
+from .c import _LIBM, C_TYPES, Dialect, _Printer, cname, helper_lines
+
+_INT_TYPEDEFS = {
+    "int8_t": "char", "int16_t": "short", "int32_t": "int", "int64_t": "long",
+    "uint8_t": "uchar", "uint16_t": "ushort", "uint32_t": "uint", "uint64_t": "ulong",
+}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class GpuDialect(Dialect):
+    """Hooks of a GPU target; the base class's pragmas have no GPU meaning."""
+
+    name: str = ""
+
+    def simd_pragma(self) -> str:
+        return "// simd"
+
+    def reduction_pragma(self, op: str, acc: str) -> str:
+        return f"// {acc}: the thread's output element in a register"
+
+    def prelude(self, double: bool, half: bool) -> str:
+        raise NotImplementedError
+
+    def kernel_header(self, name: str, params: Sequence[str], threads: int) -> str:
+        raise NotImplementedError
+
+    def pointer(self, ctype: str, name: str, *, const: bool) -> str:
+        raise NotImplementedError
+
+    def local_id(self, d: int) -> str:
+        raise NotImplementedError
+
+    def group_id(self, d: int) -> str:
+        raise NotImplementedError
+
+    def record_error(self, code: int) -> str:
+        """Keep the first failing check's code and value."""
+        raise NotImplementedError
+
+    def unsupported(self, fn: str) -> bool:
+        return False
+
+
+_DIMS = "xyz"
+
+
+def _helpers(qualifier: str, double: bool) -> list[str]:
+    """The shared helpers; overloaded device math cannot take the int literal of their
+    sqrt(2) (ambiguous in OpenCL, a host-only overload in CUDA)."""
+    return [
+        h.replace("sqrtf(2)", "sqrtf(2.0f)").replace("sqrt(2)", "sqrt(2.0)")
+        for h in helper_lines(qualifier, double=double)
+    ]
+
+
+@dataclass(frozen=True)
+class OpenCL(GpuDialect):
+    name: str = "opencl"
+
+    def prelude(self, double: bool, half: bool) -> str:
+        lines = [f"typedef {c} {t};" for t, c in _INT_TYPEDEFS.items()]
+        if double:
+            lines.insert(0, "#pragma OPENCL EXTENSION cl_khr_fp64 : enable")
+        if half:
+            lines.insert(0, "#pragma OPENCL EXTENSION cl_khr_fp16 : enable")
+            lines.append("typedef half _Float16;")
+        lines += [
+            "#define INT64_C(c) c##L",
+            "#define INT64_MIN (-9223372036854775807L - 1)",
+            "#define floord(n, d) (((n) < 0) ? -((-(n) + (d) - 1) / (d)) : (n) / (d))",
+        ]
+        # OpenCL's math builtins are overloaded: the float names of C map onto them.
+        for fn in sorted(_LIBM - _NO_OPENCL):
+            lines.append(f"#define {fn}f(...) {fn}(__VA_ARGS__)")
+        lines += _helpers("static inline", double)
+        lines.append(
+            "static inline int tc_first(int init, int inc, int me, int n) "
+            "{ int r = (me - floord(init, inc)) % n; return init + (r < 0 ? r + n : r) * inc; }"
+        )
+        return "\n".join(lines)
+
+    def kernel_header(self, name: str, params: Sequence[str], threads: int) -> str:
+        return f"__kernel void {name}({', '.join(params)})"
+
+    def pointer(self, ctype: str, name: str, *, const: bool) -> str:
+        return f"__global {'const ' if const else ''}{ctype} *restrict {name}"
+
+    def local_id(self, d: int) -> str:
+        return f"(int)get_local_id({d})"
+
+    def group_id(self, d: int) -> str:
+        return f"(int)get_group_id({d})"
+
+    def record_error(self, code: int) -> str:
+        return f"if (atomic_cmpxchg(tc_code, 0, {code}) == 0) *tc_value = v;"
+
+    def unsupported(self, fn: str) -> bool:
+        return fn in _NO_OPENCL
+
+
+_NO_OPENCL = frozenset({"j0", "j1", "y0", "y1", "nearbyint"})
+
+
+@dataclass(frozen=True)
+class Cuda(GpuDialect):
+    name: str = "cuda"
+
+    def prelude(self, double: bool, half: bool) -> str:
+        lines = ["#include <stdint.h>", "#include <math.h>"]
+        if half:
+            # half storage, computed in float by the printer (nvcc's own _Float16 crashes it).
+            lines += ["#include <cuda_fp16.h>", "#define _Float16 __half"]
+        lines += [
+            "#define floord(n, d) (((n) < 0) ? -((-(n) + (d) - 1) / (d)) : (n) / (d))",
+        ]
+        lines += _helpers("static __device__ __forceinline__", double)
+        lines.append(
+            "static __device__ __forceinline__ int tc_first(int init, int inc, int me, int n) "
+            "{ int r = (me - floord(init, inc)) % n; return init + (r < 0 ? r + n : r) * inc; }"
+        )
+        return "\n".join(lines)
+
+    def kernel_header(self, name: str, params: Sequence[str], threads: int) -> str:
+        return (
+            f'extern "C" __global__ void __launch_bounds__({threads}) {name}({", ".join(params)})'
+        )
+
+    def pointer(self, ctype: str, name: str, *, const: bool) -> str:
+        return f"{'const ' if const else ''}{ctype} *__restrict__ {name}"
+
+    def local_id(self, d: int) -> str:
+        return f"(int)threadIdx.{_DIMS[d]}"
+
+    def group_id(self, d: int) -> str:
+        return f"(int)blockIdx.{_DIMS[d]}"
+
+    def record_error(self, code: int) -> str:
+        return f"if (atomicCAS(tc_code, 0, {code}) == 0) *tc_value = v;"
+
+
+OPENCL = OpenCL()
+CUDA = Cuda()
+DIALECTS: Mapping[str, GpuDialect] = {"opencl": OPENCL, "cuda": CUDA}
+
+
+class _GpuPrinter(_Printer):
+    """The C-family printer with kernels, mapped loops and guards."""
+
+    dialect: GpuDialect
+
+    def __init__(self, scop: Scop, options: MappingOptions, dialect: GpuDialect) -> None:
+        # No CPU vector code (register tiles, vector reductions) on a GPU.
+        super().__init__(scop, replace(options, register_tile=0), dialect)
+        self.launch: Launch | None = None
+        self.active: set[tuple[str, int]] = set()
+
+    # -- expressions -----------------------------------------------------
+    def expr(self, e: ir.Expr, env: Mapping[str, str]) -> str:
+        if isinstance(e, ir.Read) and any(
+            isinstance(x, ir.Read) for s in e.subscripts for x in ir.walk(s)
+        ):
+            # Indirect subscripts are clamped: a failed check is reported after the
+            # kernels ran, and no thread may read outside a buffer meanwhile.
+            shape = self.scop.shapes[e.tensor]
+            subs = []
+            for k, s in enumerate(e.subscripts):
+                text = self.expr(s, env)
+                if any(isinstance(x, ir.Read) for x in ir.walk(s)):
+                    text = f"tc_clamp((int64_t)({text}), {shape[k] - 1})"
+                subs.append(text)
+            return f"{cname(e.tensor)}[{self.linear(e.tensor, subs)}]"
+        return super().expr(e, env)
+
+    def call(self, fn: str, args: list[str], dtype: str) -> str:
+        if self.dialect.unsupported(fn):
+            raise TcError(
+                f"builtin '{fn}' has no {self.dialect.name} equivalent", hint="use target='cpu'"
+            )
+        return super().call(fn, args, dtype)
+
+    def statement(self, st: ScopStmt, args: Sequence[str], depth: int) -> None:
+        if st.kind != "check":
+            super().statement(st, args, depth)
+            return
+        assert st.checked is not None
+        env = self.stmt_env(st, args)
+        ext = self.scop.shapes[st.checked.tensor][st.checked_dim]
+        sub = self.expr(st.checked.subscripts[st.checked_dim], env)
+        code = self.check_codes[st.name]
+        self.out(depth, f"if (check) {{ int64_t v = (int64_t)({sub});")
+        self.out(depth + 1, f"if (v < 0 || v >= {ext}) {{ {self.dialect.record_error(code)} }} }}")
+
+    # -- mapped loops and guards ------------------------------------------
+    def mapped_below(self, node: isl.AstNode) -> set[tuple[str, int]]:
+        """The (kind, dim) of every mapped loop in a subtree."""
+        t = node.get_type()
+        if t == isl.ast_node_type.mark:
+            name = node.mark_get_id().get_name()
+            out = self.mapped_below(node.mark_get_node())
+            if name.startswith("map:"):
+                _, kind, dim, _, _ = name.split(":")
+                out.add((kind, int(dim)))
+            return out
+        if t == isl.ast_node_type.for_:
+            return self.mapped_below(node.for_get_body())
+        if t == isl.ast_node_type.if_:
+            out = self.mapped_below(node.if_get_then_node())
+            if node.if_has_else_node():
+                out |= self.mapped_below(node.if_get_else_node())
+            return out
+        if t == isl.ast_node_type.block:
+            children = node.block_get_children()
+            out = set()
+            for i in range(children.n_ast_node()):
+                out |= self.mapped_below(children.get_at(i))
+            return out
+        return set()
+
+    def guard(self, node: isl.AstNode) -> list[tuple[str, int]]:
+        """Dims with several threads (or blocks) that no loop in or above node is mapped
+        to: only id 0 runs node, or every thread would run it."""
+        assert self.launch is not None
+        wanted = [("thread", d) for d, n in enumerate(self.launch.block) if n > 1]
+        wanted += [("block", d) for d, n in enumerate(self.launch.grid) if n > 1]
+        missing = [w for w in wanted if w not in self.active]
+        if not missing:
+            return []
+        below = self.mapped_below(node)
+        return [w for w in missing if w not in below]
+
+    def ident(self, kind: str, d: int) -> str:
+        return f"tc_{'t' if kind == 'thread' else 'b'}{_DIMS[d]}"
+
+    def node(self, node: isl.AstNode, depth: int, marks: frozenset[str] = frozenset()) -> None:
+        if self.launch is None:
+            return super().node(node, depth, marks)
+        guarded = self.guard(node)
+        if guarded:
+            cond = " && ".join(f"{self.ident(k, d)} == 0" for k, d in guarded)
+            self.out(depth, f"if ({cond}) {{")
+            self.active |= set(guarded)
+            self.node(node, depth + 1, marks)
+            self.active -= set(guarded)
+            self.out(depth, "}")
+            return
+        if node.get_type() == isl.ast_node_type.mark:
+            name = node.mark_get_id().get_name()
+            if name.startswith("map:"):
+                self.mapped(node.mark_get_node(), name, depth)
+                return
+        super().node(node, depth, marks)
+
+    def mapped(self, node: isl.AstNode, mark: str, depth: int) -> None:
+        """A loop mapped to blocks or threads: each id takes the iterations it owns
+        (value / step modulo the count), so any bounds and any count work."""
+        _, kind, dim_s, iterator, inc_s = mark.split(":")
+        d = int(dim_s)
+        assert self.launch is not None
+        count = (self.launch.block if kind == "thread" else self.launch.grid)[d]
+        is_loop = (
+            node.get_type() == isl.ast_node_type.for_
+            and node.for_get_iterator().to_C_str() == iterator
+        )
+        if not is_loop or count <= 1:
+            # isl printed no loop here (one iteration): not mapped, so guarded below.
+            self.node(node, depth)
+            return
+        me = self.ident(kind, d)
+        it = iterator
+        init = node.for_get_init().to_C_str()
+        if node.for_is_degenerate():
+            self.out(depth, f"{{ const int {it} = {init};")
+            self.out(depth + 1, f"if (tc_first({it}, {inc_s}, {me}, {count}) == {it}) {{")
+            self.active.add((kind, d))
+            self.node(node.for_get_body(), depth + 2)
+            self.active.discard((kind, d))
+            self.out(depth + 1, "}")
+            self.out(depth, "}")
+            return
+        inc = node.for_get_inc().to_C_str()
+        cond = node.for_get_cond().to_C_str()
+        self.out(
+            depth,
+            f"for (int {it} = tc_first({init}, {inc}, {me}, {count}); {cond}; "
+            f"{it} += {count} * {inc}) {{",
+        )
+        self.active.add((kind, d))
+        self.node(node.for_get_body(), depth + 1)
+        self.active.discard((kind, d))
+        self.out(depth, "}")
+
+    # -- kernels -----------------------------------------------------------
+    def params(self) -> list[str]:
+        p = self.program
+        out = []
+        for n in [*p.inputs, *p.outputs, *p.temporaries]:
+            t = p.tensors[n]
+            out.append(self.dialect.pointer(C_TYPES[t.dtype], cname(n), const=t.role == "input"))
+        out.append(self.dialect.pointer("int", "tc_code", const=False))
+        out.append(self.dialect.pointer("int64_t", "tc_value", const=False))
+        out.append("const int check")
+        return out
+
+    def kernels(self, ast: isl.AstNode | None, launches: Sequence[Launch]) -> str:
+        """One function per kernel mark of the AST (isl prints none for a kernel whose
+        statements have empty domains); self.used lists the launches printed."""
+        self.used: list[Launch] = []
+        self.check_codes = {
+            s.name: k + 1
+            for k, s in enumerate(s for s in self.scop.statements if s.kind == "check")
+        }
+        marks: list[isl.AstNode] = []
+        if ast is None:
+            marks = []
+        elif ast.get_type() == isl.ast_node_type.block:
+            children = ast.block_get_children()
+            marks = [children.get_at(i) for i in range(children.n_ast_node())]
+        else:
+            marks = [ast]
+        params = self.params()
+        out = []
+        for m in marks:
+            assert m.get_type() == isl.ast_node_type.mark
+            k = int(m.mark_get_id().get_name().split(":")[1])
+            launch = launches[k]
+            self.used.append(launch)
+            self.lines = []
+            self.launch = launch
+            threads = math.prod(launch.block)
+            self.out(0, self.dialect.kernel_header(launch.name, params, threads) + " {")
+            for d in range(len(launch.block)):
+                self.out(1, f"const int {self.ident('thread', d)} = {self.dialect.local_id(d)};")
+            for d in range(len(launch.grid)):
+                self.out(1, f"const int {self.ident('block', d)} = {self.dialect.group_id(d)};")
+            self.out(1, "(void)tc_code; (void)tc_value; (void)check;")
+            self.active = set()
+            self.node(m.mark_get_node(), 1)
+            self.out(0, "}")
+            out.append("\n".join(self.lines))
+        self.launch = None
+        return "\n\n".join(out)
+
+
+def emit_gpu(
+    scop: Scop, mapping: GpuMapping, options: MappingOptions, dialect: GpuDialect
+) -> tuple[str, tuple[Launch, ...]]:
+    """The kernels of a mapped program, one function per launch, in launch order, and
+    the launches that have a kernel."""
+    build = isl.AstBuild.from_context(
+        isl.Set.universe(isl.Space.params_alloc(isl.DEFAULT_CONTEXT, 0))
+    )
+    ast = build.node_from_schedule(mapping.schedule) if scop.statements else None
+    printer = _GpuPrinter(scop, options, dialect)
+    body = printer.kernels(ast, mapping.launches)
+    mapping = replace(mapping, launches=tuple(printer.used))
+    dtypes = {t.dtype for t in scop.program.tensors.values()}
+    double = "double" in body or "float64" in dtypes
+    half = "float16" in dtypes
+    clamp = (
+        "static inline" if dialect.name == "opencl" else "static __device__ __forceinline__"
+    ) + " int64_t tc_clamp(int64_t v, int64_t hi) { return v < 0 ? 0 : v > hi ? hi : v; }"
+    launches = "\n".join(
+        f"// launch {lc.name}: grid {list(lc.grid)} block {list(lc.block)}"
+        for lc in mapping.launches
+    )
+    text = f"{dialect.prelude(double, half)}\n{clamp}\n\n{launches}\n\n{body}\n"
+    return text, mapping.launches

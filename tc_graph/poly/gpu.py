@@ -1,0 +1,286 @@
+"""GPU mapping on the schedule tree: kernels, blocks, threads, private accumulators.
+
+Each top-level nest of the schedule (a child of the root sequence, or the whole tree)
+becomes one kernel; kernels are launched in order on one queue, so a dependence between
+nests is honoured by the launch boundary (the paper's single kernel per TC would need a
+grid-wide barrier, which neither CUDA nor OpenCL offer portably). Inside a kernel:
+
+- the outer band is tiled (`tile`; the default tile of a thread-mapped loop is its block
+  size), point loops sunk below sequences as on the CPU;
+- the tile loops of its leading parallel (coincident) members map to blocks (up to 3,
+  x = innermost), the point loops of the last of them to threads (up to 3, as many as
+  `block` has dims). Mapped loops are printed as strided loops, so a grid or a block
+  smaller than the iteration space covers it (tails included);
+- every dependence inside a kernel has equal values on those members (they are
+  coincident), so each thread computes its own outputs entirely: reductions run
+  sequentially per thread and never race, and no barrier is needed for global memory;
+- with `use_private_memory`, an innermost reduction loop keeps its output element in a
+  register (the `reduce` mark the CPU printer already honours).
+
+Marks carry what the printer needs: `kernel:k`, and `map:<block|thread>:<dim>:<iterator>`
+where iterator names the AST loop the mark must sit on (isl names loop `c<depth>`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import islpy as isl
+
+from .. import ir
+from ..options import MappingOptions
+from .cpu import _is_reduction_member, _sink_below_sequence
+from .schedule import _Scheduler, to_isl
+from .scop import Scop, ScopStmt
+
+_CTX = isl.DEFAULT_CONTEXT
+_BAND = isl.schedule_node_type.band
+_SEQ = isl.schedule_node_type.sequence
+_FILTER = isl.schedule_node_type.filter
+
+
+@dataclass(frozen=True)
+class Launch:
+    """Geometry of one kernel: blocks and threads per dim, x first."""
+
+    name: str
+    grid: tuple[int, ...]
+    block: tuple[int, ...]
+
+    def to_json(self) -> dict[str, object]:
+        return {"name": self.name, "grid": list(self.grid), "block": list(self.block)}
+
+
+@dataclass(frozen=True)
+class GpuMapping:
+    schedule: isl.Schedule
+    launches: tuple[Launch, ...]
+
+
+def gpu_loop_order(st: ScopStmt) -> tuple[str, ...]:
+    """Left-hand indices first (the parallel loops, mapped to blocks and threads), the one
+    with the most stride-1 accesses last among them (thread x: coalesced accesses), then
+    the reduction indices (sequential inside a thread)."""
+    if st.kind == "check" or not st.iterators:
+        return st.iterators
+    src = st.source
+    lhs = [v for v in st.iterators if v in src.lhs]
+    red = [v for v in st.iterators if v not in src.lhs]
+    accesses = [ir.Read(src.tensor, tuple(ir.Index(v) for v in src.lhs), "")]
+    if st.kind != "init":
+        accesses += list(dict.fromkeys(r for r in ir.reads(src.rhs) if r.subscripts))
+
+    def unit(v: str) -> int:
+        return sum(
+            1
+            for r in accesses
+            if r.subscripts
+            and v in ir.index_names(r.subscripts[-1])
+            and not any(v in ir.index_names(s) for s in r.subscripts[:-1])
+        )
+
+    if lhs:
+        best = max(reversed(lhs), key=unit)
+        lhs = [v for v in lhs if v != best] + [best]
+    return (*lhs, *red)
+
+
+def gpu_schedule(scop: Scop, options: MappingOptions) -> isl.Schedule:
+    """Our fusion (schedule.py) over the GPU loop order. isl's own scheduler is not used
+    for GPU targets (allow_skewing is ignored): mapping needs the plain parallel loops."""
+    sch = _Scheduler(scop, options)
+    sch.order = {s.name: gpu_loop_order(s) for s in scop.statements}
+    node = sch.build(tuple(s.name for s in scop.statements), 0)
+    return to_isl(node, scop, sch.order)
+
+
+def _names(node: isl.ScheduleNode) -> set[str]:
+    out: set[str] = set()
+    node.get_domain().foreach_set(lambda s: out.add(s.get_tuple_name()))
+    return out
+
+
+def _member_range(node: isl.ScheduleNode, k: int) -> tuple[int, int]:
+    """[lo, hi] of member k of a band over its domain."""
+    umap = node.band_get_partial_schedule_union_map().intersect_domain(node.get_domain())
+    sets: list[isl.Set] = []
+    umap.range().foreach_set(sets.append)
+    lo, hi = math.inf, -math.inf
+    for s in sets:
+        lo = min(lo, s.dim_min_val(k).to_python())
+        hi = max(hi, s.dim_max_val(k).to_python())
+    if lo == math.inf:
+        return 0, -1
+    return int(lo), int(hi)
+
+
+def _split_and_mark(node: isl.ScheduleNode, labels: Sequence[str | None]) -> isl.ScheduleNode:
+    """Split a band into one band per member, with a mark above each labelled one; returns
+    the node at the original position."""
+    down = 0
+    for k, label in enumerate(labels):
+        if k < len(labels) - 1:
+            node = node.band_split(1)
+        if label is not None:
+            name = label.replace("@", f"c{node.get_schedule_depth()}")
+            node = node.insert_mark(isl.Id(name, context=_CTX)).child(0)
+            down += 1
+        if k < len(labels) - 1:
+            node = node.child(0)
+            down += 1
+    for _ in range(down):
+        node = node.parent()
+    return node
+
+
+def _point_bands(node: isl.ScheduleNode) -> list[isl.ScheduleNode]:
+    """The point band copies below a tile band (one, or one per child of a sequence)."""
+    child = node.child(0)
+    if child.get_type() == _BAND:
+        return [child]
+    assert child.get_type() == _SEQ
+    return [child.child(i).child(0) for i in range(child.n_children())]
+
+
+def _map_component(
+    node: isl.ScheduleNode, scop: Scop, options: MappingOptions, name: str
+) -> tuple[isl.ScheduleNode, Launch]:
+    """Map one kernel's subtree; returns its (marked) root and its launch geometry."""
+    single = Launch(name, (1,), (1,))
+    if node.get_type() != _BAND:
+        return _private(node, scop, options), single
+    n = node.band_n_member()
+    nb = 0
+    while nb < n and node.band_member_get_coincident(nb):
+        nb += 1
+    if nb == 0:
+        return _private(node, scop, options), single
+    ranges = [_member_range(node, k) for k in range(n)]
+    # Members that run at least twice; blocks on the first three, threads on the last ones.
+    live = [k for k in range(nb) if ranges[k][1] > ranges[k][0]]
+    if not live:
+        return _private(node, scop, options), single
+    blocks = live[:3]
+    threads = live[-min(3, len(options.block)) :]
+    ntile = nb
+    if node.band_get_permutable():
+        ntile = max(nb, min(n, len(options.tile)))
+    sizes = []
+    for k in range(ntile):
+        if k < len(options.tile):
+            sizes.append(options.tile[k])
+        elif k in threads:
+            sizes.append(options.block[len(threads) - 1 - threads.index(k)])
+        else:
+            sizes.append(1)
+    # The geometry: x is the last mapped member.
+    grid_dims: list[int] = []
+    for j, k in enumerate(reversed(blocks)):
+        lo, hi = ranges[k]
+        count = hi // sizes[k] - lo // sizes[k] + 1
+        if j < len(options.grid):
+            count = min(count, options.grid[j])
+        grid_dims.append(count)
+    block_dims = []
+    for j, k in enumerate(reversed(threads)):
+        lo, hi = ranges[k]
+        block_dims.append(min(options.block[j], sizes[k], hi - lo + 1))
+    launch = Launch(name, tuple(grid_dims), tuple(block_dims))
+    if ntile < n:
+        node = node.band_split(ntile)
+    mv = isl.MultiVal.zero(node.band_get_space())
+    for k in range(ntile):
+        mv = mv.set_val(k, isl.Val.int_from_si(_CTX, sizes[k]))
+    node = node.band_tile(mv)
+    point = node.child(0)
+    if point.child(0).get_type() == _SEQ:
+        point = _sink_below_sequence(point)
+    node = point.parent()
+
+    def label(kind: str, members: list[int], k: int, sizes_: Sequence[int]) -> str | None:
+        if k not in members:
+            return None
+        dim = len(members) - 1 - members.index(k)
+        return f"map:{kind}:{dim}:@:{sizes_[k]}"
+
+    # Point bands first (below), then the tile band (its splitting moves the child).
+    top = node.get_tree_depth()
+    for i in range(len(_point_bands(node))):
+        p = _point_bands(node)[i]
+        p = _split_and_mark(p, [label("thread", threads, k, [1] * ntile) for k in range(ntile)])
+        node = _map_inner(p, scop, options, ntile)
+        while node.get_tree_depth() > top:
+            node = node.parent()
+    node = _split_and_mark(node, [label("block", blocks, k, sizes) for k in range(ntile)])
+    return node, launch
+
+
+def _map_inner(
+    node: isl.ScheduleNode, scop: Scop, options: MappingOptions, skip: int
+) -> isl.ScheduleNode:
+    """Below the mapped point loops (`skip` single-member bands from node on): private
+    accumulators on innermost reduction loops. Returns the node at the same position."""
+    down = 0
+    for _ in range(skip):
+        while node.get_type() != _BAND:
+            node = node.child(0)
+            down += 1
+        node = node.child(0)
+        down += 1
+    node = _private(node, scop, options)
+    for _ in range(down):
+        node = node.parent()
+    return node
+
+
+def _private(node: isl.ScheduleNode, scop: Scop, options: MappingOptions) -> isl.ScheduleNode:
+    """Mark innermost reduction loops `reduce` (the output element in a register)."""
+    if not options.use_private_memory:
+        return node
+    down = 0
+    if node.get_type() == _BAND and not _has_band_below(node):
+        n = node.band_n_member()
+        if n > 1:
+            node = node.band_split(n - 1).child(0)
+            down += 1
+        if not node.band_member_get_coincident(0) and _is_reduction_member(node, scop):
+            lo, hi = _member_range(node, 0)
+            if hi > lo:
+                node = node.insert_mark(isl.Id("reduce", context=_CTX)).child(0)
+                down += 1
+    for i in range(node.n_children()):
+        node = _private(node.child(i), scop, options).parent()
+    for _ in range(down):
+        node = node.parent()
+    return node
+
+
+def _has_band_below(node: isl.ScheduleNode) -> bool:
+    for i in range(node.n_children()):
+        c = node.child(i)
+        if c.get_type() == _BAND or _has_band_below(c):
+            return True
+    return False
+
+
+def map_gpu(schedule: isl.Schedule, scop: Scop, options: MappingOptions) -> GpuMapping:
+    """One kernel per top-level nest, each mapped to blocks and threads."""
+    if not scop.statements:
+        return GpuMapping(schedule, ())
+    root = schedule.get_root().child(0)
+    launches: list[Launch] = []
+
+    def one(node: isl.ScheduleNode) -> isl.ScheduleNode:
+        name = f"tc_kernel_{len(launches)}"
+        node, launch = _map_component(node, scop, options, name)
+        launches.append(launch)
+        return node.insert_mark(isl.Id(f"kernel:{len(launches) - 1}", context=_CTX))
+
+    if root.get_type() == _SEQ:
+        for i in range(root.n_children()):
+            root = one(root.child(i).child(0)).parent().parent()
+    else:
+        root = one(root)
+    return GpuMapping(root.get_schedule(), tuple(launches))

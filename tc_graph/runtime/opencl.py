@@ -1,0 +1,175 @@
+"""target="opencl": GPU-mapped kernels run through pyopencl (on PoCL in CI).
+
+PoCL compiles each program with clang and LLVM, which takes a noticeable fraction of a
+second, so built programs are kept per process, keyed by their text. Buffers are made
+per call: inputs copied in, outputs (and `out=` arrays, which reductions without `!`
+accumulate into) copied in and back, temporaries zero-filled on the device.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from .. import binding
+from ..errors import TcError
+from ..lang.sema import CheckedDef
+from ..options import MappingOptions
+from ..poly.scop import checked_accesses
+from .gpu import GpuSource
+
+_PROGRAMS: dict[str, Any] = {}
+
+
+@functools.cache
+def _cl() -> Any:
+    try:
+        import pyopencl
+    except ImportError:
+        raise TcError(
+            "target 'opencl' needs pyopencl and an OpenCL platform",
+            hint="pip install 'tc_graph[opencl]' (pyopencl and pocl-binary-distribution)",
+        ) from None
+    return pyopencl
+
+
+@functools.cache
+def context() -> tuple[Any, Any]:
+    """The OpenCL context and in-order queue kernels run on: the device named by
+    $TC_GRAPH_OPENCL_DEVICE (a substring of its name), else the first one found."""
+    cl = _cl()
+    try:
+        devices = [d for p in cl.get_platforms() for d in p.get_devices()]
+    except cl.Error as e:
+        raise TcError(
+            f"no OpenCL platform found ({e})", hint="pip install pocl-binary-distribution"
+        ) from None
+    want = os.environ.get("TC_GRAPH_OPENCL_DEVICE", "")
+    failures = []
+    for device in devices:
+        if want.lower() not in device.name.lower():
+            continue
+        ctx = cl.Context([device])
+        try:
+            # A device may be listed yet unable to compile: the PoCL of
+            # pocl-binary-distribution (LLVM 14) fails on CPUs its LLVM does not know.
+            cl.Program(ctx, "__kernel void tc_probe(__global int *a) { a[0] = 1; }").build()
+        except cl.Error as e:
+            failures.append(f"{device.name}: {str(e).strip().splitlines()[-1]}")
+            continue
+        return ctx, cl.CommandQueue(ctx)
+    raise TcError(
+        f"no usable OpenCL device{f' matching {want!r}' if want else ''}"
+        + (f" ({'; '.join(failures)})" if failures else ""),
+        hint="pip install pocl-binary-distribution; on CPUs its LLVM does not know, install "
+        "the system's PoCL (apt-get install pocl-opencl-icd); TC_GRAPH_OPENCL_DEVICE picks one",
+    )
+
+
+def build(texts: Sequence[str]) -> None:
+    """Build programs not built yet in this process. Each program is one kernel's text."""
+    cl = _cl()
+    ctx, _ = context()
+    for text in texts:
+        if text in _PROGRAMS:
+            continue
+        try:
+            _PROGRAMS[text] = cl.Program(ctx, text).build()
+        except cl.Error as e:
+            raise TcError(f"the OpenCL compiler rejected a generated kernel:\n{e}") from None
+
+
+class OpenclKernel:
+    """A TC compiled for fixed input shapes, run on an OpenCL device."""
+
+    target = "opencl"
+
+    def __init__(self, checked: CheckedDef, gpu: GpuSource, options: MappingOptions) -> None:
+        self.checked = checked
+        self.program = gpu.program
+        self.options = options
+        self.source = gpu.text
+        self.launches = gpu.launches
+        self._gpu = gpu
+        self._checks = checked_accesses(gpu.program)
+        ctx, _ = context()
+        device = ctx.devices[0]
+        if "float16" in {t.dtype for t in gpu.program.tensors.values()} and (
+            "cl_khr_fp16" not in device.extensions
+        ):
+            raise TcError(
+                f"float16 tensors need the cl_khr_fp16 extension, which {device.name} lacks",
+                hint="use target='cpu'",
+            )
+        build([gpu.text])
+        self._cl_program = _PROGRAMS[gpu.text]
+        cl = _cl()
+        self._kernels = [cl.Kernel(self._cl_program, lc.name) for lc in gpu.launches]
+
+    def __repr__(self) -> str:
+        return f"<OpenclKernel {self.checked.name} {self.options}>"
+
+    def __call__(
+        self,
+        *args: Any,
+        out: Sequence[np.ndarray] | np.ndarray | None = None,
+        unchecked: bool = False,
+    ) -> np.ndarray | tuple[np.ndarray, ...]:
+        cl = _cl()
+        ctx, queue = context()
+        program = self.program
+        arrays, sizes = binding.bind_inputs(self.checked, args)
+        for name in self.checked.index_scalars:
+            if sizes.get(name) != self._gpu.sizes.get(name):
+                raise TcError(
+                    f"this kernel was compiled for {name}={self._gpu.sizes.get(name)}, "
+                    f"got {sizes.get(name)}; compile it again for the new value"
+                )
+        for n in program.inputs:
+            if arrays[n].shape != self._gpu.shapes[n]:
+                raise TcError(
+                    f"this kernel was compiled for '{n}' of shape {self._gpu.shapes[n]}, "
+                    f"got {arrays[n].shape}"
+                )
+        shapes = {n: self._gpu.shapes[n] for n in (*program.outputs, *program.temporaries)}
+        host = binding.allocate(program, shapes, out)
+        mf = cl.mem_flags
+
+        def buffer(a: np.ndarray, flags: int) -> Any:
+            if a.nbytes == 0:
+                return cl.Buffer(ctx, mf.READ_WRITE, 8)
+            return cl.Buffer(ctx, flags | mf.COPY_HOST_PTR, hostbuf=np.ascontiguousarray(a))
+
+        bufs = [buffer(arrays[n], mf.READ_ONLY) for n in program.inputs]
+        for n in program.outputs:
+            if out is None and not program.tensors[n].zero_fill:
+                host[n][...] = 0
+            bufs.append(buffer(host[n], mf.READ_WRITE))
+        for n in program.temporaries:
+            bufs.append(buffer(np.zeros(shapes[n], program.tensors[n].dtype), mf.READ_WRITE))
+        code = np.zeros(1, np.int32)
+        value = np.zeros(1, np.int64)
+        code_buf = buffer(code, mf.READ_WRITE)
+        value_buf = buffer(value, mf.READ_WRITE)
+        flag = np.int32(0 if unchecked else 1)
+        for kernel, lc in zip(self._kernels, self.launches, strict=True):
+            dims = max(len(lc.grid), len(lc.block))
+            local = (*lc.block, *(1,) * (dims - len(lc.block)))
+            groups = (*lc.grid, *(1,) * (dims - len(lc.grid)))
+            glob = tuple(g * b for g, b in zip(groups, local, strict=True))
+            kernel(queue, glob, local, *bufs, code_buf, value_buf, flag)
+        for n, b in zip(program.outputs, bufs[len(program.inputs) :], strict=False):
+            if host[n].nbytes:
+                cl.enqueue_copy(queue, host[n], b)
+        cl.enqueue_copy(queue, code, code_buf)
+        cl.enqueue_copy(queue, value, value_buf)
+        queue.finish()
+        if code[0] > 0:
+            r, k = self._checks[code[0] - 1]
+            raise binding.index_error(program, r, k, int(value[0]), self._gpu.shapes[r.tensor][k])
+        outputs = [host[n] for n in program.outputs]
+        return outputs[0] if len(outputs) == 1 else tuple(outputs)
