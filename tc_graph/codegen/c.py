@@ -748,9 +748,12 @@ class _Printer:
     def pinned_loads(self, loads: Mapping[str, str], depth: int) -> None:
         """Declare the shared operand vectors of a tile. The empty asm pins each in a
         register: otherwise gcc folds the load into every FMA that uses it, and the tile's
-        load sharing is lost."""
+        load sharing is lost. A vector wider than the widest register (AVX-512's 16
+        floats) lives in several registers, which no asm operand can name: not pinned."""
+        pin = self.options.vector_width <= _WIDEST_REGISTER
         for text, name in loads.items():
-            self.out(depth, f'tc_vf {name} = {text}; __asm__("" : "+v"({name}));')
+            asm = f' __asm__("" : "+v"({name}));' if pin else ""
+            self.out(depth, f"tc_vf {name} = {text};{asm}")
 
     def lane_sums(self, vectors: list[str], depth: int) -> list[str]:
         """Expressions for the lane sums of each vector. A power-of-two count of them up to
@@ -1140,6 +1143,7 @@ def _hsum(width: int) -> str:
 
 
 _PRIVATE_BYTES = 64 * 1024
+_WIDEST_REGISTER = 16  # floats in one x86 vector register (AVX-512)
 # Vector accumulators of one register tile (AVX-512 has 32 vector registers) and its rows.
 _ACCUMULATORS = 16
 _MAX_ROWS = 8

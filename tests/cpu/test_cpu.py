@@ -307,3 +307,16 @@ def test_one_iteration_dimension_is_not_the_parallel_loop(
     kernel = fn.compile(*args, options=tg.MappingOptions(threads=2))
     for _ in range(40):
         assert_matches(kernel(*args), oracle(*args), "size-1 output dimension")
+
+
+@pytest.mark.parametrize("width", [4, 8, 32, 64])
+def test_vector_widths_other_than_the_register(width: int) -> None:
+    """Register tiles pin operand loads with an asm operand; vectors of several
+    registers (32 and 64 floats) cannot be pinned, and must still compile and compute."""
+    rng = np.random.default_rng(9)
+    a = rng.standard_normal((16, 32)).astype(np.float32)
+    b = rng.standard_normal((32, 256)).astype(np.float32)
+    fn = tg.define("def mm(float(M,K) A, float(K,N) B) -> (C) { C(m,n) +=! A(m,k) * B(k,n) }").mm
+    kernel = fn.compile(a, b, options=tg.MappingOptions(vector_width=width, tile=(8,)))
+    assert "_v0" in kernel.source, "the register tile with shared operand loads is not used"
+    assert_matches(kernel(a, b), a @ b, f"matmul at vector width {width}")
