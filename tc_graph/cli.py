@@ -123,17 +123,22 @@ def _example_args(fn: TcFunction, given: dict[str, str]) -> list[object]:
     return args
 
 
+def _entry(mod: TcModule, args: argparse.Namespace) -> TcFunction:
+    """The def --entry names (or the only one)."""
+    entry = args.entry or (mod.names[0] if len(mod.names) == 1 else None)
+    if entry is None:
+        raise TcError(f"--entry is required: {args.file} defines {', '.join(mod.names)}")
+    if entry not in mod:
+        raise TcError(f"no def '{entry}' in {args.file} (it defines {', '.join(mod.names)})")
+    return mod[entry]
+
+
 def _compile(args: argparse.Namespace) -> int:
     mod = _load(args.file)
     if mod is None:
         return 1
     try:
-        entry = args.entry or (mod.names[0] if len(mod.names) == 1 else None)
-        if entry is None:
-            raise TcError(f"--entry is required: {args.file} defines {', '.join(mod.names)}")
-        if entry not in mod:
-            raise TcError(f"no def '{entry}' in {args.file} (it defines {', '.join(mod.names)})")
-        fn = mod[entry]
+        fn = _entry(mod, args)
         options = MappingOptions.from_json(args.options) if args.options else None
         example = _example_args(fn, _parse_shapes(args.shapes))
         if args.emit in ("cuda", "opencl"):
@@ -172,12 +177,7 @@ def _tune(args: argparse.Namespace) -> int:
     if mod is None:
         return 1
     try:
-        entry = args.entry or (mod.names[0] if len(mod.names) == 1 else None)
-        if entry is None:
-            raise TcError(f"--entry is required: {args.file} defines {', '.join(mod.names)}")
-        if entry not in mod:
-            raise TcError(f"no def '{entry}' in {args.file} (it defines {', '.join(mod.names)})")
-        fn = mod[entry]
+        fn = _entry(mod, args)
         if args.plot:
             plot_history(None, args.plot)  # fail before the slow part, not after it
         values = _random_args(fn, _example_args(fn, _parse_shapes(args.shapes)), args.seed)
@@ -201,7 +201,7 @@ def _tune(args: argparse.Namespace) -> int:
         print("stopped early: keeping the best options found so far", file=sys.stderr)
     failed = len(result.failures)
     print(
-        f"{entry}: default {result.default_s * 1e6:.1f} us, tuned {result.best_s * 1e6:.1f} us "
+        f"{fn.name}: default {result.default_s * 1e6:.1f} us, tuned {result.best_s * 1e6:.1f} us "
         f"({result.default_s / result.best_s:.2f}x); {result.evaluated} candidates, "
         f"{failed} discarded; stored in {cc.cache_dir()}"
     )
