@@ -12,6 +12,7 @@ dialects differ only in the `GpuDialect` hooks.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
@@ -21,6 +22,7 @@ from .. import ir
 from ..errors import TcError
 from ..options import MappingOptions
 from ..poly.gpu import GpuMapping, Launch
+from ..poly.promotion import SharedSite, Tile, plan_tiles
 from ..poly.scop import Scop, ScopStmt
 from .c import _LIBM, C_TYPES, Dialect, _Printer, cname, helper_lines
 
@@ -63,6 +65,13 @@ class GpuDialect(Dialect):
 
     def unsupported(self, fn: str) -> bool:
         return False
+
+    def shared_array(self, ctype: str, name: str, size: int) -> str:
+        """A block's fixed-size tile (declared at kernel scope, as OpenCL requires)."""
+        raise NotImplementedError
+
+    def barrier(self) -> str:
+        raise NotImplementedError
 
 
 _DIMS = "xyz"
@@ -121,6 +130,12 @@ class OpenCL(GpuDialect):
     def unsupported(self, fn: str) -> bool:
         return fn in _NO_OPENCL
 
+    def shared_array(self, ctype: str, name: str, size: int) -> str:
+        return f"__local {ctype} {name}[{size}];"
+
+    def barrier(self) -> str:
+        return "barrier(CLK_LOCAL_MEM_FENCE);"
+
 
 _NO_OPENCL = frozenset({"j0", "j1", "y0", "y1", "nearbyint"})
 
@@ -161,6 +176,12 @@ class Cuda(GpuDialect):
     def record_error(self, code: int) -> str:
         return f"if (atomicCAS(tc_code, 0, {code}) == 0) *tc_value = v;"
 
+    def shared_array(self, ctype: str, name: str, size: int) -> str:
+        return f"__shared__ {ctype} {name}[{size}];"
+
+    def barrier(self) -> str:
+        return "__syncthreads();"
+
 
 OPENCL = OpenCL()
 CUDA = Cuda()
@@ -177,9 +198,29 @@ class _GpuPrinter(_Printer):
         super().__init__(scop, replace(options, register_tile=0), dialect)
         self.launch: Launch | None = None
         self.active: set[tuple[str, int]] = set()
+        # Shared promotion: the kernel's site, the open loops (iterator, may run more
+        # than once for a block), the tiles in force by (statement, reference).
+        self.site: SharedSite | None = None
+        self.loops: list[tuple[str, bool]] = []
+        self.tiles: dict[tuple[str, ir.Read], Tile] = {}
+        self.cur_stmt = ""
+        self.decls: list[str] = []
+        self.promoted: list[Tile] = []
+        self.nsites = 0
 
     # -- expressions -----------------------------------------------------
+    def user(self, node: isl.AstNode) -> tuple[ScopStmt, list[str]]:
+        st, args = super().user(node)
+        self.cur_stmt = st.name
+        return st, args
+
     def expr(self, e: ir.Expr, env: Mapping[str, str]) -> str:
+        if isinstance(e, ir.Read) and (self.cur_stmt, e) in self.tiles:
+            tile = self.tiles[(self.cur_stmt, e)]
+            subs = [
+                f"(int)({self.expr(s, env)}) - {tile.name}_o{k}" for k, s in enumerate(e.subscripts)
+            ]
+            return f"{tile.name}[{_flat(subs, tile.sizes)}]"
         if isinstance(e, ir.Read) and any(
             isinstance(x, ir.Read) for s in e.subscripts for x in ir.walk(s)
         ):
@@ -252,6 +293,84 @@ class _GpuPrinter(_Printer):
         below = self.mapped_below(node)
         return [w for w in missing if w not in below]
 
+    def shared(self, body: isl.AstNode, depth: int) -> None:
+        """The `shared` mark: copy the promoted tiles in (threads take strided parts),
+        synchronize, run the body on the tiles, and synchronize again before a later
+        iteration of an enclosing loop overwrites tiles other threads may still read."""
+        assert self.launch is not None
+        if self.site is None or any(kind == "thread" for kind, _ in self.active):
+            # No site, or inside a guard on thread ids: a barrier there would diverge.
+            self.node(body, depth)
+            return
+        defined = {it for it, _ in self.loops}
+        prefix = f"tc_sh{self.nsites}_"
+        self.nsites += 1
+        names = {st.name for st, _ in self.users_under(body)}
+        tiles = plan_tiles(self.site, self.scop, defined, self.options, prefix, names)
+        if not tiles:
+            self.node(body, depth)
+            return
+        block = self.launch.block
+        tid = self.ident("thread", 0)
+        for d in range(1, len(block)):
+            tid = f"{self.ident('thread', d)} * {math.prod(block[:d])} + {tid}"
+        nthreads = math.prod(block)
+        self.out(depth, "{")
+        self.out(depth + 1, f"const int tc_tid = {tid};")
+        for t in tiles:
+            ctype = C_TYPES[t.dtype]
+            self.decls.append(self.dialect.shared_array(ctype, t.name, t.elements))
+            shape = "".join(f"[{n}]" for n in t.sizes)
+            why = "reused" if t.reused else "not coalesced"
+            self.out(depth + 1, f"// shared tile {t.name}: {t.tensor}{shape} ({why})")
+            for k, off in enumerate(t.offsets):
+                self.out(depth + 1, f"const int {t.name}_o{k} = {off};")
+            self.copy_in(t, nthreads, depth + 1)
+            self.promoted.append(t)
+        self.out(depth + 1, self.dialect.barrier())
+        self.tiles = {ref: t for t in tiles for ref in t.refs}
+        self.node(body, depth + 1)
+        self.tiles = {}
+        if any(repeats for _, repeats in self.loops):
+            self.out(depth + 1, self.dialect.barrier())
+        self.out(depth, "}")
+
+    def copy_in(self, t: Tile, nthreads: int, depth: int) -> None:
+        """Global to shared, element i of the tile by thread i mod nthreads (the last
+        dimension fastest: neighbouring threads read neighbouring addresses)."""
+        shape = self.scop.shapes[t.tensor]
+        n = t.elements
+        trips = -(-n // nthreads)
+        unrolled = self.options.unroll_copy_shared and trips <= _UNROLL_COPY
+        if unrolled:
+            for j in range(trips):
+                self.out(depth, "{")
+                self.out(depth + 1, f"const int tc_i = tc_tid + {j * nthreads};")
+                full = (j + 1) * nthreads <= n
+                self.copy_element(t, shape, depth + 1, None if full else f"tc_i < {n}")
+                self.out(depth, "}")
+            return
+        self.out(depth, f"for (int tc_i = tc_tid; tc_i < {n}; tc_i += {nthreads}) {{")
+        self.copy_element(t, shape, depth + 1, None)
+        self.out(depth, "}")
+
+    def copy_element(self, t: Tile, shape: Sequence[int], depth: int, cond: str | None) -> None:
+        conds = [cond] if cond else []
+        glob = []
+        rest = "tc_i"
+        for k in range(len(t.sizes)):
+            inner = math.prod(t.sizes[k + 1 :])
+            local = f"{rest} / {inner}" if inner > 1 else rest
+            if k > 0:
+                local = f"({local}) % {t.sizes[k]}" if inner > 1 else f"{rest} % {t.sizes[k]}"
+            g = f"tc_g{k}"
+            self.out(depth, f"const int {g} = {t.name}_o{k} + {local};")
+            glob.append(g)
+            conds.append(f"{g} >= 0 && {g} < {shape[k]}")
+        idx = self.linear(t.tensor, glob)
+        test = " && ".join(conds)
+        self.out(depth, f"if ({test}) {t.name}[tc_i] = {cname(t.tensor)}[{idx}];")
+
     def ident(self, kind: str, d: int) -> str:
         return f"tc_{'t' if kind == 'thread' else 'b'}{_DIMS[d]}"
 
@@ -272,6 +391,14 @@ class _GpuPrinter(_Printer):
             if name.startswith("map:"):
                 self.mapped(node.mark_get_node(), name, depth)
                 return
+            if name == "shared":
+                self.shared(node.mark_get_node(), depth)
+                return
+        if node.get_type() == isl.ast_node_type.for_:
+            self.loops.append((node.for_get_iterator().to_C_str(), not node.for_is_degenerate()))
+            super().node(node, depth, marks)
+            self.loops.pop()
+            return
         super().node(node, depth, marks)
 
     def mapped(self, node: isl.AstNode, mark: str, depth: int) -> None:
@@ -296,7 +423,9 @@ class _GpuPrinter(_Printer):
             self.out(depth, f"{{ const int {it} = {init};")
             self.out(depth + 1, f"if (tc_first({it}, {inc_s}, {me}, {count}) == {it}) {{")
             self.active.add((kind, d))
+            self.loops.append((it, False))
             self.node(node.for_get_body(), depth + 2)
+            self.loops.pop()
             self.active.discard((kind, d))
             self.out(depth + 1, "}")
             self.out(depth, "}")
@@ -305,11 +434,13 @@ class _GpuPrinter(_Printer):
         cond = node.for_get_cond().to_C_str()
         self.out(
             depth,
-            f"for (int {it} = tc_first({init}, {inc}, {me}, {count}); {cond}; "
-            f"{it} += {count} * {inc}) {{",
+            f"for (int {it} = {_first(init, inc, me, count)}; {cond}; {it} += {count} * {inc}) {{",
         )
         self.active.add((kind, d))
+        trips = _trips(init, cond, inc)
+        self.loops.append((it, trips is None or trips > count))
         self.node(node.for_get_body(), depth + 1)
+        self.loops.pop()
         self.active.discard((kind, d))
         self.out(depth, "}")
 
@@ -325,7 +456,12 @@ class _GpuPrinter(_Printer):
         out.append("const int check")
         return out
 
-    def kernels(self, ast: isl.AstNode | None, launches: Sequence[Launch]) -> str:
+    def kernels(
+        self,
+        ast: isl.AstNode | None,
+        launches: Sequence[Launch],
+        sites: Sequence[SharedSite | None] = (),
+    ) -> str:
         """One function per kernel mark of the AST (isl prints none for a kernel whose
         statements have empty domains); self.used lists the launches printed."""
         self.used: list[Launch] = []
@@ -358,11 +494,54 @@ class _GpuPrinter(_Printer):
                 self.out(1, f"const int {self.ident('block', d)} = {self.dialect.group_id(d)};")
             self.out(1, "(void)tc_code; (void)tc_value; (void)check;")
             self.active = set()
+            self.site = sites[k] if k < len(sites) else None
+            self.decls = []
+            at = len(self.lines)
             self.node(m.mark_get_node(), 1)
+            self.lines[at:at] = ["  " + d for d in self.decls]
             self.out(0, "}")
             out.append("\n".join(self.lines))
         self.launch = None
         return "\n\n".join(out)
+
+
+_UNROLL_COPY = 16  # copies of at most this many elements per thread are unrolled
+
+
+def _flat(subs: Sequence[str], sizes: Sequence[int]) -> str:
+    """Row-major position in a tile."""
+    text = f"({subs[0]})"
+    for k in range(1, len(subs)):
+        text = f"({text} * {sizes[k]} + ({subs[k]}))"
+    return text
+
+
+def _first(init: str, inc: str, me: str, count: int) -> str:
+    """The first iteration id `me` owns. With constant bounds whose first step is owned by
+    id 0 this is plainly init + me * inc (PoCL 3.1 miscompiles the general form, which
+    uses `%`, in kernels with barriers)."""
+    try:
+        first, step = int(init), int(inc)
+    except ValueError:
+        return f"tc_first({init}, {inc}, {me}, {count})"
+    if step < 1:
+        return f"tc_first({init}, {inc}, {me}, {count})"
+    r = (first // step) % count
+    k = f"{me}" if r == 0 else f"({me} >= {r} ? {me} - {r} : {me} + {count - r})"
+    return f"{first} + {k} * {step}" if first else f"{k} * {step}"
+
+
+def _trips(init: str, cond: str, inc: str) -> int | None:
+    """Iterations of `for (it = init; cond; it += inc)` when the bounds are constants."""
+    m = re.fullmatch(r"\s*\w+\s*(<=|<)\s*(-?\d+)\s*", cond)
+    try:
+        first, step = int(init), int(inc)
+    except ValueError:
+        return None
+    if m is None or step < 1:
+        return None
+    last = int(m.group(2)) - (1 if m.group(1) == "<" else 0)
+    return max(0, (last - first) // step + 1)
 
 
 def emit_gpu(
@@ -375,7 +554,7 @@ def emit_gpu(
     )
     ast = build.node_from_schedule(mapping.schedule) if scop.statements else None
     printer = _GpuPrinter(scop, options, dialect)
-    body = printer.kernels(ast, mapping.launches)
+    body = printer.kernels(ast, mapping.launches, mapping.sites)
     mapping = replace(mapping, launches=tuple(printer.used))
     dtypes = {t.dtype for t in scop.program.tensors.values()}
     double = "double" in body or "float64" in dtypes

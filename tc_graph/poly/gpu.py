@@ -32,6 +32,7 @@ import islpy as isl
 from .. import ir
 from ..options import MappingOptions
 from .cpu import _is_reduction_member, _sink_below_sequence
+from .promotion import SharedSite
 from .schedule import _Scheduler, to_isl
 from .scop import Scop, ScopStmt
 
@@ -57,6 +58,8 @@ class Launch:
 class GpuMapping:
     schedule: isl.Schedule
     launches: tuple[Launch, ...]
+    # Per launch: where its shared tiles go (the `shared` mark), None without promotion.
+    sites: tuple[SharedSite | None, ...] = ()
 
 
 def gpu_loop_order(st: ScopStmt) -> tuple[str, ...]:
@@ -146,22 +149,23 @@ def _point_bands(node: isl.ScheduleNode) -> list[isl.ScheduleNode]:
 
 def _map_component(
     node: isl.ScheduleNode, scop: Scop, options: MappingOptions, name: str
-) -> tuple[isl.ScheduleNode, Launch]:
-    """Map one kernel's subtree; returns its (marked) root and its launch geometry."""
+) -> tuple[isl.ScheduleNode, Launch, SharedSite | None]:
+    """Map one kernel's subtree; returns its (marked) root, its launch geometry and where
+    its shared tiles go."""
     single = Launch(name, (1,), (1,))
     if node.get_type() != _BAND:
-        return _private(node, scop, options), single
+        return _private(node, scop, options), single, None
     n = node.band_n_member()
     nb = 0
     while nb < n and node.band_member_get_coincident(nb):
         nb += 1
     if nb == 0:
-        return _private(node, scop, options), single
+        return _private(node, scop, options), single, None
     ranges = [_member_range(node, k) for k in range(n)]
     # Members that run at least twice; blocks on the first three, threads on the last ones.
     live = [k for k in range(nb) if ranges[k][1] > ranges[k][0]]
     if not live:
-        return _private(node, scop, options), single
+        return _private(node, scop, options), single, None
     blocks = live[:3]
     threads = live[-min(3, len(options.block)) :]
     ntile = nb
@@ -188,6 +192,7 @@ def _map_component(
         lo, hi = ranges[k]
         block_dims.append(min(options.block[j], sizes[k], hi - lo + 1))
     launch = Launch(name, tuple(grid_dims), tuple(block_dims))
+    thread_x = _member_iterators(node, threads[-1], scop)
     if ntile < n:
         node = node.band_split(ntile)
     mv = isl.MultiVal.zero(node.band_get_space())
@@ -214,7 +219,58 @@ def _map_component(
         while node.get_tree_depth() > top:
             node = node.parent()
     node = _split_and_mark(node, [label("block", blocks, k, sizes) for k in range(ntile)])
-    return node, launch
+    site = None
+    if options.use_shared_memory and math.prod(block_dims) > 1:
+        node, site = _shared_mark(node, blocks, ntile, options, thread_x)
+    return node, launch, site
+
+
+def _member_iterators(node: isl.ScheduleNode, k: int, scop: Scop) -> dict[str, str | None]:
+    """Per statement, the iterator that band member k follows (thread x: coalescing)."""
+    upa = node.band_get_partial_schedule().get_at(k)
+    out: dict[str, str | None] = {}
+
+    def one(pa: isl.PwAff) -> None:
+        st = scop.statement(pa.get_domain_space().get_tuple_name(isl.dim_type.set))
+        found: list[str] = []
+
+        def piece(_s: isl.Set, aff: isl.Aff) -> None:
+            for j, v in enumerate(st.iterators):
+                if not aff.get_coefficient_val(isl.dim_type.in_, j).is_zero():
+                    found.append(v)
+
+        pa.foreach_piece(piece)
+        out[st.name] = found[0] if len(set(found)) == 1 else None
+
+    upa.foreach_pw_aff(one)
+    return out
+
+
+def _shared_mark(
+    node: isl.ScheduleNode,
+    blocks: Sequence[int],
+    ntile: int,
+    options: MappingOptions,
+    thread_x: dict[str, str | None],
+) -> tuple[isl.ScheduleNode, SharedSite]:
+    """Insert the `shared` mark after `shared_depth` tile members (0: after all of them,
+    directly above the thread-mapped loops; never above a block-mapped one); returns the
+    node at the original position and the site."""
+    want = options.shared_depth or ntile
+    want = max(min(want, ntile), max(blocks) + 1)
+    down = 0
+    passed = 0
+    while passed < want:
+        if node.get_type() == _BAND:
+            passed += 1
+        node = node.child(0)
+        down += 1
+    depth = node.get_schedule_depth()
+    prefix = node.get_prefix_schedule_union_map()
+    node = node.insert_mark(isl.Id("shared", context=_CTX))
+    for _ in range(down):
+        node = node.parent()
+    return node, SharedSite(prefix, depth, thread_x)
 
 
 def _map_inner(
@@ -271,11 +327,13 @@ def map_gpu(schedule: isl.Schedule, scop: Scop, options: MappingOptions) -> GpuM
         return GpuMapping(schedule, ())
     root = schedule.get_root().child(0)
     launches: list[Launch] = []
+    sites: list[SharedSite | None] = []
 
     def one(node: isl.ScheduleNode) -> isl.ScheduleNode:
         name = f"tc_kernel_{len(launches)}"
-        node, launch = _map_component(node, scop, options, name)
+        node, launch, site = _map_component(node, scop, options, name)
         launches.append(launch)
+        sites.append(site)
         return node.insert_mark(isl.Id(f"kernel:{len(launches) - 1}", context=_CTX))
 
     if root.get_type() == _SEQ:
@@ -283,4 +341,4 @@ def map_gpu(schedule: isl.Schedule, scop: Scop, options: MappingOptions) -> GpuM
             root = one(root.child(i).child(0)).parent().parent()
     else:
         root = one(root)
-    return GpuMapping(root.get_schedule(), tuple(launches))
+    return GpuMapping(root.get_schedule(), tuple(launches), tuple(sites))

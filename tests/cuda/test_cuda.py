@@ -118,3 +118,11 @@ def test_cuda_text_is_self_contained() -> None:
     assert "// launch tc_kernel_0: grid [2, 5] block [32, 8]" in k.source
     with pytest.raises(tg.TcError, match="not supported"):
         k(a, b)
+
+
+def test_cuda_shared_tiles_and_barriers() -> None:
+    """The paper's tbmm: shared tiles of X and Y and one __syncthreads after the copies."""
+    (case,) = [c for c in _paper_cases() if c[0] == "tbmm"]
+    text = _cuda_text(case[1], case[2], case[3], case[4])
+    assert "__shared__ float tc_sh" in text and "__syncthreads();" in text
+    assert "barrier(" not in text

@@ -4,7 +4,9 @@ program of the conformance table, under default and varied GPU options."""
 
 from __future__ import annotations
 
+import re
 import warnings
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -124,4 +126,100 @@ def test_matmul_kernel_is_mapped_to_blocks_and_threads() -> None:
     assert "get_group_id(0)" in k.source and "get_local_id(1)" in k.source
     (launch,) = k.launches
     assert launch.block == (32, 8) and launch.grid == (2, 5)
+    np.testing.assert_allclose(k(a, b), a @ b, rtol=1e-5)
+
+
+# Shared-memory promotion (on by default) under blocks that do not divide the problems,
+# grids smaller than the tiles (blocks loop over tiles: the trailing barrier), unrolled
+# copies, and a budget so small that promotion is partial or off.
+SHARED_SETS = [
+    tg.MappingOptions(block=(3, 5), grid=(2, 1), use_shared_memory=True),
+    tg.MappingOptions(block=(4, 4), tile=(8, 8, 4), unroll_copy_shared=True, shared_depth=1),
+    tg.MappingOptions(block=(5, 3), use_shared_memory=True, max_shared_memory=64),
+]
+
+
+@pytest.mark.parametrize("c", ref.CASES, ids=lambda c: c.name)
+@pytest.mark.parametrize("options", SHARED_SETS, ids=["tails", "unrolled", "small"])
+def test_opencl_shared_matches_numpy(c: ref.Case, options: tg.MappingOptions) -> None:
+    _skip_half(c.source)
+    args = c.args()
+    expected = c.oracle(*args)
+    call_args, out = ref._split(c, args, len(expected))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", tg.TcWarning)
+        fn = tg.define(c.source)[c.entry]
+    got = _as_tuple(fn(*ref._copy_args(call_args), target="opencl", options=options, out=out))
+    for k, (g, e) in enumerate(zip(got, expected, strict=True)):
+        assert_matches(g, e, f"{c.name} output {k} under {options}")
+
+
+@pytest.mark.parametrize("case", conf.SHAPE_CASES, ids=[c["name"] for c in conf.SHAPE_CASES])
+@pytest.mark.parametrize("options", SHARED_SETS[::2], ids=["tails", "small"])
+def test_opencl_shared_matches_reference(case: dict[str, Any], options: tg.MappingOptions) -> None:
+    _skip_half(case["source"])
+    fn = conf.define(case)[conf.entry_of(case)]
+    args = conf.build_args(case)
+    want = _as_tuple(fn(*args, target="reference"))
+    got = _as_tuple(fn(*args, target="opencl", options=options))
+    for k, (g, e) in enumerate(zip(got, want, strict=True)):
+        assert_matches(g, e, f"{case['name']} output {k}")
+
+
+def _paper(name: str) -> tuple[Any, list[np.ndarray], tg.MappingOptions]:
+    from tests.cuda.test_cuda import _paper_cases
+
+    for n, source, entry, args, options in _paper_cases():
+        if n == name:
+            return tg.define(source)[entry], args, options
+    raise KeyError(name)
+
+
+@pytest.mark.parametrize(
+    ("name", "tensors"),
+    [("MLP3", ["I", "W2", "W3", "W4"]), ("C3", ["I", "W"]), ("tbmm", ["X", "Y"]),
+     ("2LUT", ["I1", "I2"]), ("gconv", ["I", "W1"]), ("tmm", ["A", "B"])],
+)  # fmt: skip
+def test_shared_promotion_fires_on_paper_kernels(name: str, tensors: list[str]) -> None:
+    fn, args, options = _paper(name)
+    k = fn.compile(*args, target="opencl", options=options)
+    for t in tensors:
+        assert re.search(rf"// shared tile tc_sh\d+_\d+: {t}\[", k.source), (t, k.source)
+    assert re.search(r"__local \w+ tc_sh", k.source)
+    # One barrier after each site's copies; the blocks run one tile each here, so no
+    # trailing barrier (nothing overwrites a tile another thread still reads).
+    assert k.source.count("barrier(") == k.source.count("const int tc_tid")
+    if name == "2LUT":
+        assert "tc_sh" not in k.source.split("t_LUT1[")[1].split("]")[0].split("tc_clamp")[0]
+    want = _as_tuple(fn(*args, target="reference"))
+    for g, e in zip(_as_tuple(k(*args)), want, strict=True):
+        assert_matches(g, e, name)
+    off = fn.compile(*args, target="opencl", options=replace(options, use_shared_memory=False))
+    assert "__local" not in off.source and "barrier(" not in off.source
+
+
+def test_no_promotion_without_reuse() -> None:
+    fn = tg.define("def add(float(M,N) A, float(M,N) B) -> (C) { C(m,n) = A(m,n) + B(m,n) }").add
+    a = np.ones((40, 70), np.float32)
+    k = fn.compile(a, a, target="opencl")
+    assert "__local" not in k.source and "barrier(" not in k.source
+    # A transposed read is not coalesced: promoted although no element is reused.
+    t = tg.define("def tr(float(N,M) A) -> (C) { C(m,n) = A(n,m) }").tr
+    k = t.compile(np.ones((70, 40), np.float32), target="opencl")
+    assert "// shared tile tc_sh0_0: A[" in k.source and "(not coalesced)" in k.source
+    np.testing.assert_array_equal(
+        k(np.arange(2800, dtype=np.float32).reshape(70, 40)),
+        np.arange(2800, dtype=np.float32).reshape(70, 40).T,
+    )
+
+
+def test_trailing_barrier_when_blocks_loop_over_tiles() -> None:
+    a = np.random.default_rng(0).random((40, 5), dtype=np.float32)
+    b = np.random.default_rng(1).random((5, 60), dtype=np.float32)
+    k = tg.define(MATMUL).mm.compile(a, b, target="opencl", options=tg.MappingOptions(grid=(1, 1)))
+    assert k.source.count("barrier(") == 2
+    np.testing.assert_allclose(k(a, b), a @ b, rtol=1e-5)
+    small = tg.MappingOptions(max_shared_memory=200)
+    k = tg.define(MATMUL).mm.compile(a, b, target="opencl", options=small)
+    assert k.source.count("// shared tile") == 1  # A's 8x5 tile fits, B's 5x32 does not
     np.testing.assert_allclose(k(a, b), a @ b, rtol=1e-5)
