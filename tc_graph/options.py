@@ -37,9 +37,12 @@ class MappingOptions:
     block: threads of a block, x (innermost mapped loop) first, up to 3 dims.
     grid: blocks of the grid, x first; () launches one block per tile. A grid smaller
       than the tiles makes blocks loop over them.
-    use_shared_memory, unroll_copy_shared, shared_depth, max_shared_memory: shared
-      (local) memory promotion; accepted and kept in keys, but not implemented yet
-      (docs/gpu.md), so they change nothing.
+    use_shared_memory: copy the tiles of tensors a kernel only reads into shared (local)
+      memory when they are reused or read non-coalesced (docs/gpu.md).
+    unroll_copy_shared: write each thread's share of a copy out in full (small tiles).
+    shared_depth: outer-band members above the tiles' position (0: right above the
+      thread-mapped loops).
+    max_shared_memory: bytes of shared memory the promoted tiles of a kernel may use.
     use_private_memory: keep each thread's output of a reduction in a register.
     private_depth: reserved (the accumulator sits at the innermost reduction loop).
     """
