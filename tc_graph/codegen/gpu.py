@@ -13,18 +13,19 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 import islpy as isl
 
 from .. import ir
 from ..errors import TcError
+from ..lang.types import compute_type, promote
 from ..options import MappingOptions
 from ..poly.gpu import GpuMapping, Launch
 from ..poly.promotion import SharedSite, Tile, plan_tiles
 from ..poly.scop import Scop, ScopStmt
-from .c import _LIBM, C_TYPES, Dialect, _Printer, cname, helper_lines
+from .c import _LIBM, C_TYPES, Dialect, _combine, _Printer, _store, cname, helper_lines
 
 _INT_TYPEDEFS = {
     "int8_t": "char", "int16_t": "short", "int32_t": "int", "int64_t": "long",
@@ -386,6 +387,8 @@ class _GpuPrinter(_Printer):
             self.active -= set(guarded)
             self.out(depth, "}")
             return
+        if node.get_type() == isl.ast_node_type.block and self.private_element(node, depth, marks):
+            return
         if node.get_type() == isl.ast_node_type.mark:
             name = node.mark_get_id().get_name()
             if name.startswith("map:"):
@@ -416,6 +419,9 @@ class _GpuPrinter(_Printer):
             # isl printed no loop here (one iteration): not mapped, so guarded below.
             self.node(node, depth)
             return
+        if kind == "thread" and not any(k == "thread" for k, _ in self.active):
+            if self.private_tile(node, mark, depth):
+                return
         me = self.ident(kind, d)
         it = iterator
         init = node.for_get_init().to_C_str()
@@ -443,6 +449,182 @@ class _GpuPrinter(_Printer):
         self.loops.pop()
         self.active.discard((kind, d))
         self.out(depth, "}")
+
+    # -- private tiles -------------------------------------------------------
+    def private_tile(self, node: isl.AstNode, mark: str, depth: int) -> bool:
+        """A thread owning several outputs of one reduction (tile larger than the block):
+        keep them in a private array across the reduction loops, which move outside the
+        thread's own loops, and write each back once (paper 5.4). Only for a perfect nest
+        of thread-mapped loops with constant bounds over one update statement whose
+        reduction loops do not depend on the thread loops; otherwise False (not printed).
+        Reordering is sound: distinct thread iterations write distinct outputs (the
+        mapped members are coincident) and the statement reads no output."""
+        assert self.launch is not None
+        if not self.options.use_private_memory:
+            return False
+        loops: list[tuple[str, str, str, int, int]] = []  # it, first, cond, step, count
+        cur, name = node, mark
+        while True:
+            _, _, dim_s, iterator, _ = name.split(":")
+            count = self.launch.block[int(dim_s)]
+            if (
+                cur.get_type() != isl.ast_node_type.for_
+                or cur.for_get_iterator().to_C_str() != iterator
+                or cur.for_is_degenerate()
+            ):
+                return False
+            init, cond = cur.for_get_init().to_C_str(), cur.for_get_cond().to_C_str()
+            inc = cur.for_get_inc().to_C_str()
+            trips = _max_trips(init, cond, inc)
+            if trips is None or count <= 1:
+                return False
+            me = self.ident("thread", int(dim_s))
+            loops.append((iterator, _first(init, inc, me, count), cond, int(inc) * count,
+                          -(-trips // count)))  # fmt: skip
+            cur = cur.for_get_body()
+            if cur.get_type() == isl.ast_node_type.mark and cur.mark_get_id().get_name().startswith(
+                "map:thread:"
+            ):
+                name = cur.mark_get_id().get_name()
+                cur = cur.mark_get_node()
+                continue
+            break
+        size = math.prod(r for *_, r in loops)
+        if size <= 1 or size > _PRIVATE_MAX:
+            return False
+        mine = [re.compile(rf"\b{it}\b") for it, *_ in loops]
+        chain: list[isl.AstNode] = []
+        while cur.get_type() != isl.ast_node_type.user:
+            if cur.get_type() == isl.ast_node_type.mark:
+                if cur.mark_get_id().get_name().startswith(("map:", "shared", "kernel")):
+                    return False
+                cur = cur.mark_get_node()
+                continue
+            if cur.get_type() != isl.ast_node_type.for_:
+                return False
+            bounds = " ".join(
+                x.to_C_str() for x in (cur.for_get_init(), cur.for_get_cond(), cur.for_get_inc())
+            )
+            if any(m.search(bounds) for m in mine):
+                return False
+            chain.append(cur)
+            cur = cur.for_get_body()
+        if not chain:
+            return False
+        st, args = self.user(cur)
+        src = st.source
+        env = self.stmt_env(st, args)
+        reds = [re.compile(rf"\b{c.for_get_iterator().to_C_str()}\b") for c in chain]
+        if st.kind != "update" or any(m.search(env[v]) for m in reds for v in src.lhs):
+            return False
+        if any(r.tensor == src.tensor for r in ir.reads(src.rhs)):
+            return False
+        tdt = self.program.tensors[src.tensor].dtype
+        acc = C_TYPES[compute_type(promote(tdt, src.rhs.dtype))]
+        target = f"{cname(src.tensor)}[{self.linear(src.tensor, [env[v] for v in src.lhs])}]"
+        shape = "x".join(str(r) for *_, r in loops)
+        self.out(depth, "{")
+        self.out(depth + 1, f"// private tile: {shape} outputs of {src.tensor} per thread")
+        self.out(depth + 1, f"{acc} tc_pv[{size}];")
+        self.thread_loops(
+            loops, depth + 1, lambda ix, d: self.out(d, f"tc_pv[{ix}] = ({acc}){target};")
+        )
+        d = depth + 1
+        for c in chain:
+            it = c.for_get_iterator().to_C_str()
+            if c.for_is_degenerate():
+                self.out(d, f"{{ const int {it} = {c.for_get_init().to_C_str()};")
+            else:
+                self.out(d, self.for_header(c) + " {")
+            d += 1
+        value = self.expr(src.rhs, env)
+        self.thread_loops(
+            loops,
+            d,
+            lambda ix, dd: self.out(
+                dd, f"tc_pv[{ix}] = {_combine(src.op, f'tc_pv[{ix}]', f'({acc})({value})', acc)};"
+            ),
+        )
+        for _ in chain:
+            d -= 1
+            self.out(d, "}")
+        self.thread_loops(
+            loops,
+            depth + 1,
+            lambda ix, dd: self.out(dd, f"{target} = {_store(f'tc_pv[{ix}]', tdt)};"),
+        )
+        self.out(depth, "}")
+        return True
+
+    def private_element(self, node: isl.AstNode, depth: int, marks: frozenset[str]) -> bool:
+        """Statements in sequence that all write one element (init, reduction, epilogue
+        such as MLP3's bias, sum and relu) keep it in a register and store it once. Printed
+        normally first; promoted only if, after renaming that element, the tensor is
+        touched nowhere else in the block (a read of another element keeps memory)."""
+        if not self.options.use_private_memory:
+            return False
+        users = self.users_under(node)
+        if len(users) < 2 or any(st.kind == "check" for st, _ in users):
+            return False
+        tensor = users[0][0].source.tensor
+        texts: set[str] = set()
+        reads: set[str] = set()
+        for st, args in users:
+            src = st.source
+            env = self.stmt_env(st, args)
+            if src.tensor != tensor:
+                return False
+            texts.add(f"{cname(tensor)}[{self.linear(tensor, [env[v] for v in src.lhs])}]")
+            self.cur_stmt = st.name
+            reads.add(self.expr(ir.Read(tensor, tuple(ir.Index(v) for v in src.lhs), ""), env))
+        if len(texts) != 1:
+            return False
+        (target,) = texts
+        inner = _loop_iterators(node)
+        if any(re.search(rf"\b{it}\b", target) for it in inner):
+            return False
+        at = len(self.lines)
+        super().node(node, depth + 1, marks)
+        body = self.lines[at:]
+        renamed = [_rename(line, {target, *reads}, "tc_v") for line in body]
+        if any(f"{cname(tensor)}[" in line for line in renamed):
+            return True  # printed normally already
+        del self.lines[at:]
+        tdt = self.program.tensors[tensor].dtype
+        first = users[0][0].kind
+        load = "" if first in ("init", "assign") else f" = {target}"
+        self.out(depth, f"{{ // private: {tensor} element over {len(users)} statements")
+        self.out(depth + 1, f"{C_TYPES[tdt]} tc_v{load};")
+        self.lines += renamed
+        self.out(depth + 1, f"{target} = tc_v;")
+        self.out(depth, "}")
+        return True
+
+    def thread_loops(
+        self,
+        loops: Sequence[tuple[str, str, str, int, int]],
+        depth: int,
+        body: Callable[[str, int], None],
+    ) -> None:
+        """The thread's iterations as unrolled counted loops (constant private indices,
+        so the array stays in registers), each guarded by the loop's own bound."""
+        ix = ""
+        for k, (it, first, cond, step, reps) in enumerate(loops):
+            if reps == 1:
+                self.out(depth, "{")
+                self.out(depth + 1, f"const int {it} = {first};")
+            else:
+                self.out(depth, "#pragma unroll")
+                self.out(depth, f"for (int tc_r{k} = 0; tc_r{k} < {reps}; tc_r{k}++) {{")
+                self.out(depth + 1, f"const int {it} = {first} + tc_r{k} * {step};")
+                ix = f"tc_r{k}" if not ix else f"({ix}) * {reps} + tc_r{k}"
+            self.out(depth + 1, f"if ({cond}) {{")
+            depth += 2
+        body(ix, depth)
+        for _ in loops:
+            depth -= 2
+            self.out(depth + 1, "}")
+            self.out(depth, "}")
 
     # -- kernels -----------------------------------------------------------
     def params(self) -> list[str]:
@@ -505,7 +687,42 @@ class _GpuPrinter(_Printer):
         return "\n\n".join(out)
 
 
+_PRIVATE_MAX = 32  # at most this many private outputs per thread (registers)
 _UNROLL_COPY = 16  # copies of at most this many elements per thread are unrolled
+
+
+def _max_trips(init: str, cond: str, inc: str) -> int | None:
+    """An upper bound on the iterations of a loop with a constant start: its constant
+    bound, or the constant of `it <= min(K, ...)` (a point loop with a tail)."""
+    trips = _trips(init, cond, inc)
+    m = re.fullmatch(r"\s*(\w+)\s*<=\s*min\((-?\d+),.*\)\s*", cond)
+    if trips is not None or m is None:
+        return trips
+    return _trips(init, f"{m.group(1)} <= {m.group(2)}", inc)
+
+
+def _rename(line: str, olds: set[str], new: str) -> str:
+    for old in sorted(olds, key=len, reverse=True):
+        line = line.replace(old, new)
+    return line
+
+
+def _loop_iterators(node: isl.AstNode) -> set[str]:
+    """Iterators of the loops in a subtree."""
+    t = node.get_type()
+    if t == isl.ast_node_type.for_:
+        return {node.for_get_iterator().to_C_str()} | _loop_iterators(node.for_get_body())
+    if t == isl.ast_node_type.mark:
+        return _loop_iterators(node.mark_get_node())
+    if t == isl.ast_node_type.if_:
+        out = _loop_iterators(node.if_get_then_node())
+        return out | (
+            _loop_iterators(node.if_get_else_node()) if node.if_has_else_node() else set()
+        )
+    if t == isl.ast_node_type.block:
+        ch = node.block_get_children()
+        return {i for k in range(ch.n_ast_node()) for i in _loop_iterators(ch.get_at(k))}
+    return set()
 
 
 def _flat(subs: Sequence[str], sizes: Sequence[int]) -> str:

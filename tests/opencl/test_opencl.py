@@ -223,3 +223,41 @@ def test_trailing_barrier_when_blocks_loop_over_tiles() -> None:
     k = tg.define(MATMUL).mm.compile(a, b, target="opencl", options=small)
     assert k.source.count("// shared tile") == 1  # A's 8x5 tile fits, B's 5x32 does not
     np.testing.assert_allclose(k(a, b), a @ b, rtol=1e-5)
+
+
+@pytest.mark.parametrize(
+    ("tile", "block", "shape"),
+    [((16, 16), (4, 4), (37, 29)), ((7, 5), (3, 5), (40, 60)), ((8, 32), (32, 2), (16, 64))],
+)
+def test_private_tile_of_several_outputs_per_thread(
+    tile: tuple[int, ...], block: tuple[int, ...], shape: tuple[int, int]
+) -> None:
+    """Tiles larger than the block: each thread's outputs stay in a private array across
+    the reduction loop (tails: the guarded last iterations), written back once."""
+    rng = np.random.default_rng(0)
+    a = rng.random((shape[0], 11), dtype=np.float32)
+    b = rng.random((11, shape[1]), dtype=np.float32)
+    fn = tg.define(MATMUL).mm
+    opts = tg.MappingOptions(tile=tile, block=block)
+    k = fn.compile(a, b, target="opencl", options=opts)
+    assert "// private tile:" in k.source and "float tc_pv[" in k.source
+    np.testing.assert_allclose(k(a, b), a @ b, rtol=1e-5)
+    off = fn.compile(a, b, target="opencl", options=replace(opts, use_private_memory=False))
+    assert "tc_pv" not in off.source
+    np.testing.assert_allclose(off(a, b), a @ b, rtol=1e-5)
+
+
+@pytest.mark.parametrize(
+    ("name", "marker"),
+    [("MLP3", "// private: O2 element over 3 statements"), ("C3", "// private tile: 4x1"),
+     ("tmm", "// private tile: 4x1"), ("2LUT", "// private: O1 element over 2 statements")],
+)  # fmt: skip
+def test_private_promotion_fires_on_paper_kernels(name: str, marker: str) -> None:
+    fn, args, options = _paper(name)
+    k = fn.compile(*args, target="opencl", options=options)
+    assert marker in k.source, k.source
+    want = _as_tuple(fn(*args, target="reference"))
+    for g, e in zip(_as_tuple(k(*args)), want, strict=True):
+        assert_matches(g, e, name)
+    off = fn.compile(*args, target="opencl", options=replace(options, use_private_memory=False))
+    assert "// private" not in off.source
