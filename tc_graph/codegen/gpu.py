@@ -23,7 +23,7 @@ from ..errors import TcError
 from ..lang.types import compute_type, promote
 from ..options import MappingOptions
 from ..poly.gpu import GpuMapping, Launch
-from ..poly.promotion import SharedSite, Tile, plan_tiles
+from ..poly.promotion import SharedSite, Tile, indirect_form, plan_tiles
 from ..poly.scop import Scop, ScopStmt
 from .c import _LIBM, C_TYPES, Dialect, _combine, _Printer, _store, cname, helper_lines
 
@@ -218,9 +218,12 @@ class _GpuPrinter(_Printer):
     def expr(self, e: ir.Expr, env: Mapping[str, str]) -> str:
         if isinstance(e, ir.Read) and (self.cur_stmt, e) in self.tiles:
             tile = self.tiles[(self.cur_stmt, e)]
-            subs = [
-                f"(int)({self.expr(s, env)}) - {tile.name}_o{k}" for k, s in enumerate(e.subscripts)
-            ]
+            virtual = e.subscripts
+            if tile.index is not None:
+                form = indirect_form(e)
+                assert form is not None
+                virtual = form[1]
+            subs = [f"(int)({self.expr(s, env)}) - {tile.name}_o{k}" for k, s in enumerate(virtual)]
             return f"{tile.name}[{_flat(subs, tile.sizes)}]"
         if isinstance(e, ir.Read) and any(
             isinstance(x, ir.Read) for s in e.subscripts for x in ir.walk(s)
@@ -323,7 +326,8 @@ class _GpuPrinter(_Printer):
             self.decls.append(self.dialect.shared_array(ctype, t.name, t.elements))
             shape = "".join(f"[{n}]" for n in t.sizes)
             why = "reused" if t.reused else "not coalesced"
-            self.out(depth + 1, f"// shared tile {t.name}: {t.tensor}{shape} ({why})")
+            what = t.tensor if t.index is None else f"{t.tensor} rows through {t.index}"
+            self.out(depth + 1, f"// shared tile {t.name}: {what}{shape} ({why})")
             for k, off in enumerate(t.offsets):
                 self.out(depth + 1, f"const int {t.name}_o{k} = {off};")
             self.copy_in(t, nthreads, depth + 1)
@@ -339,7 +343,7 @@ class _GpuPrinter(_Printer):
     def copy_in(self, t: Tile, nthreads: int, depth: int) -> None:
         """Global to shared, element i of the tile by thread i mod nthreads (the last
         dimension fastest: neighbouring threads read neighbouring addresses)."""
-        shape = self.scop.shapes[t.tensor]
+        shape = t.bounds
         n = t.elements
         trips = -(-n // nthreads)
         unrolled = self.options.unroll_copy_shared and trips <= _UNROLL_COPY
@@ -368,6 +372,13 @@ class _GpuPrinter(_Printer):
             self.out(depth, f"const int {g} = {t.name}_o{k} + {local};")
             glob.append(g)
             conds.append(f"{g} >= 0 && {g} < {shape[k]}")
+        if t.index is not None:
+            # The reached row: the index clamped into bounds (a bad index is reported by
+            # its check after the kernels ran; the copy must not read outside the buffer).
+            k = len(self.scop.shapes[t.index])
+            row = f"{cname(t.index)}[{self.linear(t.index, glob[:k])}]"
+            first = f"tc_clamp((int64_t)({row}), {self.scop.shapes[t.tensor][0] - 1})"
+            glob = [first, *glob[k:]]
         idx = self.linear(t.tensor, glob)
         test = " && ".join(conds)
         self.out(depth, f"if ({test}) {t.name}[tc_i] = {cname(t.tensor)}[{idx}];")

@@ -18,9 +18,11 @@ thread x), and when it still fits `max_shared_memory` (greedy, in order of first
 
 Only tensors that the kernel does not write are promoted: a written tile would need a
 copy-out restricted to the elements written (a box copy-out would overwrite other blocks'
-results), which this version leaves to the private accumulators. References with an
-indirect subscript (`LUT(I(b,l), d)`) have no fixed-size tile and are not promoted; their
-index tensor (`I`) is, like any other read.
+results), which this version leaves to the private accumulators. A reference with an
+indirect first subscript, `LUT(I(a..), b..)` (paper 5.5, 2LUT), is tiled as the virtual
+tensor V(a.., b..): its box is affine in a.. and b.., and the copy-in reads the row
+`LUT[I(a..)]` (the index clamped) for each element, so the rows a block reaches sit in
+shared memory, copied with coalesced reads along b...
 """
 
 from __future__ import annotations
@@ -63,6 +65,10 @@ class Tile:
     refs: frozenset[tuple[str, ir.Read]]  # (statement, reference) rewritten to the tile
     reused: bool
     coalesced: bool
+    # Indirect tiles (paper 5.5): the rows of `tensor` reached through `index`, indexed by
+    # the index tensor's subscripts then the direct ones; `bounds` is that index space.
+    index: str | None = None
+    bounds: tuple[int, ...] = ()
 
     @property
     def elements(self) -> int:
@@ -88,6 +94,21 @@ def references(st: ScopStmt) -> list[ir.Read]:
 
 def _indirect(r: ir.Read) -> bool:
     return any(isinstance(x, ir.Read) for s in r.subscripts for x in ir.walk(s))
+
+
+def indirect_form(r: ir.Read) -> tuple[ir.Read, tuple[ir.Expr, ...]] | None:
+    """`T(I(a..), b..)` with affine a.. and b..: the index read and the subscripts of the
+    virtual tensor V(a.., b..) = T(I(a..), b..) whose tile holds the reached rows."""
+    first, *rest = r.subscripts
+    if not isinstance(first, ir.Read) or any(_indirect_expr(x) for x in first.subscripts):
+        return None
+    if any(_indirect_expr(x) for x in rest):
+        return None
+    return first, (*first.subscripts, *rest)
+
+
+def _indirect_expr(e: ir.Expr) -> bool:
+    return any(isinstance(x, ir.Read) for x in ir.walk(e))
 
 
 def _coalesced(r: ir.Read, x: str | None) -> bool:
@@ -154,28 +175,38 @@ def plan_tiles(
     stmts = [scop.statement(n) for n in per]
     keep = {k for k in range(site.depth) if f"c{k}" in defined}
     # Every reference to a read-only tensor, with its footprint per tile.
+    # Keyed by tensor, or tensor@index for indirect references (their own index space).
     refs: dict[str, list[tuple[str, ir.Read, isl.Map, isl.Map]]] = {}
     bad: set[str] = set()
+    spaces: dict[str, tuple[int, ...]] = {}
     for st in stmts:
         for r in references(st):
-            if r.tensor in written or r.tensor in bad:
-                continue
+            key, subs, shape = r.tensor, r.subscripts, scop.shapes[r.tensor]
             if _indirect(r):
-                bad.add(r.tensor)
+                form = indirect_form(r)
+                if form is None or form[0].tensor in written:
+                    bad.add(r.tensor)
+                    continue
+                key = f"{r.tensor}@{form[0].tensor}"
+                subs = form[1]
+                shape = (*scop.shapes[form[0].tensor], *shape[1:])
+            if r.tensor in written or key in bad:
                 continue
-            acc = access_map(st.domain, st.iterators, r.tensor, r.subscripts, scop.shapes[r.tensor])
+            spaces[key] = tuple(shape)
+            acc = access_map(st.domain, st.iterators, r.tensor, subs, shape)
             pre = per[st.name]
             fp = pre.reverse().apply_range(acc)
-            refs.setdefault(r.tensor, []).append((st.name, r, fp, pre.range_product(acc)))
+            refs.setdefault(key, []).append((st.name, r, fp, pre.range_product(acc)))
     groups: list[tuple[str, list[tuple[str, ir.Read, isl.Map, isl.Map]]]] = []
-    for tensor, rs in refs.items():
-        if tensor in bad:
+    for key, rs in refs.items():
+        if key in bad:
             continue
         for g in _group(rs, site.depth, keep):
-            groups.append((tensor, g))
+            groups.append((key, g))
     tiles: list[Tile] = []
     used = 0
-    for tensor, g in groups:
+    for key, g in groups:
+        tensor, _, index = key.partition("@")
         fp = g[0][2]
         for _, _, f, _ in g[1:]:
             fp = fp.union(f)
@@ -200,12 +231,19 @@ def plan_tiles(
             frozenset((s, r) for s, r, _, _ in g),
             reused,
             coalesced,
+            index or None,
+            spaces[key],
         )
         if used + tile.bytes > options.max_shared_memory:
             continue
         used += tile.bytes
         tiles.append(tile)
-    return tiles
+    # An index tensor's tile read only inside promoted indirect references is dead: the
+    # copy-in of the reached rows reads the index tensor itself.
+    inside = {
+        (s, form[0]) for t in tiles if t.index for s, r in t.refs if (form := indirect_form(r))
+    }
+    return [t for t in tiles if t.index or not t.refs <= inside]
 
 
 def _group(

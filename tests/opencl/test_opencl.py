@@ -178,7 +178,7 @@ def _paper(name: str) -> tuple[Any, list[np.ndarray], tg.MappingOptions]:
 @pytest.mark.parametrize(
     ("name", "tensors"),
     [("MLP3", ["I", "W2", "W3", "W4"]), ("C3", ["I", "W"]), ("tbmm", ["X", "Y"]),
-     ("2LUT", ["I1", "I2"]), ("gconv", ["I", "W1"]), ("tmm", ["A", "B"])],
+     ("2LUT", ["LUT1 rows through I1", "LUT2 rows through I2"]), ("gconv", ["I", "W1"]), ("tmm", ["A", "B"])],
 )  # fmt: skip
 def test_shared_promotion_fires_on_paper_kernels(name: str, tensors: list[str]) -> None:
     fn, args, options = _paper(name)
@@ -190,7 +190,9 @@ def test_shared_promotion_fires_on_paper_kernels(name: str, tensors: list[str]) 
     # trailing barrier (nothing overwrites a tile another thread still reads).
     assert k.source.count("barrier(") == k.source.count("const int tc_tid")
     if name == "2LUT":
-        assert "tc_sh" not in k.source.split("t_LUT1[")[1].split("]")[0].split("tc_clamp")[0]
+        # Section 5.5: the reached rows are copied (index clamped); the body reads the tile.
+        assert "t_LUT1[((int64_t)(tc_clamp((int64_t)(t_I1[" in k.source
+        assert "acc + (float)(tc_sh" in k.source
     want = _as_tuple(fn(*args, target="reference"))
     for g, e in zip(_as_tuple(k(*args)), want, strict=True):
         assert_matches(g, e, name)
@@ -261,3 +263,21 @@ def test_private_promotion_fires_on_paper_kernels(name: str, marker: str) -> Non
         assert_matches(g, e, name)
     off = fn.compile(*args, target="opencl", options=replace(options, use_private_memory=False))
     assert "// private" not in off.source
+
+
+def test_indirect_rows_promoted_with_bad_index_still_an_error() -> None:
+    """A gather whose rows are copied to shared memory (thread x runs over b, so reads of a
+    row are not coalesced): tails, and an out-of-bounds index
+    still reported (the copy clamps it) rather than read."""
+    src = "def g(float(E,D) L, int(B,K) I) -> (O) { O(d,b) +=! L(I(b,k), d) }"
+    fn = tg.define(src).g
+    rng = np.random.default_rng(0)
+    lut = rng.random((50, 7), dtype=np.float32)
+    idx = rng.integers(0, 50, (37, 5)).astype(np.int32)
+    opts = tg.MappingOptions(block=(16,), grid=(2,))
+    k = fn.compile(lut, idx, target="opencl", options=opts)
+    assert "rows through I" in k.source
+    np.testing.assert_allclose(k(lut, idx), lut[idx].sum(1).T, rtol=1e-5)
+    idx[3, 2] = 50
+    with pytest.raises(tg.TcError, match="out of bounds"):
+        fn(lut, idx, target="opencl", options=opts)
