@@ -115,12 +115,15 @@ def _decide(
     *,
     name: str,
 ) -> None:
-    """Keep the group, or else try its parts: its connected components, or the two
-    halves of a connected one (split between operator clusters, so a Gemm keeps its
-    Relu), recursively. A model like prodmodel then keeps the parts that pay."""
+    """Keep the group, or else try its parts (see _split), recursively. A model like
+    prodmodel then keeps the parts that pay."""
     decision, compiled = _evaluate(g, group, force, name=name)
     if not decision.fused:
-        parts = _split(g, group)
+
+        def loses(part: Group, k: int) -> bool:
+            return not _evaluate(g, part, force, name=f"{name}_c{k}")[0].fused
+
+        parts = _split(g, group, loses)
         if parts:
             for k, part in enumerate(parts):
                 _decide(g, part, force, chosen, decisions, name=f"{name}_{k}")
@@ -130,29 +133,51 @@ def _decide(
         chosen.append((group, compiled.attrs))
 
 
-# Operators that join the cluster of their producer instead of starting one.
-_FOLLOWERS = frozenset({"Relu", "Add", "Identity", "ReduceSum"})
+# Operators that start a cluster; the others join the cluster of their producer.
+_ANCHORS = frozenset({
+    "MatMul", "Gemm", "Conv", "Gather", "Concat", "MaxPool", "AveragePool", "Softmax",
+    "LogSoftmax", "LayerNormalization", "BatchNormalization",
+})  # fmt: skip
+# Anchors whose cluster, when it loses on its own, is left to onnxruntime.
+_HEAVY = frozenset({"MatMul", "Gemm", "Conv"})
 
 
-def _split(g: Graph, group: Group) -> list[Group]:
-    """The parts to try when a group does not pay: its components, or two halves."""
-    parts = components(g, group)
-    if len(parts) > 1:
-        return parts
+def _clusters(g: Graph, group: Group) -> list[list[int]]:
+    """The group's operator clusters: an anchor with the operators that follow it."""
     position = g.reach.position
     cluster_of: dict[int, int] = {}
     clusters: list[list[int]] = []
     for n in group.nodes:
         producers = [p for p in g.dag.predecessors(n) if p in cluster_of]
-        if g.node(n).op_type in _FOLLOWERS and producers:
+        if g.node(n).op_type not in _ANCHORS and producers:
             k = cluster_of[max(producers, key=position.__getitem__)]
         else:
             k = len(clusters)
             clusters.append([])
         clusters[k].append(n)
         cluster_of[n] = k
+    return clusters
+
+
+def _split(g: Graph, group: Group, loses: Callable[[Group, int], bool]) -> list[Group]:
+    """The parts to try when a group does not pay: its components; or, for a connected
+    one, the rest without its heavy clusters that lose on their own (prodmodel's big
+    Gemm goes to onnxruntime, the lookups, Concat and MLPs stay together); or two halves
+    split between clusters (so a Gemm keeps its Relu)."""
+    parts = components(g, group)
+    if len(parts) > 1:
+        return parts
+    clusters = _clusters(g, group)
     if len(clusters) < 2:
         return []
+    losing = [
+        c
+        for k, c in enumerate(clusters)
+        if g.node(c[0]).op_type in _HEAVY and is_convex(g, c) and loses(make_group(g, c), k)
+    ]
+    rest = [n for c in clusters if c not in losing for n in c]
+    if losing and rest and is_convex(g, rest):
+        return [make_group(g, rest), *(make_group(g, c) for c in losing)]
     half = len(clusters) // 2
     halves = [[n for c in clusters[:half] for n in c], [n for c in clusters[half:] for n in c]]
     if not all(is_convex(g, h) for h in halves):
