@@ -103,6 +103,30 @@ def bind_inputs(d: CheckedDef, args: Sequence[Any]) -> tuple[dict[str, np.ndarra
     return arrays, sizes
 
 
+def bind_compiled(
+    d: CheckedDef,
+    program: ir.Program,
+    args: Sequence[Any],
+    sizes: Mapping[str, int],
+    shapes: Mapping[str, tuple[int, ...]],
+) -> dict[str, np.ndarray]:
+    """The input arrays of a call to a kernel compiled for these integer scalars and
+    shapes; a TcError names the first argument that differs."""
+    arrays, given = bind_inputs(d, args)
+    for name in d.index_scalars:
+        if given.get(name) != sizes.get(name):
+            raise TcError(
+                f"this kernel was compiled for {name}={sizes.get(name)}, "
+                f"got {given.get(name)}; compile it again for the new value"
+            )
+    for n in program.inputs:
+        if arrays[n].shape != shapes[n]:
+            raise TcError(
+                f"this kernel was compiled for '{n}' of shape {shapes[n]}, got {arrays[n].shape}"
+            )
+    return arrays
+
+
 def check_preconditions(program: ir.Program, sizes: Mapping[str, int]) -> None:
     if not program.preconditions:
         return

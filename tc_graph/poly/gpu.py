@@ -31,7 +31,7 @@ import islpy as isl
 
 from .. import ir
 from ..options import MappingOptions
-from .cpu import _is_reduction_member, _sink_below_sequence
+from .cpu import _has_band_below, _is_reduction_member, _sink_below_sequence
 from .promotion import SharedSite
 from .schedule import _Scheduler, to_isl
 from .scop import Scop, ScopStmt
@@ -97,12 +97,6 @@ def gpu_schedule(scop: Scop, options: MappingOptions) -> isl.Schedule:
     sch.order = {s.name: gpu_loop_order(s) for s in scop.statements}
     node = sch.build(tuple(s.name for s in scop.statements), 0)
     return to_isl(node, scop, sch.order)
-
-
-def _names(node: isl.ScheduleNode) -> set[str]:
-    out: set[str] = set()
-    node.get_domain().foreach_set(lambda s: out.add(s.get_tuple_name()))
-    return out
 
 
 def _member_range(node: isl.ScheduleNode, k: int) -> tuple[int, int]:
@@ -311,14 +305,6 @@ def _private(node: isl.ScheduleNode, scop: Scop, options: MappingOptions) -> isl
     for _ in range(down):
         node = node.parent()
     return node
-
-
-def _has_band_below(node: isl.ScheduleNode) -> bool:
-    for i in range(node.n_children()):
-        c = node.child(i)
-        if c.get_type() == _BAND or _has_band_below(c):
-            return True
-    return False
 
 
 def map_gpu(schedule: isl.Schedule, scop: Scop, options: MappingOptions) -> GpuMapping:

@@ -130,19 +130,7 @@ class Kernel:
                     break
             else:
                 return args
-        arrays, sizes = binding.bind_inputs(self.checked, args)
-        for name in self.checked.index_scalars:
-            if sizes.get(name) != self._sizes.get(name):
-                raise TcError(
-                    f"this kernel was compiled for {name}={self._sizes.get(name)}, "
-                    f"got {sizes.get(name)}; compile it again for the new value"
-                )
-        for n in self.program.inputs:
-            if arrays[n].shape != self._shapes[n]:
-                raise TcError(
-                    f"this kernel was compiled for '{n}' of shape {self._shapes[n]}, "
-                    f"got {arrays[n].shape}"
-                )
+        arrays = binding.bind_compiled(self.checked, self.program, args, self._sizes, self._shapes)
         return [arrays[n] for n in self.program.inputs]
 
     def __call__(

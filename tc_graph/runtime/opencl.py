@@ -122,19 +122,9 @@ class OpenclKernel:
         cl = _cl()
         ctx, queue = context()
         program = self.program
-        arrays, sizes = binding.bind_inputs(self.checked, args)
-        for name in self.checked.index_scalars:
-            if sizes.get(name) != self._gpu.sizes.get(name):
-                raise TcError(
-                    f"this kernel was compiled for {name}={self._gpu.sizes.get(name)}, "
-                    f"got {sizes.get(name)}; compile it again for the new value"
-                )
-        for n in program.inputs:
-            if arrays[n].shape != self._gpu.shapes[n]:
-                raise TcError(
-                    f"this kernel was compiled for '{n}' of shape {self._gpu.shapes[n]}, "
-                    f"got {arrays[n].shape}"
-                )
+        arrays = binding.bind_compiled(
+            self.checked, program, args, self._gpu.sizes, self._gpu.shapes
+        )
         shapes = {n: self._gpu.shapes[n] for n in (*program.outputs, *program.temporaries)}
         host = binding.allocate(program, shapes, out)
         mf = cl.mem_flags
