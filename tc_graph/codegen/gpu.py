@@ -97,7 +97,7 @@ class OpenCL(GpuDialect):
             lines.insert(0, "#pragma OPENCL EXTENSION cl_khr_fp64 : enable")
         if half:
             lines.insert(0, "#pragma OPENCL EXTENSION cl_khr_fp16 : enable")
-            lines.append("typedef half _Float16;")
+            lines.append("#define _Float16 half")
         lines += [
             "#define INT64_C(c) c##L",
             "#define INT64_MIN (-9223372036854775807L - 1)",
