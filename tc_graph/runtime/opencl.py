@@ -1,4 +1,4 @@
-"""target="opencl": GPU-mapped kernels run through pyopencl (on PoCL in CI).
+"""target="opencl": GPU-mapped kernels run through pyopencl (PoCL, or Intel's CPU runtime).
 
 PoCL compiles each program with clang and LLVM, which takes a noticeable fraction of a
 second, so built programs are kept per process, keyed by their text. Buffers are made
@@ -8,9 +8,16 @@ accumulate into) copied in and back, temporaries zero-filled on the device.
 
 from __future__ import annotations
 
+import ctypes
 import functools
+import glob
 import os
+import shutil
+import sys
+import tempfile
+import warnings
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -20,9 +27,14 @@ from ..errors import TcError
 from ..lang.sema import CheckedDef
 from ..options import MappingOptions
 from ..poly.scop import checked_accesses
+from .cc import cache_dir, cache_key
 from .gpu import GpuSource
 
 _PROGRAMS: dict[str, Any] = {}
+_HINT = (
+    "pip install 'tc_graph[opencl]' (pyopencl, PoCL and Intel's CPU runtime); "
+    "TC_GRAPH_OPENCL_DEVICE picks a device"
+)
 
 
 @functools.cache
@@ -32,41 +44,88 @@ def _cl() -> Any:
     except ImportError:
         raise TcError(
             "target 'opencl' needs pyopencl and an OpenCL platform",
-            hint="pip install 'tc_graph[opencl]' (pyopencl and pocl-binary-distribution)",
+            hint=_HINT,
         ) from None
     return pyopencl
 
 
+def _register_intel_cpu() -> None:
+    """Make the Intel CPU runtime of the intel-opencl-rt wheel visible to pyopencl's ICD
+    loader, beside the platforms it finds by itself.
+
+    The wheel's own vendors file names a placeholder path, and its library needs the Intel
+    math libraries of intel-cmplr-lib-rt, which lie beside it but not on the loader's
+    path. So the math libraries are loaded first (the dynamic linker then matches them by
+    name) and the loader reads a vendors directory of ours: the system's vendors files plus
+    one naming the library. Nothing happens where $OCL_ICD_VENDORS is set or the wheel is
+    absent. Must run before pyopencl first lists platforms.
+    """
+    lib = os.path.join(sys.prefix, "lib")
+    intel = os.path.join(lib, "libintelocl.so")
+    if "OCL_ICD_VENDORS" in os.environ or not os.path.exists(intel):
+        return
+    try:
+        for name in ("libintlc.so.5", "libimf.so", "libsvml.so", "libirng.so"):
+            ctypes.CDLL(os.path.join(lib, name))
+    except OSError:
+        return
+    files = {
+        os.path.basename(f): Path(f).read_text() for f in glob.glob("/etc/OpenCL/vendors/*.icd")
+    }
+    files["tc-graph-intel-cpu.icd"] = intel + "\n"
+    vendors = (
+        cache_dir() / f"opencl-vendors-{cache_key(*sorted(f'{k}={v}' for k, v in files.items()))}"
+    )
+    if not vendors.is_dir():
+        # Written aside and renamed, so that concurrent processes never see half of it.
+        tmp = Path(tempfile.mkdtemp(dir=cache_dir()))
+        for name, text in files.items():
+            (tmp / name).write_text(text)
+        try:
+            tmp.rename(vendors)
+        except OSError:
+            shutil.rmtree(tmp)
+    os.environ["OCL_ICD_VENDORS"] = str(vendors)
+
+
+def _preference(platform: str) -> int:
+    """PoCL first (its work-group loops are what CI checks), then the others as listed."""
+    return 0 if "portable computing language" in platform.lower() else 1
+
+
 @functools.cache
 def context() -> tuple[Any, Any]:
-    """The OpenCL context and in-order queue kernels run on: the device named by
-    $TC_GRAPH_OPENCL_DEVICE (a substring of its name), else the first one found."""
+    """The OpenCL context and in-order queue kernels run on: the first device that builds
+    a probe kernel, PoCL preferred; $TC_GRAPH_OPENCL_DEVICE (a substring of "platform:
+    device") restricts the choice."""
+    _register_intel_cpu()
     cl = _cl()
     try:
-        devices = [d for p in cl.get_platforms() for d in p.get_devices()]
+        platforms = sorted(cl.get_platforms(), key=lambda p: _preference(p.name))
     except cl.Error as e:
-        raise TcError(
-            f"no OpenCL platform found ({e})", hint="pip install pocl-binary-distribution"
-        ) from None
+        raise TcError(f"no OpenCL platform found ({e})", hint=_HINT) from None
     want = os.environ.get("TC_GRAPH_OPENCL_DEVICE", "")
     failures = []
-    for device in devices:
-        if want.lower() not in device.name.lower():
-            continue
-        ctx = cl.Context([device])
-        try:
-            # A device may be listed yet unable to compile: the PoCL of
-            # pocl-binary-distribution (LLVM 14) fails on CPUs its LLVM does not know.
-            cl.Program(ctx, "__kernel void tc_probe(__global int *a) { a[0] = 1; }").build()
-        except cl.Error as e:
-            failures.append(f"{device.name}: {str(e).strip().splitlines()[-1]}")
-            continue
-        return ctx, cl.CommandQueue(ctx)
+    for platform in platforms:
+        for device in platform.get_devices():
+            label = f"{platform.name}: {device.name}"
+            if want.lower() not in label.lower():
+                continue
+            ctx = cl.Context([device])
+            try:
+                # A device may be listed yet unable to compile: the PoCL of
+                # pocl-binary-distribution (LLVM 14) fails on CPUs its LLVM does not know.
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", cl.CompilerWarning)
+                    cl.Program(ctx, "__kernel void tc_probe(__global int *a) { a[0] = 1; }").build()
+            except cl.Error as e:
+                failures.append(f"{label}: {str(e).strip().splitlines()[-1]}")
+                continue
+            return ctx, cl.CommandQueue(ctx)
     raise TcError(
         f"no usable OpenCL device{f' matching {want!r}' if want else ''}"
         + (f" ({'; '.join(failures)})" if failures else ""),
-        hint="pip install pocl-binary-distribution; on CPUs its LLVM does not know, install "
-        "the system's PoCL (apt-get install pocl-opencl-icd); TC_GRAPH_OPENCL_DEVICE picks one",
+        hint=_HINT,
     )
 
 
@@ -78,7 +137,10 @@ def build(texts: Sequence[str]) -> None:
         if text in _PROGRAMS:
             continue
         try:
-            _PROGRAMS[text] = cl.Program(ctx, text).build()
+            with warnings.catch_warnings():
+                # Compiler logs (Intel's lists its vectorized kernels) are not warnings.
+                warnings.simplefilter("ignore", cl.CompilerWarning)
+                _PROGRAMS[text] = cl.Program(ctx, text).build()
         except cl.Error as e:
             raise TcError(f"the OpenCL compiler rejected a generated kernel:\n{e}") from None
 
