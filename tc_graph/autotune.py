@@ -56,6 +56,12 @@ MAX_UNROLL = 128
 VECTOR_WIDTHS = (4, 8, 16)
 """Wider vectors than AVX-512's 16 floats buy nothing on a CPU."""
 REGISTER_TILES = (0, 1, 2, 4, 8)
+DOT_TILES = ((1, 8), (2, 4), (2, 8), (3, 4), (3, 8), (4, 2), (4, 4), (4, 5), (4, 6), (5, 4),
+             (6, 4), (8, 2), (8, 3))  # fmt: skip
+"""Rows x columns of a contraction tile: up to 24 vector accumulators of AVX-512's 32."""
+MAX_GRID = 1024
+COMPILE_TIMEOUT_S = 60.0
+"""A generation's compiles that make no progress for this long are killed and discarded."""
 CEIL_DIVISORS = range(2, 9)
 
 WARMUP_S = 0.005
@@ -75,8 +81,9 @@ CONFIRM_MARGIN = 1.02
 
 @dataclass(frozen=True)
 class SearchSpace:
-    """Genes (one per tuning knob) and the values each may take. Knobs that are not
-    searched (threads, skewing) keep their value in `base`."""
+    """Genes (one per tuning knob, named after its MappingOptions field, the tile sizes
+    as tile_len, tile0, tile1, ...) and the values each may take. Knobs that are not
+    searched (threads, and the other target's) keep their value in `base`."""
 
     genes: tuple[tuple[str, tuple[Any, ...]], ...]
     base: MappingOptions
@@ -87,29 +94,15 @@ class SearchSpace:
         tile = list(options.tile[: self.tile_depth])
         pad = dict(self.genes)["tile0"][0]
         tile += [pad] * (self.tile_depth - len(tile))
-        values = {
-            "fusion": options.fusion,
-            "tile_len": len(options.tile),
-            "unroll": options.unroll,
-            "parallel_depth": options.parallel_depth,
-            "vector_width": options.vector_width,
-            "register_tile": options.register_tile,
-            **{f"tile{k}": t for k, t in enumerate(tile)},
-        }
-        return tuple(values[name] for name, _ in self.genes)
+        tiles = {"tile_len": len(options.tile), **{f"tile{k}": t for k, t in enumerate(tile)}}
+        return tuple(
+            tiles[name] if name in tiles else getattr(options, name) for name, _ in self.genes
+        )
 
     def decode(self, genome: Sequence[Any]) -> MappingOptions:
         g = dict(zip((name for name, _ in self.genes), genome, strict=True))
-        tile = tuple(g[f"tile{k}"] for k in range(g["tile_len"]))
-        return replace(
-            self.base,
-            fusion=g["fusion"],
-            tile=tile,
-            unroll=g["unroll"],
-            parallel_depth=g["parallel_depth"],
-            vector_width=g["vector_width"],
-            register_tile=g["register_tile"],
-        )
+        tile = tuple(g.pop(f"tile{k}") for k in range(self.tile_depth))[: g.pop("tile_len")]
+        return replace(self.base, tile=tile, **g)
 
     def random_genome(self, rng: random.Random) -> tuple[Any, ...]:
         return tuple(rng.choice(choices) for _, choices in self.genes)
@@ -129,39 +122,70 @@ def _powers_of_two(limit: int) -> list[int]:
     return out
 
 
+def _blocks(top: int) -> set[tuple[int, ...]]:
+    """Thread blocks of 1 to 3 power-of-two dimensions, x up to the largest size (and 256),
+    at least a few threads and at most 1024 of them."""
+    xs = _powers_of_two(min(256, max(32, top)))
+    ys = _powers_of_two(32)
+    out: set[tuple[int, ...]] = {(x,) for x in xs if x >= 8}
+    out |= {(x, y) for x in xs for y in ys if y > 1 and 8 <= x * y <= 1024}
+    out |= {(x, y, 2) for x in xs for y in ys if y > 1 and 8 <= x * y * 2 <= 1024 and x >= 8}
+    return out
+
+
 def search_space(
-    sizes: Sequence[int], loop_depth: int, seeds: Sequence[MappingOptions]
+    sizes: Sequence[int],
+    loop_depth: int,
+    seeds: Sequence[MappingOptions],
+    *,
+    target: str = "cpu",
 ) -> SearchSpace:
-    """The CPU search space for these problem sizes (TC paper 6.2): tile sizes are powers
-    of two and ceil-divisors of the sizes (tiles that avoid a short tail), unroll factors
-    powers of two up to the largest size, and every fusion strategy, parallel depth,
-    vector width and register tile. Every seed is a point of the space."""
+    """The search space of a target for these problem sizes (TC paper 6.2): tile sizes
+    are powers of two and ceil-divisors of the sizes (tiles that avoid a short tail),
+    unroll factors powers of two up to the largest size, every fusion strategy and both
+    schedulers (with and without skewing). The CPU adds the parallel depth, vector width,
+    register tile, dot-product tile and reduction chunk (powers of two up to the largest
+    size); GPU targets the blocks, grids, shared and private promotion switches and the
+    shared depth. Every seed is a point of the space."""
     sizes = [s for s in sizes if s > 0] or [1]
     top = max(sizes)
     tiles = set(_powers_of_two(top)) | {s for s in sizes}
     tiles |= {-(-s // k) for s in sizes for k in CEIL_DIVISORS if -(-s // k) > 1}
-    unrolls = set(_powers_of_two(min(MAX_UNROLL, 1 << max(0, (top - 1).bit_length()))))
     depth = max(1, min(MAX_TILE_DEPTH, loop_depth), *(len(s.tile) for s in seeds))
-    fusions, widths, regs, par = (
-        set(FUSION_STRATEGIES),
-        set(VECTOR_WIDTHS),
-        set(REGISTER_TILES),
-        {0, 1},
-    )
     for s in seeds:
         tiles |= set(s.tile)
-        unrolls.add(s.unroll)
-        widths.add(s.vector_width)
-        regs.add(s.register_tile)
-        par.add(s.parallel_depth)
+    choices: dict[str, set[Any]] = {
+        "fusion": set(FUSION_STRATEGIES),
+        "unroll": set(_powers_of_two(min(MAX_UNROLL, 1 << max(0, (top - 1).bit_length())))),
+        "allow_skewing": {False, True},
+    }
+    if target == "cpu":
+        choices |= {
+            "parallel_depth": {0, 1},
+            "vector_width": set(VECTOR_WIDTHS),
+            "register_tile": set(REGISTER_TILES),
+            "dot_tile": set(DOT_TILES),
+            "reduction_chunk": {0, *(p for p in _powers_of_two(top) if p >= 64)},
+        }
+    else:
+        blocks = _blocks(top)
+        choices |= {
+            "block": blocks,
+            "grid": {(), *((g,) for g in _powers_of_two(MAX_GRID) if g >= 8)},
+            "use_shared_memory": {False, True},
+            "use_private_memory": {False, True},
+            "unroll_copy_shared": {False, True},
+            "shared_depth": set(range(depth + 1)),
+        }
+    for s in seeds:
+        for name, values in choices.items():
+            values.add(getattr(s, name))
+    fusions = choices.pop("fusion")
     genes: list[tuple[str, tuple[Any, ...]]] = [
         ("fusion", tuple(f for f in FUSION_STRATEGIES if f in fusions)),
         ("tile_len", tuple(range(depth + 1))),
         *((f"tile{k}", tuple(sorted(tiles))) for k in range(depth)),
-        ("unroll", tuple(sorted(unrolls))),
-        ("parallel_depth", tuple(sorted(par))),
-        ("vector_width", tuple(sorted(widths))),
-        ("register_tile", tuple(sorted(regs))),
+        *((name, tuple(sorted(values))) for name, values in choices.items()),
     ]
     base = seeds[0] if seeds else MappingOptions()
     return SearchSpace(tuple(genes), base, depth)
@@ -505,9 +529,15 @@ class _Evaluator:
             )
         return self.executor
 
-    def close(self) -> None:
+    def close(self, *, kill: bool = False) -> None:
+        """Shut our pool down; `kill` first ends its workers (a hung compile never ends)."""
         if self.own_pool and self.executor is not None:
-            self.executor.shutdown(wait=True, cancel_futures=True)
+            if kill:
+                # ProcessPoolExecutor has no public way to end a running task (3.14 adds
+                # terminate_workers); its process table is stable across versions.
+                for process in getattr(self.executor, "_processes", {}).values():
+                    process.terminate()
+            self.executor.shutdown(wait=not kill, cancel_futures=True)
             self.executor = None
 
     def _check_time(self) -> None:
@@ -537,37 +567,64 @@ class _Evaluator:
 
     def _local(self, candidates: list[MappingOptions], out: list[float | None]) -> None:
         self._check_time()
-        source, entry = self.fn.checked.source, self.fn.name
-        specs = _specs(self.fn, self.args)
         errors: dict[MappingOptions, str | None] = {self.default: None}
         todo = [c for c in candidates if c != self.default]
-        for attempt in range(2):
-            jobs: dict[MappingOptions, cf.Future[str | None]] = {}
-            pool = self._pool()
-            broken = False
-            try:
-                for c in todo:
-                    jobs[c] = pool.submit(
-                        compile_job, source, entry, specs, c.to_json(), self.target
-                    )
-                for c, job in jobs.items():
-                    try:
-                        errors[c] = job.result()
-                    except Exception as e:  # a worker died (a compiler crash): c is lost
-                        errors[c] = f"compile failed: {_first_line(e)}"
-                        broken |= isinstance(e, cf.process.BrokenProcessPool)
-            except BaseException:
-                for job in jobs.values():
-                    job.cancel()
-                raise
-            if not (broken and self.own_pool) or attempt:
-                break
-            # A crash takes the whole pool down: a new one tries its victims once more.
-            self.close()
-            todo = [c for c in todo if str(errors[c]).startswith("compile failed: Broken")]
+        while todo:
+            done, victims = self._compile(todo)
+            errors |= done
+            # A crash or a hang takes the pool down with every compile in flight: each of
+            # them is compiled again alone, so only the one that crashes or hangs is lost.
+            for c in victims:
+                alone, lost = self._compile([c])
+                errors |= alone | lost
+            # After a hang, what had not started yet goes to a new pool.
+            todo = [c for c in todo if c not in errors]
         for c in candidates:
             self._check_time()
             self._record(out, c, self._time_one(c, errors[c]))
+
+    def _compile(
+        self, todo: list[MappingOptions]
+    ) -> tuple[dict[MappingOptions, str | None], dict[MappingOptions, str]]:
+        """Compile candidates through the executor: why each failed (None: it compiled),
+        and why the ones in flight when a worker crashed or hung were lost (the culprit
+        is among them). Candidates in neither never started; the pool is replaced."""
+        source, entry = self.fn.checked.source, self.fn.name
+        specs = _specs(self.fn, self.args)
+        pool = self._pool()
+        victims: dict[MappingOptions, str] = {}
+        jobs = {pool.submit(compile_job, source, entry, specs, c.to_json(), self.target): c
+                for c in todo}  # fmt: skip
+        errors: dict[MappingOptions, str | None] = {}
+        pending = set(jobs)
+        try:
+            while pending:
+                done, pending = cf.wait(
+                    pending, timeout=COMPILE_TIMEOUT_S, return_when=cf.FIRST_COMPLETED
+                )
+                for job in done:
+                    try:
+                        errors[jobs[job]] = job.result()
+                    except cf.process.BrokenProcessPool as e:  # a worker died: a crash
+                        victims[jobs[job]] = f"compile failed: {_first_line(e)}"
+                    except Exception as e:
+                        errors[jobs[job]] = f"compile failed: {_first_line(e)}"
+                if not done:
+                    # Nothing finished for that long: a running compile hangs.
+                    why = f"compile timed out after {COMPILE_TIMEOUT_S:g} s"
+                    victims |= {jobs[j]: why for j in pending if j.running()}
+                    break
+        except BaseException:
+            for job in jobs:
+                job.cancel()
+            raise
+        if pending or victims:
+            if not self.own_pool:  # not ours to restart: what it lost is lost
+                errors |= {jobs[j]: "compile lost with the executor" for j in pending}
+                errors |= victims
+                victims = {}
+            self.close(kill=True)
+        return errors, victims
 
     def _time_one(self, c: MappingOptions, error: str | None) -> float | None:
         if c == self.default:
@@ -713,7 +770,7 @@ def tune(
             known = tuning_db.best_options(parts)
             if known is not None and known != ev.default:
                 seeds.append(known)
-            space = search_space(sizes, depth, seeds)
+            space = search_space(sizes, depth, seeds, target=target)
             search = GeneticSearch(
                 space, population=population, generations=generations, seed=seed, seeds=seeds
             )

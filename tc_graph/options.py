@@ -28,6 +28,10 @@ class MappingOptions:
     vector_width: float lanes of one vector register (16 for AVX-512).
     register_tile: vectors of an output row kept in registers across a reduction
       (register_tile * vector_width outputs per tile; 0 turns register tiling off).
+    dot_tile: rows x columns of outputs per tile of a dot-product contraction kernel
+      (docs/cpu.md): their vector dot products share operand loads (at most 32 outputs).
+    reduction_chunk: reduction elements a contraction tile sums per pass (0: as many as
+      keep the tile's operand rows in half of L1).
     threads: OpenMP threads (0: OpenMP's default).
     allow_skewing: schedule with isl's scheduler, which may skew loops (off by
       default, as in TC); allow_negative: also accept its negative coefficients
@@ -53,6 +57,8 @@ class MappingOptions:
     parallel_depth: int = 1
     vector_width: int = 16
     register_tile: int = 4
+    dot_tile: tuple[int, int] = (4, 4)
+    reduction_chunk: int = 0
     threads: int = 0
     allow_skewing: bool = False
     allow_negative: bool = False
@@ -73,7 +79,19 @@ class MappingOptions:
             )
         if any(not isinstance(t, int) or t < 1 for t in self.tile):
             raise TcError(f"tile sizes must be positive integers, got {self.tile}")
-        for name in ("unroll", "parallel_depth", "vector_width", "register_tile", "threads"):
+        if (
+            len(self.dot_tile) != 2
+            or any(not isinstance(t, int) or t < 1 for t in self.dot_tile)
+            or math.prod(self.dot_tile) > 32
+        ):
+            raise TcError(
+                f"dot_tile must be two positive integers (rows, columns) with at most 32 "
+                f"outputs, got {self.dot_tile}"
+            )
+        for name in (
+            "unroll", "parallel_depth", "vector_width", "register_tile", "reduction_chunk",
+            "threads",
+        ):  # fmt: skip
             v = getattr(self, name)
             if not isinstance(v, int) or v < 0:
                 raise TcError(f"{name} must be a non-negative integer, got {v!r}")
@@ -106,7 +124,7 @@ class MappingOptions:
         unknown = set(data) - known
         if unknown:
             raise TcError(f"unknown mapping options: {', '.join(sorted(unknown))}")
-        for name in ("tile", "block", "grid"):
+        for name in ("tile", "block", "grid", "dot_tile"):
             if name in data:
                 data[name] = tuple(data[name])
         return cls(**data)

@@ -567,7 +567,7 @@ class _Printer:
         env = {v: a for v, a in zip(st.iterators, args, strict=True) if a not in loops}
         names = {v: f"_o{k}" for k, v in enumerate(v for v in src.lhs if v not in env)}
         names.update({plan.rows: "_a", plan.cols: "_b", plan.red: "_r"})
-        cap = max(1, min(self.options.register_tile, 4))
+        rows_cap, cols_cap = self.options.dot_tile
         (alo, ahi), (blo, bhi), (rlo, rhi) = (ranges[v] for v in (plan.rows, plan.cols, plan.red))
         outer = [v for v in src.lhs if v not in env and v not in (plan.rows, plan.cols)]
         d = depth
@@ -581,10 +581,12 @@ class _Printer:
             else:
                 self.out(d, f"for (int {names[v]} = {lo}; {names[v]} < {hi}; {names[v]}++) {{")
             d += 1
-        # Full cap x cap tiles, then the edge tiles with what is left of each extent.
-        # Reductions in chunks whose operand rows of one tile (cap + cap of them) fit in
-        # about half of L1, so the column rows stay there while the row tiles stream.
-        chunk = max(16, (L1_BYTES // 2) // (4 * 2 * cap) // 16 * 16)
+        # Full tiles, then the edge tiles with what is left of each extent. Reductions in
+        # chunks whose operand rows of one tile (rows + columns of them) fit in about half
+        # of L1 by default, so the column rows stay there while the row tiles stream.
+        chunk = self.options.reduction_chunk or max(
+            16, (L1_BYTES // 2) // (4 * (rows_cap + cols_cap)) // 16 * 16
+        )
         chunks = [(lo, min(lo + chunk, rhi)) for lo in range(rlo, rhi, chunk)] or [(rlo, rhi)]
 
         def column_block(cols_n: int, dd: int) -> None:
@@ -595,10 +597,10 @@ class _Printer:
                 ) -> None:
                     self.dot_tile(st, env, names, rows_n, cols_n, clo, chi, ddd, first=c == 0)
 
-                self.blocked_loop("ai", "a0", alo, ahi, cap, dd, row_block)
+                self.blocked_loop("ai", "a0", alo, ahi, rows_cap, dd, row_block)
 
         self.blocked_loop(
-            "bi", "b0", blo, bhi, cap, d, column_block, parallel=parallel and not outer
+            "bi", "b0", blo, bhi, cols_cap, d, column_block, parallel=parallel and not outer
         )
         for _ in outer:
             d -= 1
@@ -758,11 +760,16 @@ class _Printer:
     def lane_sums(self, vectors: list[str], depth: int) -> list[str]:
         """Expressions for the lane sums of each vector. A power-of-two count of them up to
         the vector width is reduced together, halving lanes per vector at each step (one
-        shuffle pair and one add per two vectors), not one vector at a time."""
+        shuffle pair and one add per two vectors), not one vector at a time; other counts
+        in such groups."""
         width = self.options.vector_width
         n = len(vectors)
-        if n & (n - 1) or n > width or n == 1:
-            return [f"tc_hsum({v})" for v in vectors]
+        if n & (n - 1) or n > width:
+            # Any other count in power-of-two groups, largest first (20: 16 and 4).
+            group = min(width, 1 << (n.bit_length() - 1))
+            return self.lane_sums(vectors[:group], depth) + self.lane_sums(vectors[group:], depth)
+        if n == 1:
+            return [f"tc_hsum({vectors[0]})"]
         level = list(vectors)
         lanes = width  # lanes each source occupies in the vectors of `level`
         while len(level) > 1:

@@ -339,20 +339,31 @@ def _stmts_of(node: Node) -> tuple[str, ...]:
     raise TypeError(node)
 
 
+SKEW_MAX_CONSTANT = 8
+"""Largest shift isl's scheduler may give a statement. Unbounded (isl's default), its ILP
+ran for minutes on MLP3's fused layers, whose sizes are constants; 8 takes 0.2 s."""
+
+
 def isl_schedule(scop: Scop, options: MappingOptions) -> isl.Schedule:
     """isl's scheduler on our dependences (used when skewing is allowed)."""
     deps = scop.dependences
     sc = isl.ScheduleConstraints.on_domain(scop.domain)
     sc = sc.set_validity(deps).set_proximity(deps).set_coincidence(deps)
     ctx = _CTX
-    saved = (ctx.get_schedule_serialize_sccs(), ctx.get_schedule_whole_component())
+    saved = (
+        ctx.get_schedule_serialize_sccs(),
+        ctx.get_schedule_whole_component(),
+        ctx.get_schedule_max_constant_term(),
+    )
     try:
         ctx.set_schedule_serialize_sccs(int(options.fusion == "min"))
         ctx.set_schedule_whole_component(int(options.fusion == "max"))
+        ctx.set_schedule_max_constant_term(SKEW_MAX_CONSTANT)
         return sc.compute_schedule()
     finally:
         ctx.set_schedule_serialize_sccs(saved[0])
         ctx.set_schedule_whole_component(saved[1])
+        ctx.set_schedule_max_constant_term(saved[2])
 
 
 def _has_negative_coefficient(schedule: isl.Schedule) -> bool:

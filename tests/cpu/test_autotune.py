@@ -189,6 +189,44 @@ def test_default_process_pool(cache: Path) -> None:
     assert [why for _, why in result.failures] == []
 
 
+_REAL_COMPILE_JOB = AT.compile_job
+
+
+def _misbehaving_compile_job(source, entry, specs, options_json, target):  # type: ignore[no-untyped-def]
+    """compile_job, except that vector width 4 hangs and vector width 8 kills the worker."""
+    width = MappingOptions.from_json(options_json).vector_width
+    if width == 4:
+        import time
+
+        time.sleep(3600)
+    if width == 8:
+        os._exit(1)
+    return _REAL_COMPILE_JOB(source, entry, specs, options_json, target)
+
+
+def test_hung_and_crashing_compiles_are_discarded_and_the_pool_replaced(
+    cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The default process pool: a compile that never ends is killed after the timeout, a
+    worker that dies takes only its own candidate (retried once) with it."""
+    a, b = data(5)
+    fn = tg.define(MM).mm
+    monkeypatch.setattr(AT, "compile_job", _misbehaving_compile_job)
+    monkeypatch.setattr(AT, "COMPILE_TIMEOUT_S", 4.0)
+    result = AT.tune(fn, a, b, generations=1, population=10, seed=4, progress=False)
+    reasons = {c: why for c, why in result.failures}
+    assert {4, 8} <= {c.vector_width for c in reasons}, "the search must meet both"
+    for c, why in reasons.items():
+        assert c.vector_width in (4, 8), f"an innocent candidate was lost: {c}: {why}"
+        if c.vector_width == 4:
+            assert why == "compile timed out after 4 s", why
+        else:
+            assert why.startswith("compile failed: BrokenProcessPool"), why
+    assert result.evaluated > len(reasons) + 1  # others compiled and were timed
+    assert result.best.vector_width == 16
+    np.testing.assert_allclose(fn(a, b, options=result.best), want(a, b), rtol=1e-4, atol=1e-4)
+
+
 def test_dask_local_cluster(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Two workers on loopback compile and time the candidates; the results are stored
     under the worker's machine fingerprint, which here tells worker threads apart."""

@@ -241,6 +241,29 @@ def test_long_contractions_match_numpy(m: int, n: int, k: int) -> None:
     np.testing.assert_allclose(mod.btmm(ga, gb), want, rtol=1e-4, atol=1e-3)
 
 
+@pytest.mark.parametrize(
+    ("dot_tile", "chunk"), [((4, 5), 0), ((3, 8), 64), ((1, 8), 1024), ((8, 3), 80), ((5, 4), 256)]
+)
+def test_contraction_tile_shapes_and_reduction_chunks_match_numpy(
+    dot_tile: tuple[int, int], chunk: int
+) -> None:
+    """Every tile shape (full tiles and both remainders, power-of-two and other counts of
+    lane sums) and reduction chunk (chunks with a tail, `!` only on the first) computes
+    the same contraction."""
+    rng = np.random.default_rng(sum(dot_tile) + chunk)
+    a = rng.standard_normal((11, 300)).astype(np.float32)
+    b = rng.standard_normal((13, 300)).astype(np.float32)
+    options = tg.MappingOptions(dot_tile=dot_tile, reduction_chunk=chunk)
+    kernel = tg.define(CONTRACTIONS).tmm.compile(a, b, options=options)
+    rows, cols = dot_tile
+    assert (
+        f"acc{rows - 1}_{cols - 1} = " in kernel.source and f"acc{rows}_0 = " not in kernel.source
+    )
+    np.testing.assert_allclose(kernel(a, b), a.astype(np.float64) @ b.T, rtol=1e-4, atol=1e-3)
+    with pytest.raises(tg.TcError, match="dot_tile"):
+        tg.MappingOptions(dot_tile=(8, 8))
+
+
 def test_second_process_reuses_the_compiled_kernel(tmp_path: Any) -> None:
     """A kernel compiled by one process is loaded by the next without the compiler."""
     import os

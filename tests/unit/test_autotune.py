@@ -175,3 +175,28 @@ def test_mismatch_accepts_reassociation_and_rejects_wrong_values():
     ints = np.arange(6)
     assert _mismatch((ints,), (ints,)) is None
     assert _mismatch((ints + (ints == 5),), (ints,)) == "output 0 differs"
+
+
+def test_the_cpu_space_holds_dot_tiles_and_reduction_chunks_from_the_sizes():
+    sp = search_space([128, 1000, 1024], 2, [MappingOptions(tile=(8,))])
+    genes = dict(sp.genes)
+    assert (4, 4) in genes["dot_tile"] and (4, 5) in genes["dot_tile"]
+    assert genes["reduction_chunk"] == (0, 64, 128, 256, 512, 1024)
+    assert genes["allow_skewing"] == (False, True)
+    assert "block" not in genes and "use_shared_memory" not in genes
+
+
+def test_the_gpu_space_searches_blocks_grids_and_promotion_not_cpu_knobs():
+    seed = MappingOptions(tile=(16, 32), block=(32, 4), grid=(7,), shared_depth=1)
+    sp = search_space([128, 64], 2, [seed], target="opencl")
+    genes = dict(sp.genes)
+    assert {"block", "grid", "use_shared_memory", "use_private_memory", "unroll_copy_shared",
+            "shared_depth"} <= set(genes)  # fmt: skip
+    assert not {"vector_width", "register_tile", "dot_tile", "parallel_depth"} & set(genes)
+    assert (32, 4) in genes["block"] and (7,) in genes["grid"] and () in genes["grid"]
+    assert all(math.prod(b) <= 1024 for b in genes["block"])
+    assert sp.decode(sp.encode(seed)) == seed
+    rng = __import__("random").Random(0)
+    for _ in range(200):  # every point of the space is a valid MappingOptions
+        c = sp.decode(sp.random_genome(rng))
+        assert c.vector_width == seed.vector_width and c.dot_tile == seed.dot_tile
