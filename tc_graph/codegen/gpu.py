@@ -5,8 +5,10 @@ adds what a mapped schedule tree (poly/gpu.py) needs: one kernel function per `k
 mark, block- and thread-mapped loops printed as strided loops over the group and local
 ids, guards for statements that no mapped loop covers, index checks that record the first
 failure in a buffer (a GPU thread cannot `goto` out of a kernel), and indirect subscripts
-clamped into bounds so that a failed check never reads outside a buffer. The two
-dialects differ only in the `GpuDialect` hooks.
+clamped into bounds so that a failed check never reads outside a buffer, and the shared
+tiles of poly/promotion.py (copy-in, body on the tiles, copy-out of written ones, barriers;
+the C printer's stores are pointed at a written tile by `retarget`). The two dialects
+differ only in the `GpuDialect` hooks.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from ..errors import TcError
 from ..lang.types import compute_type, promote
 from ..options import MappingOptions
 from ..poly.gpu import GpuMapping, Launch
-from ..poly.promotion import SharedSite, Tile, indirect_form, plan_tiles
+from ..poly.promotion import SharedSite, Tile, indirect_form, plan_tiles, write_ref
 from ..poly.scop import Scop, ScopStmt
 from .c import _LIBM, C_TYPES, Dialect, _combine, _Printer, _store, cname, helper_lines
 
@@ -71,7 +73,9 @@ class GpuDialect(Dialect):
         """A block's fixed-size tile (declared at kernel scope, as OpenCL requires)."""
         raise NotImplementedError
 
-    def barrier(self) -> str:
+    def barrier(self, global_memory: bool = False) -> str:
+        """Synchronize the block; `global_memory`: its global stores are also visible
+        to the block's threads afterwards (a copy-out read back by a later copy-in)."""
         raise NotImplementedError
 
 
@@ -134,7 +138,9 @@ class OpenCL(GpuDialect):
     def shared_array(self, ctype: str, name: str, size: int) -> str:
         return f"__local {ctype} {name}[{size}];"
 
-    def barrier(self) -> str:
+    def barrier(self, global_memory: bool = False) -> str:
+        if global_memory:
+            return "barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);"
         return "barrier(CLK_LOCAL_MEM_FENCE);"
 
 
@@ -180,8 +186,8 @@ class Cuda(GpuDialect):
     def shared_array(self, ctype: str, name: str, size: int) -> str:
         return f"__shared__ {ctype} {name}[{size}];"
 
-    def barrier(self) -> str:
-        return "__syncthreads();"
+    def barrier(self, global_memory: bool = False) -> str:
+        return "__syncthreads();"  # orders the block's shared and global accesses alike
 
 
 OPENCL = OpenCL()
@@ -247,9 +253,34 @@ class _GpuPrinter(_Printer):
             )
         return super().call(fn, args, dtype)
 
+    def target(self, st: ScopStmt, env: Mapping[str, str]) -> str:
+        """Where a statement stores: its element of a shared tile, or of the tensor."""
+        ref = write_ref(st)
+        if (st.name, ref) in self.tiles:
+            self.cur_stmt = st.name
+            return self.expr(ref, env)
+        return _global_target(self, st, env)
+
+    def retarget(self, st: ScopStmt, env: Mapping[str, str], at: int) -> None:
+        """Point the stores of the lines printed since `at` (the C printer's statement
+        and accumulator forms) at the statement's shared tile when its target has one."""
+        if (st.name, write_ref(st)) in self.tiles:
+            old = {_global_target(self, st, env)}
+            self.lines[at:] = [_rename(line, old, self.target(st, env)) for line in self.lines[at:]]
+
+    def reduction_loop(self, node: isl.AstNode, depth: int) -> bool:
+        at = len(self.lines)
+        if not super().reduction_loop(node, depth):
+            return False
+        st, args = self.user(node.for_get_body())
+        self.retarget(st, self.stmt_env(st, args), at)
+        return True
+
     def statement(self, st: ScopStmt, args: Sequence[str], depth: int) -> None:
         if st.kind != "check":
+            at = len(self.lines)
             super().statement(st, args, depth)
+            self.retarget(st, self.stmt_env(st, args), at)
             return
         assert st.checked is not None
         env = self.stmt_env(st, args)
@@ -299,8 +330,10 @@ class _GpuPrinter(_Printer):
 
     def shared(self, body: isl.AstNode, depth: int) -> None:
         """The `shared` mark: copy the promoted tiles in (threads take strided parts),
-        synchronize, run the body on the tiles, and synchronize again before a later
-        iteration of an enclosing loop overwrites tiles other threads may still read."""
+        synchronize, run the body on the tiles; then, for written tiles, synchronize and
+        copy them out (each thread computed its own elements, others store them); and
+        synchronize again before a later iteration of an enclosing loop overwrites tiles
+        other threads may still read (or copies in what this copy-out stored)."""
         assert self.launch is not None
         if self.site is None or any(kind == "thread" for kind, _ in self.active):
             # No site, or inside a guard on thread ids: a barrier there would diverge.
@@ -325,24 +358,43 @@ class _GpuPrinter(_Printer):
             ctype = C_TYPES[t.dtype]
             self.decls.append(self.dialect.shared_array(ctype, t.name, t.elements))
             shape = "".join(f"[{n}]" for n in t.sizes)
-            why = "reused" if t.reused else "not coalesced"
+            why = ", ".join(
+                w for w, on in (("reused", t.reused), ("not coalesced", not t.coalesced)) if on
+            )
             what = t.tensor if t.index is None else f"{t.tensor} rows through {t.index}"
+            if t.written:
+                why += "; written: copied out" + ("" if t.load else ", not copied in")
             self.out(depth + 1, f"// shared tile {t.name}: {what}{shape} ({why})")
             for k, off in enumerate(t.offsets):
                 self.out(depth + 1, f"const int {t.name}_o{k} = {off};")
-            self.copy_in(t, nthreads, depth + 1)
+            if t.load:
+                self.copy(t, nthreads, depth + 1, out=False)
             self.promoted.append(t)
-        self.out(depth + 1, self.dialect.barrier())
+        if any(t.load for t in tiles):
+            self.out(depth + 1, self.dialect.barrier())
         self.tiles = {ref: t for t in tiles for ref in t.refs}
+        at = len(self.lines)
         self.node(body, depth + 1)
         self.tiles = {}
-        if any(repeats for _, repeats in self.loops):
+        stores = [t for t in tiles if t.written]
+        for t in stores:
+            # The copy-out would overwrite any access the body made around the tile.
+            if any(f"{cname(t.tensor)}[" in line for line in self.lines[at:]):
+                raise TcError(f"internal: an access to {t.tensor} bypassed its shared tile")
+        if stores:
+            # Each thread computed its own elements; other threads copy them out.
             self.out(depth + 1, self.dialect.barrier())
+            for t in stores:
+                self.copy(t, nthreads, depth + 1, out=True)
+        if any(repeats for _, repeats in self.loops):
+            # A later copy-in may read what this copy-out stored (global memory too).
+            self.out(depth + 1, self.dialect.barrier(global_memory=bool(stores)))
         self.out(depth, "}")
 
-    def copy_in(self, t: Tile, nthreads: int, depth: int) -> None:
-        """Global to shared, element i of the tile by thread i mod nthreads (the last
-        dimension fastest: neighbouring threads read neighbouring addresses)."""
+    def copy(self, t: Tile, nthreads: int, depth: int, *, out: bool) -> None:
+        """Global to shared (or back, `out`), element i of the tile by thread i mod
+        nthreads (the last dimension fastest: neighbouring threads touch neighbouring
+        addresses)."""
         shape = t.bounds
         n = t.elements
         trips = -(-n // nthreads)
@@ -352,14 +404,16 @@ class _GpuPrinter(_Printer):
                 self.out(depth, "{")
                 self.out(depth + 1, f"const int tc_i = tc_tid + {j * nthreads};")
                 full = (j + 1) * nthreads <= n
-                self.copy_element(t, shape, depth + 1, None if full else f"tc_i < {n}")
+                self.copy_element(t, shape, depth + 1, None if full else f"tc_i < {n}", out)
                 self.out(depth, "}")
             return
         self.out(depth, f"for (int tc_i = tc_tid; tc_i < {n}; tc_i += {nthreads}) {{")
-        self.copy_element(t, shape, depth + 1, None)
+        self.copy_element(t, shape, depth + 1, None, out)
         self.out(depth, "}")
 
-    def copy_element(self, t: Tile, shape: Sequence[int], depth: int, cond: str | None) -> None:
+    def copy_element(
+        self, t: Tile, shape: Sequence[int], depth: int, cond: str | None, out: bool
+    ) -> None:
         conds = [cond] if cond else []
         glob = []
         rest = "tc_i"
@@ -379,9 +433,12 @@ class _GpuPrinter(_Printer):
             row = f"{cname(t.index)}[{self.linear(t.index, glob[:k])}]"
             first = f"tc_clamp((int64_t)({row}), {self.scop.shapes[t.tensor][0] - 1})"
             glob = [first, *glob[k:]]
-        idx = self.linear(t.tensor, glob)
+        glob_text = f"{cname(t.tensor)}[{self.linear(t.tensor, glob)}]"
         test = " && ".join(conds)
-        self.out(depth, f"if ({test}) {t.name}[tc_i] = {cname(t.tensor)}[{idx}];")
+        if out:
+            self.out(depth, f"if ({test}) {glob_text} = {t.name}[tc_i];")
+        else:
+            self.out(depth, f"if ({test}) {t.name}[tc_i] = {glob_text};")
 
     def ident(self, kind: str, d: int) -> str:
         return f"tc_{'t' if kind == 'thread' else 'b'}{_DIMS[d]}"
@@ -532,7 +589,7 @@ class _GpuPrinter(_Printer):
             return False
         tdt = self.program.tensors[src.tensor].dtype
         acc = C_TYPES[compute_type(promote(tdt, src.rhs.dtype))]
-        target = f"{cname(src.tensor)}[{self.linear(src.tensor, [env[v] for v in src.lhs])}]"
+        target = self.target(st, env)
         shape = "x".join(str(r) for *_, r in loops)
         self.out(depth, "{")
         self.out(depth + 1, f"// private tile: {shape} outputs of {src.tensor} per thread")
@@ -585,7 +642,7 @@ class _GpuPrinter(_Printer):
             env = self.stmt_env(st, args)
             if src.tensor != tensor:
                 return False
-            texts.add(f"{cname(tensor)}[{self.linear(tensor, [env[v] for v in src.lhs])}]")
+            texts.add(self.target(st, env))
             self.cur_stmt = st.name
             reads.add(self.expr(ir.Read(tensor, tuple(ir.Index(v) for v in src.lhs), ""), env))
         if len(texts) != 1:
@@ -598,7 +655,10 @@ class _GpuPrinter(_Printer):
         super().node(node, depth + 1, marks)
         body = self.lines[at:]
         renamed = [_rename(line, {target, *reads}, "tc_v") for line in body]
-        if any(f"{cname(tensor)}[" in line for line in renamed):
+        places = [f"{cname(tensor)}["] + [
+            f"{t.name}[" for t in self.tiles.values() if t.tensor == tensor
+        ]
+        if any(p in line for line in renamed for p in places):
             return True  # printed normally already
         del self.lines[at:]
         tdt = self.program.tensors[tensor].dtype
@@ -710,6 +770,12 @@ def _max_trips(init: str, cond: str, inc: str) -> int | None:
     if trips is not None or m is None:
         return trips
     return _trips(init, f"{m.group(1)} <= {m.group(2)}", inc)
+
+
+def _global_target(printer: _Printer, st: ScopStmt, env: Mapping[str, str]) -> str:
+    """A statement's target element in global memory, as the C printer writes it."""
+    src = st.source
+    return f"{cname(src.tensor)}[{printer.linear(src.tensor, [env[v] for v in src.lhs])}]"
 
 
 def _rename(line: str, olds: set[str], new: str) -> str:

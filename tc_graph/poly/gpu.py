@@ -264,7 +264,7 @@ def _shared_mark(
     node = node.insert_mark(isl.Id("shared", context=_CTX))
     for _ in range(down):
         node = node.parent()
-    return node, SharedSite(prefix, depth, thread_x)
+    return node, SharedSite(prefix, depth, thread_x, node.get_schedule())
 
 
 def _map_inner(

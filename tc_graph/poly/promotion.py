@@ -1,28 +1,46 @@
-"""Shared-memory promotion: array tiles of read-only tensors per block (TC paper 5.5, A.3).
+"""Shared-memory promotion: array tiles per block, read and written (TC paper 5.5, A.3).
 
 The mapping (poly/gpu.py) marks one place per kernel, `shared`, below the block-mapped
 (and sequential) tile loops and above the thread-mapped ones, and records a `SharedSite`:
-the prefix schedule there (statement instance -> the enclosing tile loops c0..c<d-1>) and
-the iterator each statement maps to thread x. The printer calls `plan_tiles` when it
-reaches the mark, because only then is it known which of c0..c<d-1> isl printed as loops
-(a loop isl left out takes one value given the outer ones, so it is projected out).
+the prefix schedule there (statement instance -> the enclosing tile loops c0..c<d-1>),
+the iterator each statement maps to thread x and the mapped tree (statement order). The
+printer calls `plan_tiles` when it reaches the mark, because only then is it known which
+of c0..c<d-1> isl printed as loops (a loop isl left out takes one value given the outer
+ones, so it is projected out).
 
 An array tile is the box over-approximating what one reference group touches for one
 value of the tile loops: per tensor dimension the least accessed index (an expression of
 the tile loops, the offset) and the largest extent over all tiles (constant, the size).
-References to one tensor whose footprints overlap, or whose common box is no larger than
-their separate ones, form one group. A group is promoted when an element is reached by
-several instances within one tile (reuse: the prefix-and-element map is not injective)
-or when one of its references is not coalesced (its last subscript does not follow
-thread x), and when it still fits `max_shared_memory` (greedy, in order of first use).
+References to a read-only tensor whose footprints overlap, or whose common box is no
+larger than their separate ones, form one group. A group is promoted when an element is
+reached by several instances within one tile (reuse: the prefix-and-element map is not
+injective) or when one of its references is not coalesced (its last subscript does not
+follow thread x), and when it still fits `max_shared_memory` (greedy, in order of first
+use). A reference with an indirect first subscript, `LUT(I(a..), b..)` (paper 5.5, 2LUT),
+is tiled as the virtual tensor V(a.., b..): its box is affine in a.. and b.., and the
+copy-in reads the row `LUT[I(a..)]` (the index clamped) for each element, so the rows a
+block reaches sit in shared memory, copied with coalesced reads along b...
 
-Only tensors that the kernel does not write are promoted: a written tile would need a
-copy-out restricted to the elements written (a box copy-out would overwrite other blocks'
-results), which this version leaves to the private accumulators. A reference with an
-indirect first subscript, `LUT(I(a..), b..)` (paper 5.5, 2LUT), is tiled as the virtual
-tensor V(a.., b..): its box is affine in a.. and b.., and the copy-in reads the row
-`LUT[I(a..)]` (the index clamped) for each element, so the rows a block reaches sit in
-shared memory, copied with coalesced reads along b...
+A tensor the kernel writes is one group of all its references (reads and writes; paper
+5.5: overlapping references to a written array are promoted together). The printer copies
+it in before the body, computes on the tile and copies the whole box out after a barrier,
+so it is promoted only where isl proves that copy-out exact (`_copy_out_exact`): for each
+value of the tile loops the written elements are the box (within the tensor's bounds:
+tails), every tile value the site visits writes, and distinct tile values write disjoint
+elements, so no copy-out stores over another block's or another statement's results
+(overlap across sequential tile loops, such as a tiled reduction dimension below the
+site, is refused too). Every statement touching it must be printed in this copy of the
+site and read it directly (no indirect subscript into it, no use as an index). It is
+copied in only when some read (an update `+=` reads its target) has no write of the same
+element before it in the same tile (isl's flow analysis on accesses tagged with the tile
+value): `+=!` and a later statement reading what an earlier one wrote need no copy-in,
+`+=` without `!` accumulating into `out=` does.
+
+Registers and shared memory: with `use_private_memory` the private forms (accumulator,
+private tile, private element) keep a thread's reused outputs in registers, so reuse alone
+does not promote a written group; it is promoted when a reference is not coalesced, and
+the registers are then written back to the shared tile, whose copy-out is coalesced.
+Without private memory, reuse promotes it too (the tile holds the accumulators).
 """
 
 from __future__ import annotations
@@ -51,6 +69,7 @@ class SharedSite:
     prefix: isl.UnionMap  # instance -> [c0, ..., c<depth-1>]
     depth: int
     thread_x: Mapping[str, str | None]  # statement -> iterator mapped to thread x
+    schedule: isl.Schedule  # the mapped tree (statement order, for copy-in analysis)
 
 
 @dataclass(frozen=True)
@@ -69,6 +88,10 @@ class Tile:
     # the index tensor's subscripts then the direct ones; `bounds` is that index space.
     index: str | None = None
     bounds: tuple[int, ...] = ()
+    # A tile of a tensor the kernel writes: copied out after the body; copied in only
+    # when some read of it is not preceded by a write in the same tile.
+    written: bool = False
+    load: bool = True
 
     @property
     def elements(self) -> int:
@@ -168,38 +191,46 @@ def plan_tiles(
 ) -> list[Tile]:
     """The tiles promoted at a site for the statements `present` in the printed subtree
     (isl may print a site once per statement), given the loop iterators defined there."""
-    per = _per_stmt(site.prefix)
+    every = _per_stmt(site.prefix)
     # Written anywhere in the site (not only in this printed part): not read-only.
-    written = {scop.statement(n).source.tensor for n in per if scop.statement(n).kind != "check"}
-    per = {n: m for n, m in per.items() if n in present}
+    written = {scop.statement(n).source.tensor for n in every if scop.statement(n).kind != "check"}
+    per = {n: m for n, m in every.items() if n in present}
     stmts = [scop.statement(n) for n in per]
     keep = {k for k in range(site.depth) if f"c{k}" in defined}
-    # Every reference to a read-only tensor, with its footprint per tile.
-    # Keyed by tensor, or tensor@index for indirect references (their own index space).
-    refs: dict[str, list[tuple[str, ir.Read, isl.Map, isl.Map]]] = {}
-    bad: set[str] = set()
+    # Every reference with its footprint per tile (and a write flag), in order of first
+    # use. Keyed by tensor, or tensor@index for indirect references (their own space).
+    refs: dict[str, list[_Ref]] = {}
+    bad: set[str] = {t for t in written if not _writable(t, every, present, scop)}
     spaces: dict[str, tuple[int, ...]] = {}
     for st in stmts:
-        for r in references(st):
+        accesses = [(r, False) for r in references(st)]
+        if st.kind != "check":
+            accesses.append((write_ref(st), True))
+        for r, is_write in accesses:
             key, subs, shape = r.tensor, r.subscripts, scop.shapes[r.tensor]
             if _indirect(r):
                 form = indirect_form(r)
-                if form is None or form[0].tensor in written:
+                if form is None or {r.tensor, form[0].tensor} & written:
                     bad.add(r.tensor)
                     continue
                 key = f"{r.tensor}@{form[0].tensor}"
                 subs = form[1]
                 shape = (*scop.shapes[form[0].tensor], *shape[1:])
-            if r.tensor in written or key in bad:
+            if key in bad:
                 continue
             spaces[key] = tuple(shape)
             acc = access_map(st.domain, st.iterators, r.tensor, subs, shape)
             pre = per[st.name]
             fp = pre.reverse().apply_range(acc)
-            refs.setdefault(key, []).append((st.name, r, fp, pre.range_product(acc)))
-    groups: list[tuple[str, list[tuple[str, ir.Read, isl.Map, isl.Map]]]] = []
+            reads = not is_write or st.kind == "update"
+            tagged = pre.range_product(acc)
+            refs.setdefault(key, []).append(_Ref(st, r, fp, tagged, reads=reads, writes=is_write))
+    groups: list[tuple[str, list[_Ref]]] = []
     for key, rs in refs.items():
         if key in bad:
+            continue
+        if key in written:
+            groups.append((key, rs))  # all references of a written tensor together
             continue
         for g in _group(rs, site.depth, keep):
             groups.append((key, g))
@@ -207,19 +238,29 @@ def plan_tiles(
     used = 0
     for key, g in groups:
         tensor, _, index = key.partition("@")
-        fp = g[0][2]
-        for _, _, f, _ in g[1:]:
-            fp = fp.union(f)
-        box = _box(_to_params(fp, site.depth, keep))
+        fp = g[0].footprint
+        for r in g[1:]:
+            fp = fp.union(r.footprint)
+        params = _to_params(fp, site.depth, keep)
+        box = _box(params)
         if box is None:
             continue
         offsets, sizes = box
-        inj = isl.UnionMap.from_map(g[0][3])
-        for _, _, _, m in g[1:]:
-            inj = inj.union(isl.UnionMap.from_map(m))
+        inj = isl.UnionMap.from_map(g[0].tagged)
+        for r in g[1:]:
+            inj = inj.union(isl.UnionMap.from_map(r.tagged))
         reused = not inj.is_injective()
-        coalesced = all(_coalesced(r, site.thread_x.get(s)) for s, r, _, _ in g)
-        if not reused and coalesced:
+        coalesced = all(_coalesced(r.ref, site.thread_x.get(r.stmt.name)) for r in g)
+        load = True
+        if tensor in written:
+            # Registers keep a thread's reused outputs when private promotion is on, so a
+            # written tile pays off through reuse only without it (or by coalescing).
+            if coalesced and (options.use_private_memory or not reused):
+                continue
+            if not _copy_out_exact(g, params, offsets, sizes, site, per, keep, scop):
+                continue
+            load = _exposed_reads(g, site.schedule)
+        elif not reused and coalesced:
             continue
         dtype = scop.program.tensors[tensor].dtype
         tile = Tile(
@@ -228,11 +269,13 @@ def plan_tiles(
             dtype,
             tuple(_c_expr(o) for o in offsets),
             tuple(sizes),
-            frozenset((s, r) for s, r, _, _ in g),
+            frozenset((r.stmt.name, r.ref) for r in g),
             reused,
             coalesced,
             index or None,
             spaces[key],
+            written=tensor in written,
+            load=load,
         )
         if used + tile.bytes > options.max_shared_memory:
             continue
@@ -246,9 +289,112 @@ def plan_tiles(
     return [t for t in tiles if t.index or not t.refs <= inside]
 
 
-def _group(
-    rs: Sequence[tuple[str, ir.Read, isl.Map, isl.Map]], depth: int, keep: Collection[int]
-) -> list[list[tuple[str, ir.Read, isl.Map, isl.Map]]]:
+@dataclass(frozen=True)
+class _Ref:
+    """One reference of a statement: its footprint per tile ({ [c] -> T[a] }) and its
+    instances tagged with their tile ({ S[i] -> [[c] -> T[a]] })."""
+
+    stmt: ScopStmt
+    ref: ir.Read
+    footprint: isl.Map
+    tagged: isl.Map
+    reads: bool  # an explicit read, or the target of an update (`+=` reads its output)
+    writes: bool
+
+
+def write_ref(st: ScopStmt) -> ir.Read:
+    """The target of a statement as a reference (the key of its tile rewriting)."""
+    return ir.Read(st.source.tensor, tuple(ir.Index(v) for v in st.source.lhs), "")
+
+
+def _writable(
+    tensor: str, every: Mapping[str, isl.Map], present: Collection[str], scop: Scop
+) -> bool:
+    """A written tensor can have a tile when every statement of the site that touches it
+    is printed here (no other copy of the site reads or writes it around this one's
+    copies), is a plain statement, and reads it only directly (no indirect subscript
+    into it, no use as an index: the copy-in of rows would read what the block writes)."""
+    for n in every:
+        st = scop.statement(n)
+        touches = st.kind != "check" and st.source.tensor == tensor
+        for r in references(st):
+            if any(
+                isinstance(x, ir.Read) and x.tensor == tensor
+                for s in r.subscripts
+                for x in ir.walk(s)
+            ):
+                return False
+            if r.tensor == tensor:
+                if _indirect(r):
+                    return False
+                touches = True
+        if touches and (n not in present or st.kind not in ("init", "assign", "update")):
+            return False
+    return True
+
+
+def _copy_out_exact(
+    g: Sequence[_Ref],
+    params: isl.Set,
+    offsets: Sequence[isl.PwAff],
+    sizes: Sequence[int],
+    site: SharedSite,
+    per: Mapping[str, isl.Map],
+    keep: Collection[int],
+    scop: Scop,
+) -> bool:
+    """Whether copying the whole box out (within the tensor's bounds) stores exactly what
+    the block wrote: for each value of the tile loops the written elements are the box
+    (tails: the box within bounds), every tile value the site visits writes, and distinct
+    tile values write disjoint elements (distinct blocks, or sequential tile iterations,
+    never store over each other's results)."""
+    writes = [r.footprint for r in g if r.writes]
+    full = writes[0]
+    for w in writes[1:]:
+        full = full.union(w)
+    if not full.reverse().is_single_valued():
+        return False
+    done = _to_params(full, site.depth, keep)
+    space = params.get_space()
+    lo = isl.PwAffList.alloc(_CTX, len(sizes))
+    hi = isl.PwAffList.alloc(_CTX, len(sizes))
+    for o, n in zip(offsets, sizes, strict=True):
+        lo = lo.add(o)
+        hi = hi.add(o.add_constant_val(isl.Val.int_from_si(_CTX, n - 1)))
+    box = (
+        isl.Set.universe(space)
+        .lower_bound_multi_pw_aff(isl.MultiPwAff.from_pw_aff_list(space, lo))
+        .upper_bound_multi_pw_aff(isl.MultiPwAff.from_pw_aff_list(space, hi))
+    )
+    shape = scop.shapes[g[0].ref.tensor]
+    for k, n in enumerate(shape):
+        box = box.lower_bound_val(isl.dim_type.set, k, isl.Val.zero(_CTX))
+        box = box.upper_bound_val(isl.dim_type.set, k, isl.Val.int_from_si(_CTX, n - 1))
+    if not box.intersect_params(done.params()).is_equal(done):
+        return False
+    visited = [_to_params(m.reverse(), site.depth, keep).params() for m in per.values()]
+    return all(v.is_subset(done.params()) for v in visited)
+
+
+def _exposed_reads(g: Sequence[_Ref], schedule: isl.Schedule) -> bool:
+    """Whether the tile must be copied in: some read of the group (an update reads its
+    target) is not preceded by a write of the same element in the same tile (isl's flow
+    analysis on the accesses tagged with their tile value)."""
+    sinks = [r.tagged for r in g if r.reads]
+    if not sinks:
+        return False
+    sink = isl.UnionMap.from_map(sinks[0])
+    for m in sinks[1:]:
+        sink = sink.union(isl.UnionMap.from_map(m))
+    source = isl.UnionMap.empty(sink.get_space())
+    for r in g:
+        if r.writes:
+            source = source.union(isl.UnionMap.from_map(r.tagged))
+    info = isl.UnionAccessInfo.from_sink(sink).set_must_source(source).set_schedule(schedule)
+    return not info.compute_flow().get_may_no_source().is_empty()
+
+
+def _group(rs: Sequence[_Ref], depth: int, keep: Collection[int]) -> list[list[_Ref]]:
     """Union-find over references: overlapping footprints (for one tile) are one group,
     and so are references whose joint box is no larger than their two boxes."""
     parent = list(range(len(rs)))
@@ -266,14 +412,14 @@ def _group(
         for j in range(i):
             if find(i) == find(j):
                 continue
-            a, b = rs[i][2], rs[j][2]
+            a, b = rs[i].footprint, rs[j].footprint
             merge = not a.intersect(b).is_empty()
             if not merge:
                 sa, sb, sab = size(a), size(b), size(a.union(b))
                 merge = None not in (sa, sb, sab) and sab <= sa + sb  # type: ignore[operator]
             if merge:
                 parent[find(i)] = find(j)
-    out: dict[int, list[tuple[str, ir.Read, isl.Map, isl.Map]]] = {}
+    out: dict[int, list[_Ref]] = {}
     for i, r in enumerate(rs):
         out.setdefault(find(i), []).append(r)
     return list(out.values())

@@ -76,6 +76,18 @@ def test_every_conformance_program_compiles_to_ptx() -> None:
     _nvcc({"conformance": unit}, ["-ptx"])
 
 
+@needs_nvcc
+def test_written_tiles_compile_to_ptx() -> None:
+    """Without private memory, outputs get written shared tiles (copy-in, copy-out)."""
+    options = tg.MappingOptions(block=(8, 4), use_private_memory=False)
+    texts = [
+        _cuda_text(c["source"], conf.entry_of(c), conf.build_args(c), options)
+        for c in conf.SHAPE_CASES
+    ]
+    assert sum("written: copied out" in t for t in texts) >= 10
+    _nvcc({"written": _one_file(texts)}, ["-ptx"])
+
+
 def _paper_cases() -> list[tuple[str, str, str, list[np.ndarray], tg.MappingOptions]]:
     sys.path.insert(0, str(ROOT / "scripts"))
     try:

@@ -136,11 +136,13 @@ SHARED_SETS = [
     tg.MappingOptions(block=(3, 5), grid=(2, 1), use_shared_memory=True),
     tg.MappingOptions(block=(4, 4), tile=(8, 8, 4), unroll_copy_shared=True, shared_depth=1),
     tg.MappingOptions(block=(5, 3), use_shared_memory=True, max_shared_memory=64),
+    # Without private memory, reused outputs get written tiles (copy-in where read).
+    tg.MappingOptions(block=(3, 5), tile=(7, 6), grid=(2, 1), use_private_memory=False),
 ]
 
 
 @pytest.mark.parametrize("c", ref.CASES, ids=lambda c: c.name)
-@pytest.mark.parametrize("options", SHARED_SETS, ids=["tails", "unrolled", "small"])
+@pytest.mark.parametrize("options", SHARED_SETS, ids=["tails", "unrolled", "small", "written"])
 def test_opencl_shared_matches_numpy(c: ref.Case, options: tg.MappingOptions) -> None:
     _skip_half(c.source)
     args = c.args()
@@ -176,19 +178,28 @@ def _paper(name: str) -> tuple[Any, list[np.ndarray], tg.MappingOptions]:
 
 
 @pytest.mark.parametrize(
-    ("name", "tensors"),
-    [("MLP3", ["I", "W2", "W3", "W4"]), ("C3", ["I", "W"]), ("tbmm", ["X", "Y"]),
-     ("2LUT", ["LUT1 rows through I1", "LUT2 rows through I2"]), ("gconv", ["I", "W1"]), ("tmm", ["A", "B"])],
+    ("name", "tensors", "written"),
+    [("MLP3", ["I", "W2", "W3", "W4"], ["O4"]), ("C3", ["I", "W"], []), ("tbmm", ["X", "Y"], []),
+     ("2LUT", ["LUT1 rows through I1", "LUT2 rows through I2"], ["O1", "O2"]),
+     ("gconv", ["I", "W1"], []), ("tmm", ["A", "B"], [])],
 )  # fmt: skip
-def test_shared_promotion_fires_on_paper_kernels(name: str, tensors: list[str]) -> None:
+def test_shared_promotion_fires_on_paper_kernels(
+    name: str, tensors: list[str], written: list[str]
+) -> None:
     fn, args, options = _paper(name)
     k = fn.compile(*args, target="opencl", options=options)
     for t in tensors:
         assert re.search(rf"// shared tile tc_sh\d+_\d+: {t}\[", k.source), (t, k.source)
+    # Outputs written with thread x on another subscript (not coalesced) get a tile that
+    # their private element is stored to, copied out after a barrier; MLP3's O2 and O3
+    # are read by the next site of the fused kernel, so they stay in global memory.
+    got = re.findall(r"// shared tile tc_sh\d+_\d+: (\w+)\[.*written: copied out", k.source)
+    assert sorted(got) == written, k.source
     assert re.search(r"__local \w+ tc_sh", k.source)
-    # One barrier after each site's copies; the blocks run one tile each here, so no
-    # trailing barrier (nothing overwrites a tile another thread still reads).
-    assert k.source.count("barrier(") == k.source.count("const int tc_tid")
+    # One barrier after each site's copies, one before each copy-out; the blocks run one
+    # tile each here, so no trailing barrier (nothing overwrites a tile another thread
+    # still reads).
+    assert k.source.count("barrier(") == k.source.count("const int tc_tid") + len(written)
     if name == "2LUT":
         # Section 5.5: the reached rows are copied (index clamped); the body reads the tile.
         assert "t_LUT1[((int64_t)(tc_clamp((int64_t)(t_I1[" in k.source
@@ -281,3 +292,143 @@ def test_indirect_rows_promoted_with_bad_index_still_an_error() -> None:
     idx[3, 2] = 50
     with pytest.raises(tg.TcError, match="out of bounds"):
         fn(lut, idx, target="opencl", options=opts)
+
+
+# Written tiles (paper 5.5: copy-in before, copy-out after, with barriers).
+TRANSPOSE = "def tr(float(N,M) A, float(N,M) B) -> (C) { C(m,n) = A(n,m) + B(n,m) }"
+ACCUMULATE = "def acc(float(M,K) A, float(K,N) B) -> (C) { C(m,n) += A(m,k) * B(k,n) }"
+WRITTEN = r"// shared tile tc_sh\d+_\d+: C\[[^\n]*written: copied out"
+
+
+def _written_tiles(source: str) -> list[str]:
+    """Per kernel, the tensors promoted to written shared tiles."""
+    kernels = source.split("__kernel void ")[1:]
+    return [
+        ",".join(re.findall(r"// shared tile tc_sh\d+_\d+: (\w+)\[[^\n]*written", k))
+        for k in kernels
+    ]
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        tg.MappingOptions(block=(8, 4)),
+        tg.MappingOptions(block=(8, 4), grid=(2, 1), unroll_copy_shared=True),
+        tg.MappingOptions(block=(5, 3), tile=(7, 6), use_private_memory=False),
+    ],
+    ids=["tails", "blocks-loop", "tile-apart"],
+)
+def test_written_tile_of_a_non_coalesced_output(options: tg.MappingOptions) -> None:
+    """Thread x runs over m (two coalesced reads), so C(m, n) is stored with a stride:
+    the block writes a shared tile and copies it out along n. Sizes that no block or tile
+    divides (tails: the copy-out keeps within bounds)."""
+    fn = tg.define(TRANSPOSE).tr
+    rng = np.random.default_rng(0)
+    a, b = rng.random((37, 29), dtype=np.float32), rng.random((37, 29), dtype=np.float32)
+    k = fn.compile(a, b, target="opencl", options=options)
+    assert re.search(WRITTEN + r", not copied in\)", k.source), k.source
+    if options.grid == (2, 1):
+        # Blocks loop over tiles: the next copy must not start before this copy-out.
+        assert "barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);" in k.source
+    np.testing.assert_array_equal(k(a, b), fn(a, b, target="reference"))
+    off = fn.compile(a, b, target="opencl", options=replace(options, use_shared_memory=False))
+    assert "__local" not in off.source
+
+
+@pytest.mark.parametrize(
+    ("options", "promoted"),
+    [
+        (tg.MappingOptions(block=(8, 4), use_private_memory=False), True),
+        (tg.MappingOptions(block=(8, 4), grid=(2, 2), use_private_memory=False), True),
+        (tg.MappingOptions(block=(8, 4), tile=(16, 16, 4), shared_depth=2, use_private_memory=False), True),
+        # The reduction tile loop is below the site: each iteration writes the same C box,
+        # so distinct tile values overlap and C is left in global memory.
+        (tg.MappingOptions(block=(8, 4), tile=(16, 16, 4), use_private_memory=False), False),
+        # Registers keep the accumulators when private promotion is on.
+        (tg.MappingOptions(block=(8, 4)), False),
+    ],
+    ids=["tails", "blocks-loop", "reduction-tiled-below", "overlapping-tiles", "registers"],
+)  # fmt: skip
+def test_written_tile_of_an_accumulation_into_out(
+    options: tg.MappingOptions, promoted: bool
+) -> None:
+    """`+=` without `!` reads its output: the tile is copied in from `out=`, accumulated in
+    shared memory and copied out."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", tg.TcWarning)
+        fn = tg.define(ACCUMULATE).acc
+    rng = np.random.default_rng(1)
+    a, b = rng.random((37, 11), dtype=np.float32), rng.random((11, 29), dtype=np.float32)
+    c = rng.random((37, 29), dtype=np.float32)
+    k = fn.compile(a, b, target="opencl", options=options)
+    assert bool(re.search(WRITTEN + r"\)", k.source)) == promoted, k.source
+    want = fn(a, b, target="reference", out=c.copy())
+    got = fn(a, b, target="opencl", options=options, out=c.copy())
+    assert_matches(got, want, f"accumulate under {options}")
+
+
+def test_written_tile_of_an_initialized_reduction_is_not_copied_in() -> None:
+    """`+=!`: every element is initialized in the tile before it is read."""
+    fn = tg.define(MATMUL).mm
+    rng = np.random.default_rng(2)
+    a, b = rng.random((37, 11), dtype=np.float32), rng.random((11, 29), dtype=np.float32)
+    opts = tg.MappingOptions(block=(8, 4), use_private_memory=False)
+    k = fn.compile(a, b, target="opencl", options=opts)
+    assert re.search(WRITTEN + r", not copied in\)", k.source), k.source
+    assert_matches(k(a, b), fn(a, b, target="reference"), "mm")
+
+
+def test_written_tile_not_promoted_where_copy_out_would_clobber() -> None:
+    """Two kernels write the rows of Z: the second's last tile (rows 8..15) holds rows
+    8..12 it writes and rows 13..15 the first wrote, so a box copy-out would overwrite
+    those; it is not promoted there, while the first kernel's tiles (offset at its least
+    row) are exactly what it writes."""
+    src = """def cat(float(B,M) X, float(B,M) X2, float(B,N) Y, float(B,N) Y2) -> (Z) {
+      Z(j,b) = Y(b,j-M) + Y2(b,j-M) where j in M:M+N
+      Z(j,b) = X(b,j) + X2(b,j) where j in 0:M
+    }"""
+    fn = tg.define(src).cat
+    rng = np.random.default_rng(3)
+    x, x2 = rng.random((9, 13), dtype=np.float32), rng.random((9, 13), dtype=np.float32)
+    y, y2 = rng.random((9, 6), dtype=np.float32), rng.random((9, 6), dtype=np.float32)
+    opts = tg.MappingOptions(block=(8, 4), fusion="min")
+    k = fn.compile(x, x2, y, y2, target="opencl", options=opts)
+    assert _written_tiles(k.source) == ["Z", ""], k.source
+    np.testing.assert_array_equal(k(x, x2, y, y2), fn(x, x2, y, y2, target="reference"))
+
+
+def test_written_tile_read_by_a_later_statement() -> None:
+    """A temporary written and read in one fused kernel: every read follows the write of
+    its element in the same tile, so its tile needs no copy-in."""
+    src = """def f(float(N,M) A) -> (C, T) {
+      T(m,n) = A(n,m) * 2 + A(n,m)
+      C(m,n) = T(m,n) + A(n,m)
+    }"""
+    fn = tg.define(src).f
+    a = np.random.default_rng(4).random((37, 29), dtype=np.float32)
+    opts = tg.MappingOptions(block=(8, 4), fusion="max", use_private_memory=False)
+    k = fn.compile(a, target="opencl", options=opts)
+    # Without private promotion, T (written, then read by C) is reused; C is not.
+    assert _written_tiles(k.source) == ["T"], k.source
+    assert re.search(r": T\[\d+\]\[\d+\] \(reused; written: copied out, not copied in\)", k.source)
+    for g, e in zip(k(a), fn(a, target="reference"), strict=True):
+        np.testing.assert_array_equal(g, e)
+
+
+def test_private_tile_written_back_to_a_written_tile() -> None:
+    """Thread x runs over m (three reads follow it), so C(m, n) is not coalesced: each
+    thread keeps its 4x4 outputs in registers, stores them to the shared tile, and the
+    block copies the tile out along n. Sizes that the 16x16 tiles do not divide."""
+    src = """def f(float(K,M) A, float(K,M) B, float(K,M) E, float(K,N) D) -> (C) {
+      C(m,n) +=! A(k,m) * B(k,m) * E(k,m) * D(k,n)
+    }"""
+    fn = tg.define(src).f
+    rng = np.random.default_rng(5)
+    a, b, e = (rng.random((11, 37), dtype=np.float32) for _ in range(3))
+    d = rng.random((11, 29), dtype=np.float32)
+    opts = tg.MappingOptions(block=(4, 4), tile=(16, 16), grid=(1, 1))
+    k = fn.compile(a, b, e, d, target="opencl", options=opts)
+    assert "// private tile: 4x4 outputs of C per thread" in k.source, k.source
+    assert re.search(WRITTEN + r"\)", k.source), k.source  # the init is another kernel
+    assert "barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);" in k.source
+    assert_matches(k(a, b, e, d), fn(a, b, e, d, target="reference"), "private tile")
