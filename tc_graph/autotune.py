@@ -59,6 +59,7 @@ REGISTER_TILES = (0, 1, 2, 4, 8)
 DOT_TILES = ((1, 8), (2, 4), (2, 8), (3, 4), (3, 8), (4, 2), (4, 4), (4, 5), (4, 6), (5, 4),
              (6, 4), (8, 2), (8, 3))  # fmt: skip
 """Rows x columns of a contraction tile: up to 24 vector accumulators of AVX-512's 32."""
+PREFETCH_DISTANCES = (0, 2, 4, 8, 16, 32)
 MAX_GRID = 1024
 COMPILE_TIMEOUT_S = 60.0
 """A generation's compiles that make no progress for this long are killed and discarded."""
@@ -144,8 +145,8 @@ def search_space(
     are powers of two and ceil-divisors of the sizes (tiles that avoid a short tail),
     unroll factors powers of two up to the largest size, every fusion strategy and both
     schedulers (with and without skewing). The CPU adds the parallel depth, vector width,
-    register tile, dot-product tile and reduction chunk (powers of two up to the largest
-    size); GPU targets the blocks, grids, shared and private promotion switches and the
+    register tile, dot-product tile, reduction chunk (powers of two up to the largest
+    size) and prefetch distance; GPU targets the blocks, grids, shared and private promotion switches and the
     shared depth. Every seed is a point of the space."""
     sizes = [s for s in sizes if s > 0] or [1]
     top = max(sizes)
@@ -166,6 +167,7 @@ def search_space(
             "register_tile": set(REGISTER_TILES),
             "dot_tile": set(DOT_TILES),
             "reduction_chunk": {0, *(p for p in _powers_of_two(top) if p >= 64)},
+            "prefetch_distance": set(PREFETCH_DISTANCES),
         }
     else:
         blocks = _blocks(top)

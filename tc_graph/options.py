@@ -32,6 +32,8 @@ class MappingOptions:
       (docs/cpu.md): their vector dot products share operand loads (at most 32 outputs).
     reduction_chunk: reduction elements a contraction tile sums per pass (0: as many as
       keep the tile's operand rows in half of L1).
+    prefetch_distance: reduction steps ahead that rows reached through an index tensor
+      are prefetched (2LUT's lookups; 0 turns prefetching off).
     threads: OpenMP threads (0: OpenMP's default).
     allow_skewing: schedule with isl's scheduler, which may skew loops (off by
       default, as in TC); allow_negative: also accept its negative coefficients
@@ -59,6 +61,7 @@ class MappingOptions:
     register_tile: int = 4
     dot_tile: tuple[int, int] = (4, 4)
     reduction_chunk: int = 0
+    prefetch_distance: int = 8
     threads: int = 0
     allow_skewing: bool = False
     allow_negative: bool = False
@@ -90,7 +93,7 @@ class MappingOptions:
             )
         for name in (
             "unroll", "parallel_depth", "vector_width", "register_tile", "reduction_chunk",
-            "threads",
+            "prefetch_distance", "threads",
         ):  # fmt: skip
             v = getattr(self, name)
             if not isinstance(v, int) or v < 0:

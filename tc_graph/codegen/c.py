@@ -470,10 +470,10 @@ class _Printer:
         depth: int,
     ) -> None:
         """Rows found through an index tensor are fetched a few reduction steps ahead."""
-        if not reds:
+        ahead = self.options.prefetch_distance
+        if not reds or not ahead:
             return
         r = reds[-1]
-        ahead = 8
         for read in ir.reads(st.source.rhs):
             outer = read.subscripts[:-1]
             if not any(isinstance(x, ir.Read) for s in outer for x in ir.walk(s)):

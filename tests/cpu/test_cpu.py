@@ -148,8 +148,17 @@ def test_indirect_index_out_of_bounds_is_an_error_not_a_read() -> None:
         tg.MappingOptions(allow_skewing=True, allow_negative=True, fusion="min"),
         tg.MappingOptions(unroll=8, register_tile=0, parallel_depth=0),
         tg.MappingOptions(vector_width=8, register_tile=2, tile=(2, 4)),
+        tg.MappingOptions(prefetch_distance=0),
+        tg.MappingOptions(prefetch_distance=32, register_tile=8),
     ],
-    ids=["isl-scheduler", "isl-negative-min", "unrolled-serial", "narrow-vectors"],
+    ids=[
+        "isl-scheduler",
+        "isl-negative-min",
+        "unrolled-serial",
+        "narrow-vectors",
+        "no-prefetch",
+        "far-prefetch",
+    ],
 )
 @pytest.mark.parametrize("name", ["matmul", "2LUT", "MLP3_temporaries", "conv1d", "softmax"])
 def test_more_options_match_numpy(name: str, options: tg.MappingOptions) -> None:

@@ -182,6 +182,7 @@ def test_the_cpu_space_holds_dot_tiles_and_reduction_chunks_from_the_sizes():
     genes = dict(sp.genes)
     assert (4, 4) in genes["dot_tile"] and (4, 5) in genes["dot_tile"]
     assert genes["reduction_chunk"] == (0, 64, 128, 256, 512, 1024)
+    assert 0 in genes["prefetch_distance"] and 8 in genes["prefetch_distance"]
     assert genes["allow_skewing"] == (False, True)
     assert "block" not in genes and "use_shared_memory" not in genes
 
@@ -192,7 +193,8 @@ def test_the_gpu_space_searches_blocks_grids_and_promotion_not_cpu_knobs():
     genes = dict(sp.genes)
     assert {"block", "grid", "use_shared_memory", "use_private_memory", "unroll_copy_shared",
             "shared_depth"} <= set(genes)  # fmt: skip
-    assert not {"vector_width", "register_tile", "dot_tile", "parallel_depth"} & set(genes)
+    cpu = {"vector_width", "register_tile", "dot_tile", "parallel_depth", "prefetch_distance"}
+    assert not cpu & set(genes)
     assert (32, 4) in genes["block"] and (7,) in genes["grid"] and () in genes["grid"]
     assert all(math.prod(b) <= 1024 for b in genes["block"])
     assert sp.decode(sp.encode(seed)) == seed
