@@ -143,8 +143,8 @@ def search_space(
 ) -> SearchSpace:
     """The search space of a target for these problem sizes (TC paper 6.2): tile sizes
     are powers of two and ceil-divisors of the sizes (tiles that avoid a short tail),
-    unroll factors powers of two up to the largest size, every fusion strategy and both
-    schedulers (with and without skewing). The CPU adds the parallel depth, vector width,
+    unroll factors powers of two up to the largest size, and every fusion strategy. The
+    CPU adds both schedulers (with and without skewing), the parallel depth, vector width,
     register tile, dot-product tile, reduction chunk (powers of two up to the largest
     size) and prefetch distance; GPU targets the blocks, grids, shared and private promotion switches and the
     shared depth. Every seed is a point of the space."""
@@ -158,10 +158,10 @@ def search_space(
     choices: dict[str, set[Any]] = {
         "fusion": set(FUSION_STRATEGIES),
         "unroll": set(_powers_of_two(min(MAX_UNROLL, 1 << max(0, (top - 1).bit_length())))),
-        "allow_skewing": {False, True},
     }
     if target == "cpu":
         choices |= {
+            "allow_skewing": {False, True},
             "parallel_depth": {0, 1},
             "vector_width": set(VECTOR_WIDTHS),
             "register_tile": set(REGISTER_TILES),

@@ -193,7 +193,8 @@ def test_the_gpu_space_searches_blocks_grids_and_promotion_not_cpu_knobs():
     genes = dict(sp.genes)
     assert {"block", "grid", "use_shared_memory", "use_private_memory", "unroll_copy_shared",
             "shared_depth"} <= set(genes)  # fmt: skip
-    cpu = {"vector_width", "register_tile", "dot_tile", "parallel_depth", "prefetch_distance"}
+    cpu = {"vector_width", "register_tile", "dot_tile", "parallel_depth", "prefetch_distance",
+           "allow_skewing"}  # fmt: skip
     assert not cpu & set(genes)
     assert (32, 4) in genes["block"] and (7,) in genes["grid"] and () in genes["grid"]
     assert all(math.prod(b) <= 1024 for b in genes["block"])
