@@ -214,6 +214,9 @@ class _GpuPrinter(_Printer):
         self.decls: list[str] = []
         self.promoted: list[Tile] = []
         self.nsites = 0
+        # Bytes of the shared arrays the current kernel declares: `max_shared_memory` is a
+        # limit per kernel, and isl may print its site once per statement group.
+        self.shared_bytes = 0
 
     # -- expressions -----------------------------------------------------
     def user(self, node: isl.AstNode) -> tuple[ScopStmt, list[str]]:
@@ -343,7 +346,9 @@ class _GpuPrinter(_Printer):
         prefix = f"tc_sh{self.nsites}_"
         self.nsites += 1
         names = {st.name for st, _ in self.users_under(body)}
-        tiles = plan_tiles(self.site, self.scop, defined, self.options, prefix, names)
+        budget = self.options.max_shared_memory - self.shared_bytes
+        tiles = plan_tiles(self.site, self.scop, defined, self.options, prefix, names, budget)
+        self.shared_bytes += sum(t.bytes for t in tiles)
         if not tiles:
             self.node(body, depth)
             return
@@ -749,6 +754,7 @@ class _GpuPrinter(_Printer):
             self.active = set()
             self.site = sites[k] if k < len(sites) else None
             self.decls = []
+            self.shared_bytes = 0
             at = len(self.lines)
             self.node(m.mark_get_node(), 1)
             self.lines[at:at] = ["  " + d for d in self.decls]

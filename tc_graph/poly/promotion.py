@@ -16,7 +16,8 @@ larger than their separate ones, form one group. A group is promoted when an ele
 reached by several instances within one tile (reuse: the prefix-and-element map is not
 injective) or when one of its references is not coalesced (its last subscript does not
 follow thread x), and when it still fits `max_shared_memory` (greedy, in order of first
-use). A reference with an indirect first subscript, `LUT(I(a..), b..)` (paper 5.5, 2LUT),
+use; the budget holds per kernel: the printer passes what the kernel's earlier copies of
+the site left). A reference with an indirect first subscript, `LUT(I(a..), b..)` (paper 5.5, 2LUT),
 is tiled as the virtual tensor V(a.., b..): its box is affine in a.. and b.., and the
 copy-in reads the row `LUT[I(a..)]` (the index clamped) for each element, so the rows a
 block reaches sit in shared memory, copied with coalesced reads along b...
@@ -47,7 +48,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import islpy as isl
 
@@ -188,9 +189,12 @@ def plan_tiles(
     options: MappingOptions,
     prefix_name: str,
     present: Collection[str],
+    budget: int,
 ) -> list[Tile]:
     """The tiles promoted at a site for the statements `present` in the printed subtree
-    (isl may print a site once per statement), given the loop iterators defined there."""
+    (isl may print a site once per statement), given the loop iterators defined there,
+    within `budget` bytes: what `max_shared_memory` leaves after the tiles the kernel's
+    earlier copies of the site declared (the limit holds per kernel, not per copy)."""
     every = _per_stmt(site.prefix)
     # Written anywhere in the site (not only in this printed part): not read-only.
     written = {scop.statement(n).source.tensor for n in every if scop.statement(n).kind != "check"}
@@ -235,7 +239,6 @@ def plan_tiles(
         for g in _group(rs, site.depth, keep):
             groups.append((key, g))
     tiles: list[Tile] = []
-    used = 0
     for key, g in groups:
         tensor, _, index = key.partition("@")
         fp = g[0].footprint
@@ -277,16 +280,36 @@ def plan_tiles(
             written=tensor in written,
             load=load,
         )
-        if used + tile.bytes > options.max_shared_memory:
-            continue
-        used += tile.bytes
         tiles.append(tile)
-    # An index tensor's tile read only inside promoted indirect references is dead: the
-    # copy-in of the reached rows reads the index tensor itself.
-    inside = {
-        (s, form[0]) for t in tiles if t.index for s, r in t.refs if (form := indirect_form(r))
-    }
-    return [t for t in tiles if t.index or not t.refs <= inside]
+    return _fit(tiles, budget, prefix_name)
+
+
+def _fit(tiles: Sequence[Tile], budget: int, prefix_name: str) -> list[Tile]:
+    """The candidates kept greedily, in order of first use, while their bytes fit the
+    budget, named in order. An index tensor's tile read only inside kept indirect
+    references is dead (the copy-in of the reached rows reads the index tensor itself):
+    it is dropped and takes no bytes, which may leave room for a later candidate, so this
+    repeats until stable (dropping only frees bytes: what was kept stays kept)."""
+    dead: set[int] = set()
+    while True:
+        kept: list[int] = []
+        used = 0
+        for i, t in enumerate(tiles):
+            if i not in dead and used + t.bytes <= budget:
+                kept.append(i)
+                used += t.bytes
+        inside = {
+            (s, form[0])
+            for i in kept
+            if tiles[i].index
+            for s, r in tiles[i].refs
+            if (form := indirect_form(r))
+        }
+        now = {i for i in kept if not tiles[i].index and tiles[i].refs <= inside}
+        if now <= dead:
+            out = [tiles[i] for i in kept if i not in dead]
+            return [replace(t, name=f"{prefix_name}{k}") for k, t in enumerate(out)]
+        dead |= now
 
 
 @dataclass(frozen=True)

@@ -432,3 +432,53 @@ def test_private_tile_written_back_to_a_written_tile() -> None:
     assert re.search(WRITTEN + r"\)", k.source), k.source  # the init is another kernel
     assert "barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);" in k.source
     assert_matches(k(a, b, e, d), fn(a, b, e, d, target="reference"), "private tile")
+
+
+_C_BYTES = {"float": 4, "double": 8, "_Float16": 2}
+
+
+def _shared_bytes(source: str, qualifier: str = "__local") -> list[int]:
+    """Per kernel, the bytes of the shared arrays it declares (read from the text)."""
+    out = []
+    for k in re.split(r"__kernel void |__global__ void ", source)[1:]:
+        total = 0
+        for ctype, n in re.findall(rf"{qualifier} (\w+) tc_sh\w+\[(\d+)\];", k):
+            bits = re.fullmatch(r"u?int(\d+)_t", ctype)
+            total += int(n) * (int(bits.group(1)) // 8 if bits else _C_BYTES[ctype])
+        out.append(total)
+    return out
+
+
+@pytest.mark.parametrize("budget", [1100, 600, 300])
+def test_shared_budget_holds_per_kernel_of_several_sites(budget: int) -> None:
+    """MLP3 fused is one kernel whose `shared` place isl prints once per layer: the tiles
+    of all its copies together stay within max_shared_memory (declared bytes in the text,
+    OpenCL and CUDA), some copy still promotes, and the results match the reference."""
+    fn, args, options = _paper("MLP3")
+    opts = replace(options, max_shared_memory=budget)
+    k = fn.compile(*args, target="opencl", options=opts)
+    assert k.source.count("const int tc_tid") >= 2, k.source  # several printed copies
+    (used,) = _shared_bytes(k.source)
+    assert 0 < used <= budget, k.source
+    (full,) = _shared_bytes(fn.compile(*args, target="opencl", options=options).source)
+    assert full > budget  # the budget binds
+    cuda = fn.compile(*args, target="cuda", options=opts)
+    assert all(0 < b <= budget for b in _shared_bytes(cuda.source, "__shared__")), cuda.source
+    want = _as_tuple(fn(*args, target="reference"))
+    for g, e in zip(_as_tuple(k(*args)), want, strict=True):
+        assert_matches(g, e, f"MLP3 within {budget} bytes of shared memory")
+
+
+@pytest.mark.parametrize("case", conf.SHAPE_CASES, ids=[c["name"] for c in conf.SHAPE_CASES])
+def test_shared_budget_holds_per_kernel(case: dict[str, Any]) -> None:
+    """Every conformance program under a budget smaller than most tiles: no kernel
+    declares more shared bytes than allowed, and the results still match."""
+    _skip_half(case["source"])
+    fn = conf.define(case)[conf.entry_of(case)]
+    args = conf.build_args(case)
+    opts = tg.MappingOptions(block=(4, 4), max_shared_memory=96)
+    k = fn.compile(*args, target="opencl", options=opts)
+    assert all(b <= 96 for b in _shared_bytes(k.source)), k.source
+    want = _as_tuple(fn(*args, target="reference"))
+    for g, e in zip(_as_tuple(k(*args)), want, strict=True):
+        assert_matches(g, e, case["name"])
