@@ -50,7 +50,12 @@ class MappingOptions:
       thread-mapped loops).
     max_shared_memory: bytes of shared memory the promoted tiles of a kernel may use.
     use_private_memory: keep each thread's output of a reduction in a register.
-    private_depth: reserved (the accumulator sits at the innermost reduction loop).
+    private_depth: where a thread's output registers are placed, as a schedule depth d
+      (the kernel's loop `c<d>`; 0: the default places). For d > 0 they are held across
+      the reduction loops at depth >= d of the nest enclosing the update (at least the
+      innermost loop): the accumulator (default: innermost loop only) rises to the
+      outermost such loop; a private tile (default: all the loops) leaves the loops above
+      d outside its load and store. Private elements are unaffected (docs/gpu.md).
     """
 
     fusion: str = "max"

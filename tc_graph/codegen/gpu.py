@@ -272,11 +272,63 @@ class _GpuPrinter(_Printer):
             self.lines[at:] = [_rename(line, old, self.target(st, env)) for line in self.lines[at:]]
 
     def reduction_loop(self, node: isl.AstNode, depth: int) -> bool:
+        if node.for_get_body().get_type() != isl.ast_node_type.user:
+            return self.reduction_nest(node, depth)
         at = len(self.lines)
         if not super().reduction_loop(node, depth):
             return False
         st, args = self.user(node.for_get_body())
         self.retarget(st, self.stmt_env(st, args), at)
+        return True
+
+    def reduction_nest(self, node: isl.AstNode, depth: int) -> bool:
+        """A `reduce` mark above several loops (`private_depth`): the output element stays
+        in `acc` across the whole nest, loaded before it and stored after it. Only for a
+        perfect nest over one update statement whose target does not follow the nest's
+        iterators and which reads no element of its output tensor (nothing else touches
+        the element meanwhile); otherwise the loop is printed and the mark moves to the
+        loops inside, down to the innermost (the default place)."""
+        chain: list[isl.AstNode] = []
+        cur = node
+        while cur.get_type() == isl.ast_node_type.for_:
+            chain.append(cur)
+            cur = cur.for_get_body()
+        fits = cur.get_type() == isl.ast_node_type.user
+        if fits:
+            st, args = self.user(cur)
+            src = st.source
+            env = self.stmt_env(st, args)
+            nest = [re.compile(rf"\b{c.for_get_iterator().to_C_str()}\b") for c in chain]
+            fits = (
+                st.kind == "update"
+                and not any(m.search(env[v]) for m in nest for v in src.lhs)
+                and not any(r.tensor == src.tensor for r in ir.reads(src.rhs))
+            )
+        if not fits:
+            self.out(depth, self.for_header(node) + " {")
+            self.node(node.for_get_body(), depth + 1, frozenset({"reduce"}))
+            self.out(depth, "}")
+            return True
+        tdt = self.program.tensors[src.tensor].dtype
+        acc = C_TYPES[compute_type(promote(tdt, src.rhs.dtype))]
+        target = self.target(st, env)
+        self.out(depth, "{")
+        self.out(depth + 1, f"{acc} acc = ({acc}){target};")
+        self.out(
+            depth + 1, f"// acc: the thread's output element in a register over {len(chain)} loops"
+        )
+        d = depth + 1
+        for c in chain:
+            self.out(d, self.loop_open(c))
+            d += 1
+        self.cur_stmt = st.name
+        value = self.expr(src.rhs, env)
+        self.out(d, f"acc = {_combine(src.op, 'acc', f'({acc})({value})', acc)};")
+        for _ in chain:
+            d -= 1
+            self.out(d, "}")
+        self.out(depth + 1, f"{target} = {_store('acc', tdt)};")
+        self.out(depth, "}")
         return True
 
     def statement(self, st: ScopStmt, args: Sequence[str], depth: int) -> None:
@@ -471,6 +523,13 @@ class _GpuPrinter(_Printer):
                 self.shared(node.mark_get_node(), depth)
                 return
         if node.get_type() == isl.ast_node_type.for_:
+            if "reduce" in marks and node.for_is_degenerate():
+                # A loop isl printed once inside a `reduce` nest: the mark goes on inward.
+                it = node.for_get_iterator().to_C_str()
+                self.out(depth, f"{{ const int {it} = {node.for_get_init().to_C_str()};")
+                self.node(node.for_get_body(), depth + 1, marks)
+                self.out(depth, "}")
+                return
             self.loops.append((node.for_get_iterator().to_C_str(), not node.for_is_degenerate()))
             super().node(node, depth, marks)
             self.loops.pop()
@@ -596,19 +655,23 @@ class _GpuPrinter(_Printer):
         acc = C_TYPES[compute_type(promote(tdt, src.rhs.dtype))]
         target = self.target(st, env)
         shape = "x".join(str(r) for *_, r in loops)
+        # private_depth: reduction loops above that depth enclose the tile's load and
+        # store (at least the innermost loop stays inside).
+        outer = 0
+        while outer < len(chain) - 1 and _loop_depth(chain[outer]) < self.options.private_depth:
+            outer += 1
         self.out(depth, "{")
-        self.out(depth + 1, f"// private tile: {shape} outputs of {src.tensor} per thread")
-        self.out(depth + 1, f"{acc} tc_pv[{size}];")
-        self.thread_loops(
-            loops, depth + 1, lambda ix, d: self.out(d, f"tc_pv[{ix}] = ({acc}){target};")
-        )
-        d = depth + 1
-        for c in chain:
-            it = c.for_get_iterator().to_C_str()
-            if c.for_is_degenerate():
-                self.out(d, f"{{ const int {it} = {c.for_get_init().to_C_str()};")
-            else:
-                self.out(d, self.for_header(c) + " {")
+        held = f", held across {len(chain) - outer} of {len(chain)} loops" if outer else ""
+        self.out(depth + 1, f"// private tile: {shape} outputs of {src.tensor} per thread{held}")
+        top = depth + 1
+        for c in chain[:outer]:
+            self.out(top, self.loop_open(c))
+            top += 1
+        self.out(top, f"{acc} tc_pv[{size}];")
+        self.thread_loops(loops, top, lambda ix, d: self.out(d, f"tc_pv[{ix}] = ({acc}){target};"))
+        d = top
+        for c in chain[outer:]:
+            self.out(d, self.loop_open(c))
             d += 1
         value = self.expr(src.rhs, env)
         self.thread_loops(
@@ -618,16 +681,26 @@ class _GpuPrinter(_Printer):
                 dd, f"tc_pv[{ix}] = {_combine(src.op, f'tc_pv[{ix}]', f'({acc})({value})', acc)};"
             ),
         )
-        for _ in chain:
+        while d > top:
             d -= 1
             self.out(d, "}")
         self.thread_loops(
             loops,
-            depth + 1,
+            top,
             lambda ix, dd: self.out(dd, f"{target} = {_store(f'tc_pv[{ix}]', tdt)};"),
         )
+        while top > depth + 1:
+            top -= 1
+            self.out(top, "}")
         self.out(depth, "}")
         return True
+
+    def loop_open(self, c: isl.AstNode) -> str:
+        """The opening line of a loop printed in place (a degenerate one as a constant)."""
+        it = c.for_get_iterator().to_C_str()
+        if c.for_is_degenerate():
+            return f"{{ const int {it} = {c.for_get_init().to_C_str()};"
+        return self.for_header(c) + " {"
 
     def private_element(self, node: isl.AstNode, depth: int, marks: frozenset[str]) -> bool:
         """Statements in sequence that all write one element (init, reduction, epilogue
@@ -766,6 +839,13 @@ class _GpuPrinter(_Printer):
 
 _PRIVATE_MAX = 32  # at most this many private outputs per thread (registers)
 _UNROLL_COPY = 16  # copies of at most this many elements per thread are unrolled
+
+
+def _loop_depth(loop: isl.AstNode) -> float:
+    """The schedule depth of an AST loop (isl names the loop at depth k `ck`); a loop
+    named otherwise counts as deepest (private_depth never moves it out)."""
+    m = re.fullmatch(r"c(\d+)", loop.for_get_iterator().to_C_str())
+    return int(m.group(1)) if m else math.inf
 
 
 def _max_trips(init: str, cond: str, inc: str) -> int | None:

@@ -15,7 +15,9 @@ grid-wide barrier, which neither CUDA nor OpenCL offer portably). Inside a kerne
   coincident), so each thread computes its own outputs entirely: reductions run
   sequentially per thread and never race, and no barrier is needed for global memory;
 - with `use_private_memory`, an innermost reduction loop keeps its output element in a
-  register (the `reduce` mark the CPU printer already honours).
+  register (the `reduce` mark the CPU printer already honours); `private_depth` d > 0
+  puts the mark on the outermost enclosing reduction loop at schedule depth >= d, so
+  the register is held across that whole nest (the GPU printer's `reduction_nest`).
 
 Marks carry what the printer needs: `kernel:k`, and `map:<block|thread>:<dim>:<iterator>`
 where iterator names the AST loop the mark must sit on (isl names loop `c<depth>`).
@@ -32,6 +34,7 @@ import islpy as isl
 from .. import ir
 from ..options import MappingOptions
 from .cpu import _has_band_below, _is_reduction_member, _sink_below_sequence
+from .cpu import _member_iterators as _band_iterators
 from .promotion import SharedSite
 from .schedule import _Scheduler, to_isl
 from .scop import Scop, ScopStmt
@@ -286,9 +289,18 @@ def _map_inner(
 
 
 def _private(node: isl.ScheduleNode, scop: Scop, options: MappingOptions) -> isl.ScheduleNode:
-    """Mark innermost reduction loops `reduce` (the output element in a register)."""
+    """Mark innermost reduction loops `reduce` (the output element in a register); with
+    `private_depth`, the mark rises to the outermost enclosing reduction loop at that
+    schedule depth or deeper (`_reduce_start`)."""
     if not options.use_private_memory:
         return node
+    if options.private_depth and node.get_type() == _BAND:
+        k = _reduce_start(node, scop, options.private_depth)
+        if k is not None:
+            if k == 0:
+                return node.insert_mark(isl.Id("reduce", context=_CTX))
+            node = node.band_split(k).child(0)
+            return node.insert_mark(isl.Id("reduce", context=_CTX)).parent()
     down = 0
     if node.get_type() == _BAND and not _has_band_below(node):
         n = node.band_n_member()
@@ -305,6 +317,42 @@ def _private(node: isl.ScheduleNode, scop: Scop, options: MappingOptions) -> isl
     for _ in range(down):
         node = node.parent()
     return node
+
+
+def _reduce_start(node: isl.ScheduleNode, scop: Scop, depth: int) -> int | None:
+    """Where the register of a thread's output starts at private depth `depth`, when that
+    is member k of this band and not the default place (the innermost loop): the band
+    heads a chain of bands (each the only child of the one above) over one update
+    statement whose last member is a reduction loop; the register spans the chain's
+    trailing reduction members (not coincident, counting a reduction index) whose
+    schedule depth is at least `depth`, from the outermost that runs more than once (isl
+    prints no loop to mark for one that runs once)."""
+    members: list[tuple[bool, bool]] = []  # (a reduction loop, runs once), outermost first
+    cur = node
+    while cur.get_type() == _BAND:
+        found = _band_iterators(cur, scop)
+        if found is None or found[0].kind != "update":
+            return None
+        st, its = found
+        for k in range(cur.band_n_member()):
+            lo, hi = _member_range(cur, k)
+            red = its[k] in st.source.reduction_vars and not cur.band_member_get_coincident(k)
+            members.append((red, hi <= lo))
+        cur = cur.child(0)
+    if cur.get_type() != isl.schedule_node_type.leaf or not members:
+        return None
+    last = len(members) - 1
+    if not members[last][0] or members[last][1]:
+        return None
+    top = node.get_schedule_depth()
+    s = last
+    while s > 0 and members[s - 1][0] and top + s - 1 >= depth:
+        s -= 1
+    while members[s][1]:
+        s += 1
+    if s == last or s >= node.band_n_member():
+        return None
+    return s
 
 
 def map_gpu(schedule: isl.Schedule, scop: Scop, options: MappingOptions) -> GpuMapping:

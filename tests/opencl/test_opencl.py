@@ -482,3 +482,105 @@ def test_shared_budget_holds_per_kernel(case: dict[str, Any]) -> None:
     want = _as_tuple(fn(*args, target="reference"))
     for g, e in zip(_as_tuple(k(*args)), want, strict=True):
         assert_matches(g, e, case["name"])
+
+
+# private_depth: the schedule depth from which a thread's output registers are held
+# across the reduction loops (0: the accumulator over the innermost loop, a private tile
+# over all of them).
+TWO_REDUCTIONS = "def f(float(M,K,L) A, float(K,L,N) B) -> (C) { C(m,n) +=! A(m,k,l) * B(k,l,n) }"
+
+
+def _two_reductions() -> tuple[Any, np.ndarray, np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(6)
+    a = rng.random((37, 5, 3), dtype=np.float32)
+    b = rng.random((5, 3, 29), dtype=np.float32)
+    return tg.define(TWO_REDUCTIONS).f, a, b, np.einsum("mkl,kln->mn", a, b)
+
+
+def _line(source: str, pattern: str) -> int:
+    """The index of the first line of the kernel text matching a pattern."""
+    lines = source.splitlines()
+    return next(i for i, line in enumerate(lines) if re.search(pattern, line))
+
+
+def test_private_depth_raises_the_accumulator_over_the_reduction_nest() -> None:
+    """Blocks 8x4 over 37x29 (tails), reduction loops k then l below the thread loops:
+    by default `acc` sits inside k's loop (around l's only); private_depth at or above
+    k's depth holds it across both, deeper ones keep the default place."""
+    fn, a, b, want = _two_reductions()
+    base = tg.MappingOptions(block=(8, 4))
+    default = fn.compile(a, b, target="opencl", options=base).source
+    k_loop = r"for \(int (c\d+) = 0; \1 <= 4;"  # k runs 0..4, l 0..2
+    assert _line(default, k_loop) < _line(default, r"float acc = ")
+    depth_k = int(re.search(k_loop, default).group(1)[1:])  # type: ignore[union-attr]
+    for d, across in [(1, True), (depth_k, True), (depth_k + 1, False), (depth_k + 9, False)]:
+        opts = replace(base, private_depth=d)
+        k = fn.compile(a, b, target="opencl", options=opts)
+        assert (_line(k.source, r"float acc = ") < _line(k.source, k_loop)) == across, k.source
+        assert ("in a register over 2 loops" in k.source) == across
+        if not across:
+            assert k.source == default
+        np.testing.assert_allclose(k(a, b), want, rtol=1e-5)
+    off = replace(base, private_depth=1, use_private_memory=False)
+    assert "acc" not in fn.compile(a, b, target="opencl", options=off).source
+
+
+def test_private_depth_moves_outer_reduction_loops_around_a_private_tile() -> None:
+    """A 16x16 tile over 4x4 threads (4x4 outputs per thread, tails): by default the
+    private array is held across both reduction loops; a private_depth below k's loop
+    puts k's loop around the array's load and store, so it is held across l only."""
+    fn, a, b, want = _two_reductions()
+    base = tg.MappingOptions(tile=(16, 16), block=(4, 4))
+    default = fn.compile(a, b, target="opencl", options=base).source
+    k_loop = r"for \(int (c\d+) = 0; \1 <= 4;"
+    assert _line(default, r"float tc_pv\[16\];") < _line(default, k_loop)
+    depth_k = int(re.search(k_loop, default).group(1)[1:])  # type: ignore[union-attr]
+    for d, across in [(1, True), (depth_k, True), (depth_k + 1, False), (depth_k + 9, False)]:
+        k = fn.compile(a, b, target="opencl", options=replace(base, private_depth=d))
+        assert (_line(k.source, r"float tc_pv\[16\];") < _line(k.source, k_loop)) == across
+        assert ("held across 1 of 2 loops" in k.source) != across, k.source
+        np.testing.assert_allclose(k(a, b), want, rtol=1e-5)
+
+
+def test_private_depth_on_gconv_holds_the_output_across_three_loops() -> None:
+    fn, args, options = _paper("gconv")
+    k = fn.compile(*args, target="opencl", options=replace(options, private_depth=1))
+    assert "in a register over 3 loops" in k.source, k.source
+    cuda = fn.compile(*args, target="cuda", options=replace(options, private_depth=1))
+    assert "in a register over 3 loops" in cuda.source
+    want = _as_tuple(fn(*args, target="reference"))
+    for g, e in zip(_as_tuple(k(*args)), want, strict=True):
+        assert_matches(g, e, "gconv")
+
+
+PRIVATE_DEPTH_SETS = [
+    tg.MappingOptions(block=(3, 5), private_depth=1),
+    tg.MappingOptions(block=(4, 4), tile=(8, 8), grid=(2, 1), private_depth=1),
+    tg.MappingOptions(block=(4, 2), tile=(8, 8), private_depth=5, use_shared_memory=False),
+]
+
+
+@pytest.mark.parametrize("c", ref.CASES, ids=lambda c: c.name)
+@pytest.mark.parametrize("options", PRIVATE_DEPTH_SETS, ids=["acc", "tile", "deep"])
+def test_opencl_private_depth_matches_numpy(c: ref.Case, options: tg.MappingOptions) -> None:
+    _skip_half(c.source)
+    args = c.args()
+    expected = c.oracle(*args)
+    call_args, out = ref._split(c, args, len(expected))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", tg.TcWarning)
+        fn = tg.define(c.source)[c.entry]
+    got = _as_tuple(fn(*ref._copy_args(call_args), target="opencl", options=options, out=out))
+    for k, (g, e) in enumerate(zip(got, expected, strict=True)):
+        assert_matches(g, e, f"{c.name} output {k} under {options}")
+
+
+@pytest.mark.parametrize("case", conf.SHAPE_CASES, ids=[c["name"] for c in conf.SHAPE_CASES])
+def test_opencl_private_depth_matches_reference(case: dict[str, Any]) -> None:
+    _skip_half(case["source"])
+    fn = conf.define(case)[conf.entry_of(case)]
+    args = conf.build_args(case)
+    want = _as_tuple(fn(*args, target="reference"))
+    got = _as_tuple(fn(*args, target="opencl", options=PRIVATE_DEPTH_SETS[0]))
+    for g, e in zip(got, want, strict=True):
+        assert_matches(g, e, case["name"])
