@@ -70,11 +70,12 @@ BUDGET_S = 0.04
 MIN_RUNS, MAX_RUNS = 3, 200
 SLOW_FACTOR = 10.0
 """A candidate whose warm-up call takes this many times the best time is not timed further."""
-CONFIRM_ROUNDS = 5
+CONFIRM_ROUNDS = 9
 """The winner and the default are timed again in this many interleaved rounds at the end;
 the default stays unless the winner is faster there too (noise must not pick a loser)."""
 CONFIRM_MARGIN = 1.02
-"""...by this factor (median of the per-round ratios): a near tie keeps the default."""
+"""...by this factor (median of the per-round ratios), and faster in three rounds of four:
+a near tie, or a win in a few noisy rounds, keeps the default."""
 
 
 # --------------------------------------------------------------------------- search space
@@ -690,10 +691,10 @@ class _Evaluator:
             for who in order:
                 times[who].append(measure(call if who == "best" else default_call))
         tb, td = statistics.median(times["best"]), statistics.median(times["default"])
-        ratio = statistics.median(
-            d / b for d, b in zip(times["default"], times["best"], strict=True)
-        )
-        return (best, tb, td) if ratio >= CONFIRM_MARGIN else (self.default, td, td)
+        ratios = sorted(d / b for d, b in zip(times["default"], times["best"], strict=True))
+        # Faster by the margin in the median round, and faster in three rounds of four.
+        won = statistics.median(ratios) >= CONFIRM_MARGIN and ratios[len(ratios) // 4] > 1.0
+        return (best, tb, td) if won else (self.default, td, td)
 
 
 # ------------------------------------------------------------------------------ the API
