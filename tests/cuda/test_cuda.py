@@ -88,6 +88,18 @@ def test_written_tiles_compile_to_ptx() -> None:
     _nvcc({"written": _one_file(texts)}, ["-ptx"])
 
 
+@needs_nvcc
+def test_private_depth_compiles_to_ptx() -> None:
+    """Accumulators held across whole reduction nests and private tiles split by depth."""
+    options = tg.MappingOptions(block=(4, 4), tile=(8, 8), private_depth=1)
+    texts = [
+        _cuda_text(c["source"], conf.entry_of(c), conf.build_args(c), options)
+        for c in conf.SHAPE_CASES
+    ]
+    assert any("in a register over" in t for t in texts)
+    _nvcc({"private_depth": _one_file(texts)}, ["-ptx"])
+
+
 def _paper_cases() -> list[tuple[str, str, str, list[np.ndarray], tg.MappingOptions]]:
     sys.path.insert(0, str(ROOT / "scripts"))
     try:
