@@ -147,8 +147,8 @@ def search_space(
     unroll factors powers of two up to the largest size, and every fusion strategy. The
     CPU adds both schedulers (with and without skewing), the parallel depth, vector width,
     register tile, dot-product tile, reduction chunk (powers of two up to the largest
-    size) and prefetch distance; GPU targets the blocks, grids, shared and private promotion switches and the
-    shared depth. Every seed is a point of the space."""
+    size) and prefetch distance; GPU targets the blocks, grids, shared and private promotion switches, the
+    shared depth and the private depth (0 or 1). Every seed is a point of the space."""
     sizes = [s for s in sizes if s > 0] or [1]
     top = max(sizes)
     tiles = set(_powers_of_two(top)) | {s for s in sizes}
@@ -179,6 +179,9 @@ def search_space(
             "use_private_memory": {False, True},
             "unroll_copy_shared": {False, True},
             "shared_depth": set(range(depth + 1)),
+            # 1 holds a thread's accumulator across its whole reduction nest; deeper values
+            # depend on the program and mostly repeat the default (docs/gpu.md).
+            "private_depth": {0, 1},
         }
     for s in seeds:
         for name, values in choices.items():

@@ -192,7 +192,7 @@ def test_the_gpu_space_searches_blocks_grids_and_promotion_not_cpu_knobs():
     sp = search_space([128, 64], 2, [seed], target="opencl")
     genes = dict(sp.genes)
     assert {"block", "grid", "use_shared_memory", "use_private_memory", "unroll_copy_shared",
-            "shared_depth"} <= set(genes)  # fmt: skip
+            "shared_depth", "private_depth"} <= set(genes)  # fmt: skip
     cpu = {"vector_width", "register_tile", "dot_tile", "parallel_depth", "prefetch_distance",
            "allow_skewing"}  # fmt: skip
     assert not cpu & set(genes)
