@@ -140,10 +140,20 @@ SHARED_SETS = [
     tg.MappingOptions(block=(3, 5), tile=(7, 6), grid=(2, 1), use_private_memory=False),
 ]
 
+# private_depth: the accumulator held across the whole reduction nest, private tiles split
+# by a deeper depth, and a depth below every loop (the default code).
+PRIVATE_DEPTH_SETS = [
+    tg.MappingOptions(block=(3, 5), private_depth=1),
+    tg.MappingOptions(block=(4, 4), tile=(8, 8), grid=(2, 1), private_depth=1),
+    tg.MappingOptions(block=(4, 2), tile=(8, 8), private_depth=5, use_shared_memory=False),
+]
+PROMOTION_SETS = SHARED_SETS + PRIVATE_DEPTH_SETS
+PROMOTION_IDS = ["tails", "unrolled", "small", "written", "acc-depth", "tile-depth", "deep"]
+
 
 @pytest.mark.parametrize("c", ref.CASES, ids=lambda c: c.name)
-@pytest.mark.parametrize("options", SHARED_SETS, ids=["tails", "unrolled", "small", "written"])
-def test_opencl_shared_matches_numpy(c: ref.Case, options: tg.MappingOptions) -> None:
+@pytest.mark.parametrize("options", PROMOTION_SETS, ids=PROMOTION_IDS)
+def test_opencl_promotion_matches_numpy(c: ref.Case, options: tg.MappingOptions) -> None:
     _skip_half(c.source)
     args = c.args()
     expected = c.oracle(*args)
@@ -157,8 +167,12 @@ def test_opencl_shared_matches_numpy(c: ref.Case, options: tg.MappingOptions) ->
 
 
 @pytest.mark.parametrize("case", conf.SHAPE_CASES, ids=[c["name"] for c in conf.SHAPE_CASES])
-@pytest.mark.parametrize("options", SHARED_SETS[::2], ids=["tails", "small"])
-def test_opencl_shared_matches_reference(case: dict[str, Any], options: tg.MappingOptions) -> None:
+@pytest.mark.parametrize(
+    "options", [*SHARED_SETS[::2], PRIVATE_DEPTH_SETS[0]], ids=["tails", "small", "acc-depth"]
+)
+def test_opencl_promotion_matches_reference(
+    case: dict[str, Any], options: tg.MappingOptions
+) -> None:
     _skip_half(case["source"])
     fn = conf.define(case)[conf.entry_of(case)]
     args = conf.build_args(case)
@@ -551,36 +565,3 @@ def test_private_depth_on_gconv_holds_the_output_across_three_loops() -> None:
     want = _as_tuple(fn(*args, target="reference"))
     for g, e in zip(_as_tuple(k(*args)), want, strict=True):
         assert_matches(g, e, "gconv")
-
-
-PRIVATE_DEPTH_SETS = [
-    tg.MappingOptions(block=(3, 5), private_depth=1),
-    tg.MappingOptions(block=(4, 4), tile=(8, 8), grid=(2, 1), private_depth=1),
-    tg.MappingOptions(block=(4, 2), tile=(8, 8), private_depth=5, use_shared_memory=False),
-]
-
-
-@pytest.mark.parametrize("c", ref.CASES, ids=lambda c: c.name)
-@pytest.mark.parametrize("options", PRIVATE_DEPTH_SETS, ids=["acc", "tile", "deep"])
-def test_opencl_private_depth_matches_numpy(c: ref.Case, options: tg.MappingOptions) -> None:
-    _skip_half(c.source)
-    args = c.args()
-    expected = c.oracle(*args)
-    call_args, out = ref._split(c, args, len(expected))
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", tg.TcWarning)
-        fn = tg.define(c.source)[c.entry]
-    got = _as_tuple(fn(*ref._copy_args(call_args), target="opencl", options=options, out=out))
-    for k, (g, e) in enumerate(zip(got, expected, strict=True)):
-        assert_matches(g, e, f"{c.name} output {k} under {options}")
-
-
-@pytest.mark.parametrize("case", conf.SHAPE_CASES, ids=[c["name"] for c in conf.SHAPE_CASES])
-def test_opencl_private_depth_matches_reference(case: dict[str, Any]) -> None:
-    _skip_half(case["source"])
-    fn = conf.define(case)[conf.entry_of(case)]
-    args = conf.build_args(case)
-    want = _as_tuple(fn(*args, target="reference"))
-    got = _as_tuple(fn(*args, target="opencl", options=PRIVATE_DEPTH_SETS[0]))
-    for g, e in zip(got, want, strict=True):
-        assert_matches(g, e, case["name"])
