@@ -12,13 +12,14 @@ their point, and it keeps the file fast. The cost-aware path runs on three model
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import subprocess
 import sys
 import threading
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -335,3 +336,79 @@ def test_concurrent_runs_on_one_session(small: dict, forced: dict) -> None:
     for t in threads:
         t.join()
     assert not errors, errors[0]
+
+
+# ----------------------------------------------------------------------------- whole model
+
+
+def _staged_race(whole: Callable[[int], dict], winners: list[int]) -> Callable[..., dict]:
+    """A stand-in for optimize's race. A group subgraph of more than four operators loses
+    (so optimize splits it), a smaller one wins: the first by 1.5x, the others by 2x. The
+    whole model gets the verdict `whole(number of TcKernels)`."""
+
+    def race(original: onnx.ModelProto, fused: onnx.ModelProto, feeds: dict) -> dict:
+        if fused.graph.name != "fused":  # the whole model, not a group's subgraph
+            return whole(sum(n.op_type == "TcKernel" for n in fused.graph.node))
+        if len(original.graph.node) > 4:
+            return {"fused_us": 2.0, "ort_us": 1.0, "ratio": 0.5}
+        winners.append(len(winners))
+        ratio = 1.5 if len(winners) == 1 else 2.0
+        return {"fused_us": 1.0, "ort_us": ratio, "ratio": ratio}
+
+    return race
+
+
+@pytest.mark.parametrize("whole_wins_with", [0, 1, 3])
+def test_groups_are_dropped_until_the_whole_model_is_not_slower(
+    whole_wins_with: int, small: dict, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Groups that each won alone stay only while the whole rewritten model is not slower
+    than the original; the narrowest winner goes first, and the report says why."""
+    OPT = importlib.import_module("tc_graph.graph.optimize")
+    monkeypatch.setenv("TC_GRAPH_CACHE", str(tmp_path / "cache"))
+    model, feeds, want = small["prodmodel"]
+    seen: list[int] = []
+
+    def whole(kernels: int) -> dict:
+        ratio = 1.2 if kernels <= whole_wins_with else 0.8
+        return {"fused_us": 1.0, "ort_us": ratio, "ratio": ratio}
+
+    monkeypatch.setattr(OPT, "_race", _staged_race(whole, seen))
+    optimized = tg.optimize(model)
+    made = decisions(optimized)
+    won = [d for d in made if d["fused"] or d["why"].startswith("dropped")]
+    assert len(won) == len(seen) >= 2, made
+    kept = min(whole_wins_with, len(won))
+    assert len(tc_nodes(optimized)) == kept
+    dropped = [d for d in made if d["why"].startswith("dropped")]
+    assert len(dropped) == len(won) - kept
+    assert all(d["why"] == "dropped: the whole model with it ran 0.80x" for d in dropped)
+    if dropped:  # the group that won by the least (1.5x, the first winner) goes first
+        first = next(d for d in made if d["ort_us"] and d["ort_us"] > 1.0)
+        assert first["ort_us"] == 1.5 and first["why"].startswith("dropped")
+    assert_same(tg.InferenceSession(optimized).run(None, feeds), want)
+
+
+def test_the_whole_model_check_runs_both_models_for_real(
+    small: dict, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without stand-ins: the whole-model race compares outputs and times both models, and
+    its verdict is cached with the group decisions."""
+    OPT = importlib.import_module("tc_graph.graph.optimize")
+    monkeypatch.setenv("TC_GRAPH_CACHE", str(tmp_path / "cache"))
+    model, feeds, _ = small["tbmm"]
+    g = OPT.Graph.from_model(model)
+    sample = OPT._model_feeds(g)
+    assert sample is not None and set(sample) == set(feeds)
+    forced = tg.optimize(model, force=True)
+    original, rewritten = OPT._fed_models(g, forced, sample)
+    verdict = OPT._race(original, rewritten, sample)
+    assert "why" not in verdict and verdict["ratio"] > 0, verdict
+    # A rewritten model that computes something else is caught by the same race.
+    broken = onnx.ModelProto()
+    broken.CopyFrom(rewritten)
+    out = broken.graph.output[0].name
+    broken.graph.value_info.append(broken.graph.output[0])  # TcKernel outputs need a type
+    broken.graph.node.append(helper.make_node("Neg", [out], [f"{out}_negated"]))
+    broken.graph.output[0].name = f"{out}_negated"
+    assert OPT._race(original, broken, sample)["why"] == "outputs differ from onnxruntime's"
