@@ -3,7 +3,8 @@
 `optimize` partitions a model, translates each candidate group into one TC, compiles
 it, and keeps it only where its kernel, run inside onnxruntime through the native
 library, beats onnxruntime on the same subgraph (both timed on the spot, interleaved,
-same session settings) and computes the same values. Decisions are remembered in the
+same session settings) and computes the same values; then the whole rewritten model
+must not be slower than the original either. Decisions are remembered in the
 cache (`decisions.json`) by kernel key and thread count, so optimizing a model again is
 fast. `force=True` keeps every group that compiles, without measuring.
 """
