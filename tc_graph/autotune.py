@@ -36,6 +36,7 @@ import numpy as np
 from . import tuning_db
 from .errors import TcError
 from .options import FUSION_STRATEGIES, MappingOptions
+from .runtime import sandbox
 
 if TYPE_CHECKING:
     from .api import TcFunction
@@ -63,6 +64,8 @@ PREFETCH_DISTANCES = (0, 2, 4, 8, 16, 32)
 MAX_GRID = 1024
 COMPILE_TIMEOUT_S = 60.0
 """A generation's compiles that make no progress for this long are killed and discarded."""
+RUN_TIMEOUT_S = 60.0
+"""A candidate's first run, in the sandbox process, that takes longer is discarded."""
 CEIL_DIVISORS = range(2, 9)
 
 WARMUP_S = 0.005
@@ -449,6 +452,22 @@ def compile_job(
     return None
 
 
+def run_check(
+    source: str,
+    entry: str,
+    target: str,
+    args: Sequence[Any],
+    want: Sequence[np.ndarray],
+    options_json: str,
+) -> str | None:
+    """Compile (a cache hit) and run one candidate, in the sandbox process: None, or why
+    its output is wrong."""
+    fn = _module(source)[entry]
+    kernel = fn.compile(*args, target=target, options=MappingOptions.from_json(options_json))
+    why = _mismatch(_as_tuple(kernel(*args)), want)
+    return None if why is None else f"wrong output: {why}"
+
+
 # A dask worker runs tasks in threads; isl's context is shared, so one compile at a time
 # per process (run workers with one thread each to compile in parallel), and one timing.
 _compile_lock = threading.Lock()
@@ -524,6 +543,7 @@ class _Evaluator:
         self.default_kernel = default_kernel
         self.default_s = measure(functools.partial(default_kernel, *self.args))
         self._payload: Any = None
+        self._stashed = False
 
     def _pool(self) -> cf.Executor:
         if self.executor is None:
@@ -638,6 +658,10 @@ class _Evaluator:
         if error is not None:
             self._fail(c, error)
             return None
+        why = self._run_isolated(c)
+        if why is not None:
+            self._fail(c, why)
+            return None
         try:
             kernel = _load_kernel(self.fn, self.args, self.target, c)
             why = _mismatch(_as_tuple(kernel(*self.args)), self.want)
@@ -648,6 +672,23 @@ class _Evaluator:
         except Exception as e:
             self._fail(c, f"failed to run: {_first_line(e)}")
             return None
+
+    def _run_isolated(self, c: MappingOptions) -> str | None:
+        """The candidate's first run, in the sandbox process: a kernel that crashes or
+        hangs takes that process down, not the tuner. None, or why it is discarded."""
+        box = sandbox.shared()
+        if not self._stashed:
+            box.put("args", self.args)
+            box.put("want", self.want)
+            self._stashed = True
+        source, entry = self.fn.checked.source, self.fn.name
+        try:
+            return box.call(
+                run_check, source, entry, self.target, sandbox.Stored("args"),
+                sandbox.Stored("want"), c.to_json(), timeout=RUN_TIMEOUT_S,
+            )  # fmt: skip
+        except sandbox.SandboxError as e:
+            return f"failed to run (in a separate process): {e}"
 
     def _remote(self, candidates: list[MappingOptions], out: list[float | None]) -> None:
         self._check_time()

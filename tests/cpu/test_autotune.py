@@ -312,3 +312,46 @@ def test_optimize_tune_freezes_tuned_options(cache: Path, monkeypatch: pytest.Mo
         plain.run(None, feeds), tg.InferenceSession(tuned).run(None, feeds), strict=True
     ):
         np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
+
+
+_REAL_RUN_CHECK = AT.run_check
+
+
+def _misbehaving_run_check(source, entry, target, args, want, options_json):  # type: ignore[no-untyped-def]
+    """run_check (in the sandbox process), except that a kernel of unroll 2 crashes the
+    process and one of unroll 4 never returns."""
+    unroll = MappingOptions.from_json(options_json).unroll
+    if unroll == 2:
+        import signal
+
+        os.kill(os.getpid(), signal.SIGSEGV)
+    if unroll == 4:
+        import time
+
+        time.sleep(3600)
+    return _REAL_RUN_CHECK(source, entry, target, args, want, options_json)
+
+
+def test_kernels_that_crash_or_hang_when_run_are_discarded(
+    cache: Path, threads: cf.Executor, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each candidate runs first in the sandbox process: a segfault or an endless run
+    there discards it, and the tuner goes on with the others."""
+    a, b = data(6)
+    fn = tg.define(MM).mm
+    monkeypatch.setattr(AT, "run_check", _misbehaving_run_check)
+    monkeypatch.setattr(AT, "RUN_TIMEOUT_S", 3.0)
+    result = AT.tune(
+        fn, a, b, generations=1, population=10, seed=4, executor=threads, progress=False
+    )
+    reasons = {c: why for c, why in result.failures}
+    assert {2, 4} <= {c.unroll for c in reasons}, "the search must meet both"
+    for c, why in reasons.items():
+        assert c.unroll in (2, 4), f"an innocent candidate was lost: {c}: {why}"
+        if c.unroll == 2:
+            assert why.endswith("the process died (signal SIGSEGV)"), why
+        else:
+            assert why.endswith("timed out after 3 s"), why
+    assert result.best.unroll not in (2, 4)
+    assert result.evaluated > len(reasons) + 1
+    np.testing.assert_allclose(fn(a, b, options=result.best), want(a, b), rtol=1e-4, atol=1e-4)

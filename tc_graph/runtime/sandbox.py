@@ -1,0 +1,151 @@
+"""A child Python process that runs functions for us, so that a crash or a hang in
+generated code costs the child, not the caller (the autotuner runs each candidate kernel
+here once before timing it in its own process).
+
+The child is started with `python -m tc_graph.runtime.sandbox` (not multiprocessing: its
+spawn would re-run the caller's script, and a fork cannot run OpenMP code once the
+parent has). Messages are pickles over the child's stdin and a duplicate of its stdout;
+its own stdout goes to stderr, so nothing a kernel prints can corrupt a reply. Values
+`put` once (large arrays) are kept in the child and named by `Stored` in later calls;
+after a crash a new child gets them again.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import pickle
+import select
+import signal
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, BinaryIO
+
+
+class SandboxError(Exception):
+    """The child died or ran out of time; the message says which."""
+
+
+@dataclass(frozen=True)
+class Stored:
+    """In the arguments of a call: the value put under `key`."""
+
+    key: str
+
+
+class Sandbox:
+    """One child process, started on first use and again after it died."""
+
+    def __init__(self) -> None:
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._stored: dict[str, Any] = {}
+
+    def put(self, key: str, value: Any) -> None:
+        self._stored[key] = value
+        if self._proc is not None:
+            self._send(("put", key, value))
+
+    def call(self, fn: Callable[..., Any], *args: Any, timeout: float) -> Any:
+        """fn(*args) in the child, `Stored` arguments replaced; its exception is raised
+        here as a SandboxError with the child's message, like a crash or a timeout."""
+        proc = self._start()
+        self._send(("call", fn, args))
+        assert proc.stdout is not None
+        ready, _, _ = select.select([proc.stdout], [], [], timeout)
+        if not ready:
+            self.close()
+            raise SandboxError(f"timed out after {timeout:g} s")
+        try:
+            status, value = pickle.load(proc.stdout)
+        except (EOFError, pickle.UnpicklingError):
+            code = proc.wait()
+            self._proc = None
+            how = f"signal {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
+            raise SandboxError(f"the process died ({how})") from None
+        if status == "raised":
+            raise SandboxError(value)
+        return value
+
+    def close(self) -> None:
+        if self._proc is not None:
+            self._proc.kill()
+            self._proc.wait()
+            self._proc = None
+
+    def _start(self) -> subprocess.Popen[bytes]:
+        if self._proc is None:
+            env = dict(os.environ)
+            root = str(Path(__file__).resolve().parents[2])
+            env["PYTHONPATH"] = os.pathsep.join([root, env.get("PYTHONPATH", "")]).rstrip(
+                os.pathsep
+            )
+            self._proc = subprocess.Popen(
+                [sys.executable, "-m", "tc_graph.runtime.sandbox"],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                env=env,
+            )
+            # The caller's import path, so functions of its modules (tests) unpickle.
+            self._send(("path", list(sys.path)))
+            for key, value in self._stored.items():
+                self._send(("put", key, value))
+        return self._proc
+
+    def _send(self, message: tuple[Any, ...]) -> None:
+        proc = self._start()
+        assert proc.stdin is not None
+        try:
+            pickle.dump(message, proc.stdin, protocol=pickle.HIGHEST_PROTOCOL)
+            proc.stdin.flush()
+        except BrokenPipeError:
+            pass  # it died: the reply's read says how
+
+
+_SHARED: Sandbox | None = None
+
+
+def shared() -> Sandbox:
+    """This process's sandbox, killed at exit."""
+    global _SHARED
+    if _SHARED is None:
+        _SHARED = Sandbox()
+        atexit.register(_SHARED.close)
+    return _SHARED
+
+
+def _resolve(value: Any, stored: dict[str, Any]) -> Any:
+    return stored[value.key] if isinstance(value, Stored) else value
+
+
+def _serve(requests: BinaryIO, replies: BinaryIO) -> None:
+    stored: dict[str, Any] = {}
+    while True:
+        try:
+            message = pickle.load(requests)
+        except EOFError:
+            return
+        match message:
+            case ("path", path):
+                sys.path[:] = path
+            case ("put", key, value):
+                stored[key] = value
+            case ("call", fn, args):
+                try:
+                    reply = ("ok", fn(*(_resolve(a, stored) for a in args)))
+                except Exception as e:
+                    reply = ("raised", f"{type(e).__name__}: {e}")
+                pickle.dump(reply, replies, protocol=pickle.HIGHEST_PROTOCOL)
+                replies.flush()
+
+
+if __name__ == "__main__":
+    # Serve from the module under its own name: pickled `Stored` values are instances of
+    # tc_graph.runtime.sandbox.Stored, not of this __main__ copy's class.
+    from tc_graph.runtime import sandbox as _module
+
+    _replies = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)
+    _module._serve(sys.stdin.buffer, _replies)
