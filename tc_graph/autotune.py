@@ -22,6 +22,7 @@ import logging
 import math
 import multiprocessing
 import os
+import pickle
 import random
 import statistics
 import threading
@@ -452,18 +453,9 @@ def compile_job(
     return None
 
 
-def run_check(
-    source: str,
-    entry: str,
-    target: str,
-    args: Sequence[Any],
-    want: Sequence[np.ndarray],
-    options_json: str,
-) -> str | None:
-    """Compile (a cache hit) and run one candidate, in the sandbox process: None, or why
-    its output is wrong."""
-    fn = _module(source)[entry]
-    kernel = fn.compile(*args, target=target, options=MappingOptions.from_json(options_json))
+def run_check(kernel: Any, args: Sequence[Any], want: Sequence[np.ndarray]) -> str | None:
+    """Run one candidate's kernel, in the sandbox process: None, or why its output is
+    wrong."""
     why = _mismatch(_as_tuple(kernel(*args)), want)
     return None if why is None else f"wrong output: {why}"
 
@@ -658,12 +650,16 @@ class _Evaluator:
         if error is not None:
             self._fail(c, error)
             return None
-        why = self._run_isolated(c)
+        try:
+            kernel = _load_kernel(self.fn, self.args, self.target, c)
+        except Exception as e:
+            self._fail(c, f"failed to load: {_first_line(e)}")
+            return None
+        why = self._run_isolated(kernel)
         if why is not None:
             self._fail(c, why)
             return None
         try:
-            kernel = _load_kernel(self.fn, self.args, self.target, c)
             why = _mismatch(_as_tuple(kernel(*self.args)), self.want)
             if why is not None:
                 self._fail(c, f"wrong output: {why}")
@@ -673,22 +669,25 @@ class _Evaluator:
             self._fail(c, f"failed to run: {_first_line(e)}")
             return None
 
-    def _run_isolated(self, c: MappingOptions) -> str | None:
+    def _run_isolated(self, kernel: Any) -> str | None:
         """The candidate's first run, in the sandbox process: a kernel that crashes or
-        hangs takes that process down, not the tuner. None, or why it is discarded."""
+        hangs takes that process down, not the tuner. None, or why it is discarded.
+        A kernel that cannot be pickled (OpenCL's: its programs live in this process's
+        context) is run only here."""
         box = sandbox.shared()
         if not self._stashed:
             box.put("args", self.args)
             box.put("want", self.want)
             self._stashed = True
-        source, entry = self.fn.checked.source, self.fn.name
         try:
             return box.call(
-                run_check, source, entry, self.target, sandbox.Stored("args"),
-                sandbox.Stored("want"), c.to_json(), timeout=RUN_TIMEOUT_S,
+                run_check, kernel, sandbox.Stored("args"), sandbox.Stored("want"),
+                timeout=RUN_TIMEOUT_S,
             )  # fmt: skip
         except sandbox.SandboxError as e:
             return f"failed to run (in a separate process): {e}"
+        except (pickle.PicklingError, TypeError, AttributeError):
+            return None
 
     def _remote(self, candidates: list[MappingOptions], out: list[float | None]) -> None:
         self._check_time()

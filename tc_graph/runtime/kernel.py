@@ -117,6 +117,12 @@ class Kernel:
     def __repr__(self) -> str:
         return f"<Kernel {self.checked.name} target={self.target} {self.options}>"
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled as what loads it again from its library (the autotuner's sandbox
+        process runs candidates this way, without compiling them again)."""
+        parts = (self.checked, self.program, self._sizes, self._shapes, self.options)
+        return (_load_again, (*parts, self.target, self.library))
+
     def _inputs(self, args: Sequence[Any]) -> Sequence[np.ndarray]:
         if len(args) == len(self._expected):
             # A plain loop: the per-call checks are a measurable part of a small kernel.
@@ -211,3 +217,18 @@ def compile_kernel(
         target=target,
         library=library,
     )
+
+
+def _load_again(
+    checked: CheckedDef,
+    program: ir.Program,
+    sizes: Mapping[str, int],
+    shapes: Mapping[str, tuple[int, ...]],
+    options: MappingOptions,
+    target: str,
+    library: Path,
+) -> Kernel:
+    return Kernel(
+        checked=checked, program=program, sizes=sizes, shapes=shapes, options=options,
+        target=target, library=library,
+    )  # fmt: skip

@@ -50,9 +50,12 @@ class Sandbox:
 
     def call(self, fn: Callable[..., Any], *args: Any, timeout: float) -> Any:
         """fn(*args) in the child, `Stored` arguments replaced; its exception is raised
-        here as a SandboxError with the child's message, like a crash or a timeout."""
+        here as a SandboxError with the child's message, like a crash or a timeout.
+        Arguments that cannot be pickled raise pickle's error here, before anything is
+        sent."""
+        message = pickle.dumps(("call", fn, args), protocol=pickle.HIGHEST_PROTOCOL)
         proc = self._start()
-        self._send(("call", fn, args))
+        self._write(message)
         assert proc.stdout is not None
         ready, _, _ = select.select([proc.stdout], [], [], timeout)
         if not ready:
@@ -95,10 +98,13 @@ class Sandbox:
         return self._proc
 
     def _send(self, message: tuple[Any, ...]) -> None:
+        self._write(pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL))
+
+    def _write(self, data: bytes) -> None:
         proc = self._start()
         assert proc.stdin is not None
         try:
-            pickle.dump(message, proc.stdin, protocol=pickle.HIGHEST_PROTOCOL)
+            proc.stdin.write(data)
             proc.stdin.flush()
         except BrokenPipeError:
             pass  # it died: the reply's read says how

@@ -317,19 +317,18 @@ def test_optimize_tune_freezes_tuned_options(cache: Path, monkeypatch: pytest.Mo
 _REAL_RUN_CHECK = AT.run_check
 
 
-def _misbehaving_run_check(source, entry, target, args, want, options_json):  # type: ignore[no-untyped-def]
+def _misbehaving_run_check(kernel, args, want):  # type: ignore[no-untyped-def]
     """run_check (in the sandbox process), except that a kernel of unroll 2 crashes the
     process and one of unroll 4 never returns."""
-    unroll = MappingOptions.from_json(options_json).unroll
-    if unroll == 2:
+    if kernel.options.unroll == 2:
         import signal
 
         os.kill(os.getpid(), signal.SIGSEGV)
-    if unroll == 4:
+    if kernel.options.unroll == 4:
         import time
 
         time.sleep(3600)
-    return _REAL_RUN_CHECK(source, entry, target, args, want, options_json)
+    return _REAL_RUN_CHECK(kernel, args, want)
 
 
 def test_kernels_that_crash_or_hang_when_run_are_discarded(

@@ -352,3 +352,20 @@ def test_vector_widths_other_than_the_register(width: int) -> None:
     kernel = fn.compile(a, b, options=tg.MappingOptions(vector_width=width, tile=(8,)))
     assert "_v0" in kernel.source, "the register tile with shared operand loads is not used"
     assert_matches(kernel(a, b), a @ b, f"matmul at vector width {width}")
+
+
+def test_a_kernel_pickles_as_its_library() -> None:
+    """A pickled kernel loads its library again instead of compiling (the autotuner's
+    sandbox runs candidates so); the copy computes the same values."""
+    import pickle
+
+    rng = np.random.default_rng(11)
+    a = rng.standard_normal((9, 7)).astype(np.float32)
+    b = rng.standard_normal((7, 5)).astype(np.float32)
+    fn = tg.define("def mm(float(M,K) A, float(K,N) B) -> (C) { C(m,n) +=! A(m,k) * B(k,n) }").mm
+    kernel = fn.compile(a, b)
+    copy = pickle.loads(pickle.dumps(kernel))
+    assert copy.library == kernel.library and copy.options == kernel.options
+    np.testing.assert_allclose(copy(a, b), a.astype(np.float64) @ b, rtol=1e-5, atol=1e-5)
+    with pytest.raises(tg.TcError):
+        copy(b, a)
