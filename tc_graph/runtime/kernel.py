@@ -120,8 +120,14 @@ class Kernel:
     def __reduce__(self) -> tuple[Any, ...]:
         """Pickled as what loads it again from its library (the autotuner's sandbox
         process runs candidates this way, without compiling them again)."""
-        parts = (self.checked, self.program, self._sizes, self._shapes, self.options)
-        return (_load_again, (*parts, self.target, self.library))
+        return (
+            functools.partial(
+                Kernel, checked=self.checked, program=self.program, sizes=self._sizes,
+                shapes=self._shapes, options=self.options, target=self.target,
+                library=self.library,
+            ),
+            (),
+        )  # fmt: skip
 
     def _inputs(self, args: Sequence[Any]) -> Sequence[np.ndarray]:
         if len(args) == len(self._expected):
@@ -217,18 +223,3 @@ def compile_kernel(
         target=target,
         library=library,
     )
-
-
-def _load_again(
-    checked: CheckedDef,
-    program: ir.Program,
-    sizes: Mapping[str, int],
-    shapes: Mapping[str, tuple[int, ...]],
-    options: MappingOptions,
-    target: str,
-    library: Path,
-) -> Kernel:
-    return Kernel(
-        checked=checked, program=program, sizes=sizes, shapes=shapes, options=options,
-        target=target, library=library,
-    )  # fmt: skip

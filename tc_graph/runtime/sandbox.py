@@ -2,9 +2,8 @@
 generated code costs the child, not the caller (the autotuner runs each candidate kernel
 here once before timing it in its own process).
 
-The child is started with `python -m tc_graph.runtime.sandbox` (not multiprocessing: its
-spawn would re-run the caller's script, and a fork cannot run OpenMP code once the
-parent has). Messages are pickles over the child's stdin and a duplicate of its stdout;
+The child is a new interpreter that calls `main()` (not multiprocessing: its spawn would
+re-run the caller's script, and a fork cannot run OpenMP code once the parent has). Messages are pickles over the child's stdin and a duplicate of its stdout;
 its own stdout goes to stderr, so nothing a kernel prints can corrupt a reply. Values
 `put` once (large arrays) are kept in the child and named by `Stored` in later calls;
 after a crash a new child gets them again.
@@ -86,7 +85,7 @@ class Sandbox:
                 os.pathsep
             )
             self._proc = subprocess.Popen(
-                [sys.executable, "-m", "tc_graph.runtime.sandbox"],
+                [sys.executable, "-c", "from tc_graph.runtime import sandbox; sandbox.main()"],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 env=env,
@@ -147,11 +146,9 @@ def _serve(requests: BinaryIO, replies: BinaryIO) -> None:
                 replies.flush()
 
 
-if __name__ == "__main__":
-    # Serve from the module under its own name: pickled `Stored` values are instances of
-    # tc_graph.runtime.sandbox.Stored, not of this __main__ copy's class.
-    from tc_graph.runtime import sandbox as _module
-
-    _replies = os.fdopen(os.dup(1), "wb")
+def main() -> None:
+    """The child's entry point: replies go to a duplicate of stdout, which is then
+    pointed at stderr for whatever the functions print."""
+    replies = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)
-    _module._serve(sys.stdin.buffer, _replies)
+    _serve(sys.stdin.buffer, replies)
