@@ -632,9 +632,10 @@ class _Evaluator:
                     why = f"compile timed out after {COMPILE_TIMEOUT_S:g} s"
                     victims |= {jobs[j]: why for j in pending if j.running()}
                     break
-        except BaseException:
+        except BaseException:  # Ctrl-C: a compile still running must not hold us up
             for job in jobs:
                 job.cancel()
+            self.close(kill=True)
             raise
         if pending or victims:
             if not self.own_pool:  # not ours to restart: what it lost is lost
