@@ -394,31 +394,62 @@ class _Printer:
         vectors = min(self.options.register_tile, (jhi - jlo) // width, _ACCUMULATORS // len(envs))
         if vectors < 1:
             return False
-        tile = width * vectors
-        lanes = [f"(j0 + {q * width})" for q in range(vectors)]
         reds = [v for v in st.iterators if v in inner and v != j]
         names = {v: f"_r{n}" for n, v in enumerate(reds)}
+        if any(
+            self.vector_rhs(st, {**e, **names}, j, "(j0)", {}) is None for e in envs
+        ):  # fmt: skip
+            return False
+        # Full tiles, then one tile of the whole vectors left, then the last columns.
+        tile = width * vectors
+        full, rest = divmod(jhi - jlo, tile)
+        self.out(depth, f"for (int j0 = {jlo}; j0 < {jlo + full * tile}; j0 += {tile}) {{")
+        self.vector_tile(st, env, envs, names, reds, ranges, vectors, depth + 1)
+        self.out(depth, "}")
+        start = jlo + full * tile
+        if rest // width:
+            self.out(depth, f"{{ const int j0 = {start};")
+            self.vector_tile(st, env, envs, names, reds, ranges, rest // width, depth + 1)
+            self.out(depth, "}")
+        if rest % width:
+            self.column_tail(st, envs, names, reds, ranges, start + rest // width * width, depth)
+        return True
+
+    def vector_tile(
+        self,
+        st: ScopStmt,
+        env: Mapping[str, str],
+        envs: Sequence[Mapping[str, str]],
+        names: Mapping[str, str],
+        reds: Sequence[str],
+        ranges: Mapping[str, tuple[int, int]],
+        vectors: int,
+        depth: int,
+    ) -> None:
+        """The rows x vectors accumulators of the output columns at j0 (`envs`: each row's
+        iterators, `env` the nest's): loaded, updated through the reduction loops with
+        the shared operand loads pinned, stored."""
+        src = st.source
+        j = src.lhs[-1]
+        width = self.options.vector_width
+        lanes = [f"(j0 + {q * width})" for q in range(vectors)]
         loads: dict[str, str] = {}
         vec = [[self.vector_rhs(st, {**e, **names}, j, at, loads) for at in lanes] for e in envs]
-        if any(v is None for row in vec for v in row):
-            return False
 
         def row(e: Mapping[str, str], at: str) -> str:
             return self.linear(src.tensor, [at if v == j else e[v] for v in src.lhs])
 
         out = cname(src.tensor)
         accs = [[f"acc{r}_{q}" for q in range(vectors)] for r in range(len(envs))]
-        self.out(depth, f"for (int j0 = {jlo}; j0 < {jhi}; j0 += {tile}) {{")
-        self.out(depth + 1, f"if (j0 + {tile} <= {jhi}) {{")
         for e, names_r in zip(envs, accs, strict=True):
             for acc, at in zip(names_r, lanes, strict=True):
-                self.out(depth + 2, f"tc_vf {acc} = *(const tc_vfu *)&{out}[{row(e, at)}];")
-        d = depth + 2
+                self.out(depth, f"tc_vf {acc} = *(const tc_vfu *)&{out}[{row(e, at)}];")
+        d = depth
         for v in reds:
             lo, hi = ranges[v]
             self.out(d, f"for (int {names[v]} = {lo}; {names[v]} < {hi}; {names[v]} += 1) {{")
             d += 1
-        self.prefetch(st, {**env, **names}, reds, ranges, "j0", tile, d)
+        self.prefetch(st, {**env, **names}, list(reds), ranges, "j0", width * vectors, d)
         self.pinned_loads(loads, d)
         for names_r, texts in zip(accs, vec, strict=True):
             for acc, text in zip(names_r, texts, strict=True):
@@ -428,17 +459,49 @@ class _Printer:
             self.out(d, "}")
         for e, names_r in zip(envs, accs, strict=True):
             for acc, at in zip(names_r, lanes, strict=True):
-                self.out(depth + 2, f"*(tc_vfu *)&{out}[{row(e, at)}] = {acc};")
-        self.out(depth + 1, "} else {")
-        self.out(depth + 2, f"for (int j1 = j0; j1 < {jhi}; j1 += 1) {{")
-        for e in envs:
-            self.out(depth + 3, "{")
-            self.scalar_reduction(st, {**e, j: "j1"}, reds, ranges, depth + 4)
-            self.out(depth + 3, "}")
-        self.out(depth + 2, "}")
-        self.out(depth + 1, "}")
-        self.out(depth, "}")
-        return True
+                self.out(depth, f"*(tc_vfu *)&{out}[{row(e, at)}] = {acc};")
+
+    def column_tail(
+        self,
+        st: ScopStmt,
+        envs: Sequence[Mapping[str, str]],
+        names: Mapping[str, str],
+        reds: Sequence[str],
+        ranges: Mapping[str, tuple[int, int]],
+        start: int,
+        depth: int,
+    ) -> None:
+        """The columns after the last whole vector: a scalar accumulator per row and
+        column, all of them (up to _TAIL_CHAINS at a time) updated in one pass of the
+        reduction loops, so their adds are independent. One dot product per column in
+        turn is a chain of dependent adds: it made a 64x96x80 matmul 12x slower than
+        the 64x96x64 one. Each element still adds its terms in order."""
+        src = st.source
+        j = src.lhs[-1]
+        chains = [(e, c) for e in envs for c in range(start, ranges[j][1])]
+        for first in range(0, len(chains), _TAIL_CHAINS):
+            group = chains[first : first + _TAIL_CHAINS]
+            targets = [
+                f"{cname(src.tensor)}[{self.linear(src.tensor, [str(c) if v == j else e[v] for v in src.lhs])}]"
+                for e, c in group
+            ]
+            self.out(depth, "{")
+            for k, target in enumerate(targets):
+                self.out(depth + 1, f"float t{k} = {target};")
+            d = depth + 1
+            for v in reds:
+                lo, hi = ranges[v]
+                self.out(d, f"for (int {names[v]} = {lo}; {names[v]} < {hi}; {names[v]} += 1) {{")
+                d += 1
+            for k, (e, c) in enumerate(group):
+                rhs = self.expr(src.rhs, {**e, j: str(c), **names})
+                self.out(d, f"t{k} += (float)({rhs});")
+            for _ in reds:
+                d -= 1
+                self.out(d, "}")
+            for k, target in enumerate(targets):
+                self.out(depth + 1, f"{target} = t{k};")
+            self.out(depth, "}")
 
     def row_tile(self, node: isl.AstNode, depth: int) -> bool:
         """A short loop whose body is a register-tile nest: its iterations become the
@@ -489,30 +552,6 @@ class _Printer:
             for off in range(0, width, line):
                 self.out(depth + 1, f"__builtin_prefetch(&{cname(read.tensor)}[{idx} + {off}]);")
             self.out(depth, "}")
-
-    def scalar_reduction(
-        self,
-        st: ScopStmt,
-        env: dict[str, str],
-        reds: list[str],
-        ranges: Mapping[str, tuple[int, int]],
-        depth: int,
-    ) -> None:
-        src = st.source
-        target = f"{cname(src.tensor)}[{self.linear(src.tensor, [env[v] for v in src.lhs])}]"
-        self.out(depth, f"float acc = {target};")
-        d = depth
-        names = {v: f"_r{n}" for n, v in enumerate(reds)}
-        for v in reds:
-            lo, hi = ranges[v]
-            self.out(d, f"for (int {names[v]} = {lo}; {names[v]} < {hi}; {names[v]} += 1) {{")
-            d += 1
-        renv = {**env, **names}
-        self.out(d, f"acc += (float)({self.expr(src.rhs, renv)});")
-        for _ in reds:
-            d -= 1
-            self.out(d, "}")
-        self.out(depth, f"{target} = acc;")
 
     def ranges(self, st: ScopStmt) -> dict[str, tuple[int, int]]:
         """The box of a statement's domain (domains are boxes): v -> [lo, hi)."""
@@ -1154,6 +1193,9 @@ _WIDEST_REGISTER = 16  # floats in one x86 vector register (AVX-512)
 # Vector accumulators of one register tile (AVX-512 has 32 vector registers) and its rows.
 _ACCUMULATORS = 16
 _MAX_ROWS = 8
+# Scalar accumulators of a register tile's last columns updated together (enough
+# independent adds to hide the add latency, few enough to stay in registers).
+_TAIL_CHAINS = 24
 L1_BYTES = 48 * 1024
 
 

@@ -369,3 +369,28 @@ def test_a_kernel_pickles_as_its_library() -> None:
     np.testing.assert_allclose(copy(a, b), a.astype(np.float64) @ b, rtol=1e-5, atol=1e-5)
     with pytest.raises(tg.TcError):
         copy(b, a)
+
+
+@pytest.mark.parametrize("m", [24, 20])
+@pytest.mark.parametrize("n", [16, 17, 31, 47, 80, 83])
+@pytest.mark.parametrize("register_tile", [1, 2, 4])
+def test_register_tiles_with_every_column_remainder_match_numpy(
+    m: int, n: int, register_tile: int
+) -> None:
+    """The outer-product register tiles (8 rows where they divide the rows, else one)
+    cover n columns as full tiles, then one tile of the whole vectors left, then scalar
+    accumulators for the last columns; a `+=` without `!` accumulates into out=."""
+    rng = np.random.default_rng(n * register_tile + m)
+    a = rng.standard_normal((m, 37)).astype(np.float32)
+    b = rng.standard_normal((37, n)).astype(np.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", tg.TcWarning)  # += into out= is the point here
+        fn = tg.define("def mm(float(M,K) A, float(K,N) B) -> (C) { C(m,n) += A(m,k) * B(k,n) }")
+    options = tg.MappingOptions(tile=(8,), register_tile=register_tile)
+    kernel = fn.mm.compile(a, b, options=options)
+    tile = 16 * min(register_tile, n // 16)
+    assert ("const int j0 = " in kernel.source) == ((n % tile) // 16 > 0)
+    assert ("float t0 = " in kernel.source) == (n % 16 > 0)
+    c0 = rng.standard_normal((m, n)).astype(np.float32)
+    got = kernel(a, b, out=c0.copy())
+    np.testing.assert_allclose(got, c0 + a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
