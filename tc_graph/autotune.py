@@ -77,6 +77,8 @@ SLOW_FACTOR = 10.0
 CONFIRM_ROUNDS = 9
 """The winner and the default are timed again in this many interleaved rounds at the end;
 the default stays unless the winner is faster there too (noise must not pick a loser)."""
+CONFIRM_FINALISTS = 3
+"""The search's fastest candidates that are timed again against the default."""
 CONFIRM_MARGIN = 1.02
 """...by this factor (median of the per-round ratios), and faster in three rounds of four:
 a near tie, or a win in a few noisy rounds, keeps the default."""
@@ -260,6 +262,11 @@ class GeneticSearch:
             return None
         t, _, c = min(scored, key=lambda x: (x[0], x[1]))
         return c, t
+
+    def fastest(self, n: int) -> list[MappingOptions]:
+        """The n candidates with the shortest runtimes, fastest first."""
+        scored = [(t, k, c) for k, (c, t) in enumerate(self.results.items()) if t is not None]
+        return [c for _, _, c in sorted(scored, key=lambda x: (x[0], x[1]))[:n]]
 
     def first_generation(self) -> list[MappingOptions]:
         pop = list(self.seeds[: self.population])
@@ -720,25 +727,33 @@ class _Evaluator:
                 job.cancel()
             raise
 
-    def confirm(self, best: MappingOptions) -> tuple[MappingOptions, float, float]:
-        """The winner against the default, timed again in interleaved rounds: (chosen
-        options, their seconds, the default's seconds). The default stays on a tie."""
+    def confirm(self, finalists: Sequence[MappingOptions]) -> tuple[MappingOptions, float, float]:
+        """The search's fastest candidates, each timed again against the default in
+        interleaved rounds: (chosen options, their seconds, the default's seconds). The
+        one that beats the default by the most wins; the default stays if none does. A
+        single noisy timing can make a candidate the search's best, so several go on."""
         default_call = functools.partial(self.default_kernel, *self.args)
-        if best == self.default:
-            t = statistics.median(measure(default_call) for _ in range(CONFIRM_ROUNDS))
-            return best, t, t
-        kernel = _load_kernel(self.fn, self.args, self.target, best)
-        call = functools.partial(kernel, *self.args)
-        times: dict[str, list[float]] = {"best": [], "default": []}
-        for r in range(CONFIRM_ROUNDS):
-            order = ("best", "default") if r % 2 == 0 else ("default", "best")
-            for who in order:
-                times[who].append(measure(call if who == "best" else default_call))
-        tb, td = statistics.median(times["best"]), statistics.median(times["default"])
-        ratios = sorted(d / b for d, b in zip(times["default"], times["best"], strict=True))
-        # Faster by the margin in the median round, and faster in three rounds of four.
-        won = statistics.median(ratios) >= CONFIRM_MARGIN and ratios[len(ratios) // 4] > 1.0
-        return (best, tb, td) if won else (self.default, td, td)
+        chosen: tuple[MappingOptions, float, float] | None = None
+        score = 0.0
+        for c in finalists:
+            if c == self.default:
+                continue
+            kernel = _load_kernel(self.fn, self.args, self.target, c)
+            call = functools.partial(kernel, *self.args)
+            times: dict[str, list[float]] = {"c": [], "default": []}
+            for r in range(CONFIRM_ROUNDS):
+                for who in ("c", "default") if r % 2 == 0 else ("default", "c"):
+                    times[who].append(measure(call if who == "c" else default_call))
+            ratios = sorted(d / t for d, t in zip(times["default"], times["c"], strict=True))
+            # Faster by the margin in the median round, and faster in three rounds of four.
+            ratio = statistics.median(ratios)
+            if ratio >= CONFIRM_MARGIN and ratios[len(ratios) // 4] > 1.0 and ratio > score:
+                score = ratio
+                chosen = (c, statistics.median(times["c"]), statistics.median(times["default"]))
+        if chosen is not None:
+            return chosen
+        t = statistics.median(measure(default_call) for _ in range(CONFIRM_ROUNDS))
+        return self.default, t, t
 
 
 # ------------------------------------------------------------------------------ the API
@@ -872,7 +887,7 @@ def _finish(
                 evaluated=evaluated,
             )
     else:
-        best, best_s, default_s = ev.confirm(found[0] if found is not None else ev.default)
+        best, best_s, default_s = ev.confirm(search.fastest(CONFIRM_FINALISTS))
         tuning_db.record(parts, best, best_s * 1e6, default_us=default_s * 1e6, evaluated=evaluated)
     # Kernels compiled with options=None before the run may not be the best any more.
     fn._kernels = {k: v for k, v in fn._kernels.items() if k[1] is not None}

@@ -354,3 +354,20 @@ def test_kernels_that_crash_or_hang_when_run_are_discarded(
     assert result.best.unroll not in (2, 4)
     assert result.evaluated > len(reasons) + 1
     np.testing.assert_allclose(fn(a, b, options=result.best), want(a, b), rtol=1e-4, atol=1e-4)
+
+
+def test_confirmation_times_the_finalists_again_and_keeps_the_best(
+    cache: Path, threads: cf.Executor, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The search's fastest candidate may owe its place to one noisy timing: each
+    finalist races the default again, and the one that beats it by the most wins."""
+    a, b = data(7)
+    fn = tg.define(MM).mm
+    ev = AT._Evaluator(fn, (a, b), "cpu", threads, None, lambda fail: None)
+    lucky, best, good = (MappingOptions(unroll=u) for u in (2, 4, 8))
+    seconds = {ev.default: 1.0, lucky: 1.0, best: 0.7, good: 0.9}
+    monkeypatch.setattr(AT, "measure", lambda call, best_s=None: seconds[call.func.options])
+    assert ev.confirm([lucky, best, good]) == (best, 0.7, 1.0)
+    assert ev.confirm([lucky, good]) == (good, 0.9, 1.0)
+    assert ev.confirm([lucky]) == (ev.default, 1.0, 1.0)  # a tie keeps the default
+    ev.close()
