@@ -79,7 +79,7 @@ CONFIRM_ROUNDS = 9
 the default stays unless the winner is faster there too (noise must not pick a loser)."""
 CONFIRM_FINALISTS = 3
 """The search's fastest candidates that are timed again against the default."""
-CONFIRM_MARGIN = 1.02
+CONFIRM_MARGIN = 1.03
 """...by this factor (median of the per-round ratios), and faster in three rounds of four:
 a near tie, or a win in a few noisy rounds, keeps the default."""
 
