@@ -131,7 +131,14 @@ def map_cpu(schedule: isl.Schedule, scop: Scop, options: MappingOptions) -> isl.
                 and node.band_member_get_coincident(0)
                 and _trip_count(node) > 1
             ):
-                if options.tile and node.band_get_permutable():
+                # A first tile size that covers its loop would leave a one-iteration
+                # tile loop, which isl does not print: the parallel mark would land on
+                # the next loop printed, maybe a reduction. No tiling then.
+                if (
+                    options.tile
+                    and node.band_get_permutable()
+                    and options.tile[0] < _trip_count(node)
+                ):
                     node = _tile(node, options.tile)
                 node = node.insert_mark(isl.Id("parallel", context=_CTX)).child(0)
                 down += 1

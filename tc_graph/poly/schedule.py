@@ -348,7 +348,8 @@ def isl_schedule(scop: Scop, options: MappingOptions) -> isl.Schedule:
     """isl's scheduler on our dependences (used when skewing is allowed)."""
     deps = scop.dependences
     sc = isl.ScheduleConstraints.on_domain(scop.domain)
-    sc = sc.set_validity(deps).set_proximity(deps).set_coincidence(deps)
+    sc = sc.set_validity(deps.union(_checks_first(scop))).set_proximity(deps)
+    sc = sc.set_coincidence(deps)
     ctx = _CTX
     saved = (
         ctx.get_schedule_serialize_sccs(),
@@ -364,6 +365,21 @@ def isl_schedule(scop: Scop, options: MappingOptions) -> isl.Schedule:
         ctx.set_schedule_serialize_sccs(saved[0])
         ctx.set_schedule_whole_component(saved[1])
         ctx.set_schedule_max_constant_term(saved[2])
+
+
+def _checks_first(scop: Scop) -> isl.UnionMap:
+    """Every index check before every other statement: a check shares only reads with
+    the statements it guards, so no dependence orders them, and isl may otherwise run
+    the guarded reads first."""
+    checks = [s for s in scop.statements if s.kind == "check"]
+    others = [s for s in scop.statements if s.kind != "check"]
+    out = isl.UnionMap.empty(scop.domain.get_space())
+    for k in checks:
+        for s in others:
+            out = out.union(
+                isl.UnionMap.from_map(isl.Map.from_domain_and_range(k.domain, s.domain))
+            )
+    return out
 
 
 def _has_negative_coefficient(schedule: isl.Schedule) -> bool:

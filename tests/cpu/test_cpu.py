@@ -394,3 +394,31 @@ def test_register_tiles_with_every_column_remainder_match_numpy(
     c0 = rng.standard_normal((m, n)).astype(np.float32)
     got = kernel(a, b, out=c0.copy())
     np.testing.assert_allclose(got, c0 + a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
+
+
+LUT = """
+def lut(float(E,D) T, int32(B,L) I) -> (O) {
+  O(b,d) +=! T(I(b,l),d)
+}
+"""
+
+
+@pytest.mark.parametrize("tile", [(16, 8, 1), (512, 2048, 1), (4, 8, 2), ()])
+def test_isl_scheduler_keeps_checks_first_and_reductions_serial(tile: tuple[int, ...]) -> None:
+    """With allow_skewing (isl's scheduler): the index checks run before the reads they
+    guard (isl sees no dependence between them), and a first tile size that covers its
+    loop does not hand the parallel loop to the reduction below (two threads race)."""
+    rng = np.random.default_rng(len(tile))
+    table = rng.standard_normal((1000, 8)).astype(np.float32)
+    index = rng.integers(0, 1000, (16, 6)).astype(np.int32)
+    options = tg.MappingOptions(tile=tile, allow_skewing=True, threads=2)
+    kernel = tg.define(LUT).lut.compile(table, index, options=options)
+    body = kernel.source[kernel.source.index("tc_kernel(") :]
+    assert body.index("if (check)") < body.index("t_T["), "a read before its index check"
+    want = table[index].sum(axis=1)
+    for _ in range(20):  # a race shows up as a wrong sum now and then
+        np.testing.assert_allclose(kernel(table, index), want, rtol=1e-5, atol=1e-5)
+    bad = index.copy()
+    bad[3, 2] = 1000
+    with pytest.raises(tg.TcError, match=r"out of range|index"):
+        kernel(table, bad)
