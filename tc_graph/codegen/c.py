@@ -404,12 +404,12 @@ class _Printer:
         tile = width * vectors
         full, rest = divmod(jhi - jlo, tile)
         self.out(depth, f"for (int j0 = {jlo}; j0 < {jlo + full * tile}; j0 += {tile}) {{")
-        self.vector_tile(st, env, envs, names, reds, ranges, vectors, depth + 1)
+        self.vector_tile(st, envs, names, reds, ranges, vectors, depth + 1)
         self.out(depth, "}")
         start = jlo + full * tile
         if rest // width:
             self.out(depth, f"{{ const int j0 = {start};")
-            self.vector_tile(st, env, envs, names, reds, ranges, rest // width, depth + 1)
+            self.vector_tile(st, envs, names, reds, ranges, rest // width, depth + 1)
             self.out(depth, "}")
         if rest % width:
             self.column_tail(st, envs, names, reds, ranges, start + rest // width * width, depth)
@@ -418,7 +418,6 @@ class _Printer:
     def vector_tile(
         self,
         st: ScopStmt,
-        env: Mapping[str, str],
         envs: Sequence[Mapping[str, str]],
         names: Mapping[str, str],
         reds: Sequence[str],
@@ -427,8 +426,9 @@ class _Printer:
         depth: int,
     ) -> None:
         """The rows x vectors accumulators of the output columns at j0 (`envs`: each row's
-        iterators, `env` the nest's): loaded, updated through the reduction loops with
-        the shared operand loads pinned, stored."""
+        iterators): loaded, updated through the reduction loops with the shared operand
+        loads pinned, stored. Rows found through an index tensor are prefetched for each
+        row (the row loop is unrolled into the tile: its iterator is not declared)."""
         src = st.source
         j = src.lhs[-1]
         width = self.options.vector_width
@@ -449,7 +449,8 @@ class _Printer:
             lo, hi = ranges[v]
             self.out(d, f"for (int {names[v]} = {lo}; {names[v]} < {hi}; {names[v]} += 1) {{")
             d += 1
-        self.prefetch(st, {**env, **names}, list(reds), ranges, "j0", width * vectors, d)
+        for e in envs:
+            self.prefetch(st, {**e, **names}, list(reds), ranges, "j0", width * vectors, d)
         self.pinned_loads(loads, d)
         for names_r, texts in zip(accs, vec, strict=True):
             for acc, text in zip(names_r, texts, strict=True):

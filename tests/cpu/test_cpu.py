@@ -422,3 +422,15 @@ def test_isl_scheduler_keeps_checks_first_and_reductions_serial(tile: tuple[int,
     bad[3, 2] = 1000
     with pytest.raises(tg.TcError, match=r"out of range|index"):
         kernel(table, bad)
+
+
+def test_prefetched_lookups_under_row_tiles_compile_and_match_numpy() -> None:
+    """Rows of a lookup prefetched inside an 8-row register tile: each row's index is
+    prefetched with that row's number (the row loop is unrolled into the tile)."""
+    rng = np.random.default_rng(3)
+    table = rng.standard_normal((5000, 64)).astype(np.float32)
+    index = rng.integers(0, 5000, (16, 50)).astype(np.int32)
+    options = tg.MappingOptions(tile=(4,), register_tile=1, prefetch_distance=32)
+    kernel = tg.define(LUT).lut.compile(table, index, options=options)
+    assert kernel.source.count("__builtin_prefetch(&t_T[") >= 4
+    np.testing.assert_allclose(kernel(table, index), table[index].sum(axis=1), rtol=1e-5, atol=1e-4)
