@@ -79,7 +79,9 @@ class Sandbox:
 
     def _start(self) -> subprocess.Popen[bytes]:
         if self._proc is None:
-            env = dict(os.environ)
+            # Its OpenMP threads sleep when idle: spinning, they would take the cores from
+            # the caller's timings right after each check.
+            env = {**os.environ, "OMP_WAIT_POLICY": "PASSIVE"}
             root = str(Path(__file__).resolve().parents[2])
             env["PYTHONPATH"] = os.pathsep.join([root, env.get("PYTHONPATH", "")]).rstrip(
                 os.pathsep
