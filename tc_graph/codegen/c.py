@@ -11,9 +11,10 @@ negative infinity and give 0 for a zero divisor; float16 is stored as
 
 from __future__ import annotations
 
+import contextlib
 import math
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import islpy as isl
@@ -401,34 +402,42 @@ class _Printer:
         ):  # fmt: skip
             return False
         # Full tiles, then one tile of the whole vectors left, then the last columns.
+        nest = _TileNest(st, tuple(envs), names, tuple(reds), ranges)
         tile = width * vectors
         full, rest = divmod(jhi - jlo, tile)
         self.out(depth, f"for (int j0 = {jlo}; j0 < {jlo + full * tile}; j0 += {tile}) {{")
-        self.vector_tile(st, envs, names, reds, ranges, vectors, depth + 1)
+        self.vector_tile(nest, vectors, depth + 1)
         self.out(depth, "}")
         start = jlo + full * tile
         if rest // width:
             self.out(depth, f"{{ const int j0 = {start};")
-            self.vector_tile(st, envs, names, reds, ranges, rest // width, depth + 1)
+            self.vector_tile(nest, rest // width, depth + 1)
             self.out(depth, "}")
         if rest % width:
-            self.column_tail(st, envs, names, reds, ranges, start + rest // width * width, depth)
+            self.column_tail(nest, start + rest // width * width, depth)
         return True
 
-    def vector_tile(
-        self,
-        st: ScopStmt,
-        envs: Sequence[Mapping[str, str]],
-        names: Mapping[str, str],
-        reds: Sequence[str],
-        ranges: Mapping[str, tuple[int, int]],
-        vectors: int,
-        depth: int,
-    ) -> None:
+    @contextlib.contextmanager
+    def reduction_loops(self, nest: _TileNest, depth: int) -> Iterator[int]:
+        """The nest's reduction loops around the body written inside (at the depth it
+        yields)."""
+        d = depth
+        for v in nest.reds:
+            lo, hi = nest.ranges[v]
+            name = nest.names[v]
+            self.out(d, f"for (int {name} = {lo}; {name} < {hi}; {name} += 1) {{")
+            d += 1
+        yield d
+        for _ in nest.reds:
+            d -= 1
+            self.out(d, "}")
+
+    def vector_tile(self, nest: _TileNest, vectors: int, depth: int) -> None:
         """The rows x vectors accumulators of the output columns at j0 (`envs`: each row's
         iterators): loaded, updated through the reduction loops with the shared operand
         loads pinned, stored. Rows found through an index tensor are prefetched for each
         row (the row loop is unrolled into the tile: its iterator is not declared)."""
+        st, envs, names = nest.st, nest.envs, nest.names
         src = st.source
         j = src.lhs[-1]
         width = self.options.vector_width
@@ -444,42 +453,27 @@ class _Printer:
         for e, names_r in zip(envs, accs, strict=True):
             for acc, at in zip(names_r, lanes, strict=True):
                 self.out(depth, f"tc_vf {acc} = *(const tc_vfu *)&{out}[{row(e, at)}];")
-        d = depth
-        for v in reds:
-            lo, hi = ranges[v]
-            self.out(d, f"for (int {names[v]} = {lo}; {names[v]} < {hi}; {names[v]} += 1) {{")
-            d += 1
-        for e in envs:
-            self.prefetch(st, {**e, **names}, list(reds), ranges, "j0", width * vectors, d)
-        self.pinned_loads(loads, d)
-        for names_r, texts in zip(accs, vec, strict=True):
-            for acc, text in zip(names_r, texts, strict=True):
-                self.out(d, f"{acc} += {text};")
-        for _ in reds:
-            d -= 1
-            self.out(d, "}")
+        with self.reduction_loops(nest, depth) as d:
+            reds = list(nest.reds)
+            for e in envs:
+                self.prefetch(st, {**e, **names}, reds, nest.ranges, "j0", width * vectors, d)
+            self.pinned_loads(loads, d)
+            for names_r, texts in zip(accs, vec, strict=True):
+                for acc, text in zip(names_r, texts, strict=True):
+                    self.out(d, f"{acc} += {text};")
         for e, names_r in zip(envs, accs, strict=True):
             for acc, at in zip(names_r, lanes, strict=True):
                 self.out(depth, f"*(tc_vfu *)&{out}[{row(e, at)}] = {acc};")
 
-    def column_tail(
-        self,
-        st: ScopStmt,
-        envs: Sequence[Mapping[str, str]],
-        names: Mapping[str, str],
-        reds: Sequence[str],
-        ranges: Mapping[str, tuple[int, int]],
-        start: int,
-        depth: int,
-    ) -> None:
+    def column_tail(self, nest: _TileNest, start: int, depth: int) -> None:
         """The columns after the last whole vector: a scalar accumulator per row and
         column, all of them (up to _TAIL_CHAINS at a time) updated in one pass of the
         reduction loops, so their adds are independent. One dot product per column in
         turn is a chain of dependent adds: it made a 64x96x80 matmul 12x slower than
         the 64x96x64 one. Each element still adds its terms in order."""
-        src = st.source
+        src = nest.st.source
         j = src.lhs[-1]
-        chains = [(e, c) for e in envs for c in range(start, ranges[j][1])]
+        chains = [(e, c) for e in nest.envs for c in range(start, nest.ranges[j][1])]
         for first in range(0, len(chains), _TAIL_CHAINS):
             group = chains[first : first + _TAIL_CHAINS]
             targets = [
@@ -489,17 +483,10 @@ class _Printer:
             self.out(depth, "{")
             for k, target in enumerate(targets):
                 self.out(depth + 1, f"float t{k} = {target};")
-            d = depth + 1
-            for v in reds:
-                lo, hi = ranges[v]
-                self.out(d, f"for (int {names[v]} = {lo}; {names[v]} < {hi}; {names[v]} += 1) {{")
-                d += 1
-            for k, (e, c) in enumerate(group):
-                rhs = self.expr(src.rhs, {**e, j: str(c), **names})
-                self.out(d, f"t{k} += (float)({rhs});")
-            for _ in reds:
-                d -= 1
-                self.out(d, "}")
+            with self.reduction_loops(nest, depth + 1) as d:
+                for k, (e, c) in enumerate(group):
+                    rhs = self.expr(src.rhs, {**e, j: str(c), **nest.names})
+                    self.out(d, f"t{k} += (float)({rhs});")
             for k, target in enumerate(targets):
                 self.out(depth + 1, f"{target} = t{k};")
             self.out(depth, "}")
@@ -1198,6 +1185,18 @@ _MAX_ROWS = 8
 # independent adds to hide the add latency, few enough to stay in registers).
 _TAIL_CHAINS = 24
 L1_BYTES = 48 * 1024
+
+
+@dataclass(frozen=True)
+class _TileNest:
+    """A register-tile nest: its statement, each row's iterators, the reduction
+    iterators with their C names and ranges."""
+
+    st: ScopStmt
+    envs: tuple[Mapping[str, str], ...]
+    names: Mapping[str, str]
+    reds: tuple[str, ...]
+    ranges: Mapping[str, tuple[int, int]]
 
 
 def _blocks(lo: int, hi: int, size: int) -> list[tuple[int, int]]:
