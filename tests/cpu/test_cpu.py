@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import tc_graph as tg
+from tests.oracles import check_numpy_case, check_reference_case
 from tests.tolerances import assert_matches
 from tests.unit import test_conformance as conf
 from tests.unit import test_reference as ref
@@ -34,12 +35,7 @@ def test_cpu_matches_numpy(c: ref.Case) -> None:
 
 @pytest.mark.parametrize("case", conf.SHAPE_CASES, ids=[c["name"] for c in conf.SHAPE_CASES])
 def test_cpu_matches_reference(case: dict[str, Any]) -> None:
-    fn = conf.define(case)[conf.entry_of(case)]
-    args = conf.build_args(case)
-    want = _as_tuple(fn(*args, target="reference"))
-    got = _as_tuple(fn(*args, target="cpu"))
-    for k, (g, e) in enumerate(zip(got, want, strict=True)):
-        assert_matches(g, e, f"{case['name']} output {k}")
+    check_reference_case(case, "cpu")
 
 
 # A fixed representative subset, run under the option matrix (pairwise, not the product).
@@ -75,15 +71,7 @@ def _subset_cases() -> list[ref.Case]:
     ids=lambda x: x.name if isinstance(x, ref.Case) else f"{x.fusion}-{x.tile}-{x.register_tile}",
 )
 def test_cpu_options_match_numpy(c: ref.Case, options: tg.MappingOptions) -> None:
-    args = c.args()
-    expected = c.oracle(*args)
-    call_args, out = ref._split(c, args, len(expected))
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", tg.TcWarning)
-        fn = tg.define(c.source)[c.entry]
-    got = _as_tuple(fn(*ref._copy_args(call_args), options=options, out=out))
-    for k, (g, e) in enumerate(zip(got, expected, strict=True)):
-        assert_matches(g, e, f"{c.name} output {k} under {options}")
+    check_numpy_case(c, "cpu", options)
 
 
 def test_option_matrix_covers_every_value_pair() -> None:

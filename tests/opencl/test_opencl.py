@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import tc_graph as tg
+from tests.oracles import check_numpy_case, check_reference_case
 from tests.tolerances import assert_matches
 from tests.unit import test_conformance as conf
 from tests.unit import test_reference as ref
@@ -56,12 +57,7 @@ def test_opencl_matches_numpy(c: ref.Case) -> None:
 @pytest.mark.parametrize("case", conf.SHAPE_CASES, ids=[c["name"] for c in conf.SHAPE_CASES])
 def test_opencl_matches_reference(case: dict[str, Any]) -> None:
     _skip_half(case["source"])
-    fn = conf.define(case)[conf.entry_of(case)]
-    args = conf.build_args(case)
-    want = _as_tuple(fn(*args, target="reference"))
-    got = _as_tuple(fn(*args, target="opencl"))
-    for k, (g, e) in enumerate(zip(got, want, strict=True)):
-        assert_matches(g, e, f"{case['name']} output {k}")
+    check_reference_case(case, "opencl")
 
 
 # A fixed subset under GPU options (pairwise over the knobs, not the product): blocks that
@@ -94,15 +90,7 @@ OPTION_SETS = [
     ids=lambda x: x.name if isinstance(x, ref.Case) else f"{x.block}-{x.tile}-{x.grid}",
 )
 def test_opencl_options_match_numpy(c: ref.Case, options: tg.MappingOptions) -> None:
-    args = c.args()
-    expected = c.oracle(*args)
-    call_args, out = ref._split(c, args, len(expected))
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", tg.TcWarning)
-        fn = tg.define(c.source)[c.entry]
-    got = _as_tuple(fn(*ref._copy_args(call_args), target="opencl", options=options, out=out))
-    for k, (g, e) in enumerate(zip(got, expected, strict=True)):
-        assert_matches(g, e, f"{c.name} output {k} under {options}")
+    check_numpy_case(c, "opencl", options)
 
 
 def test_subset_names_exist() -> None:
@@ -155,15 +143,7 @@ PROMOTION_IDS = ["tails", "unrolled", "small", "written", "acc-depth", "tile-dep
 @pytest.mark.parametrize("options", PROMOTION_SETS, ids=PROMOTION_IDS)
 def test_opencl_promotion_matches_numpy(c: ref.Case, options: tg.MappingOptions) -> None:
     _skip_half(c.source)
-    args = c.args()
-    expected = c.oracle(*args)
-    call_args, out = ref._split(c, args, len(expected))
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", tg.TcWarning)
-        fn = tg.define(c.source)[c.entry]
-    got = _as_tuple(fn(*ref._copy_args(call_args), target="opencl", options=options, out=out))
-    for k, (g, e) in enumerate(zip(got, expected, strict=True)):
-        assert_matches(g, e, f"{c.name} output {k} under {options}")
+    check_numpy_case(c, "opencl", options)
 
 
 @pytest.mark.parametrize("case", conf.SHAPE_CASES, ids=[c["name"] for c in conf.SHAPE_CASES])
@@ -174,12 +154,7 @@ def test_opencl_promotion_matches_reference(
     case: dict[str, Any], options: tg.MappingOptions
 ) -> None:
     _skip_half(case["source"])
-    fn = conf.define(case)[conf.entry_of(case)]
-    args = conf.build_args(case)
-    want = _as_tuple(fn(*args, target="reference"))
-    got = _as_tuple(fn(*args, target="opencl", options=options))
-    for k, (g, e) in enumerate(zip(got, want, strict=True)):
-        assert_matches(g, e, f"{case['name']} output {k}")
+    check_reference_case(case, "opencl", options)
 
 
 def _paper(name: str) -> tuple[Any, list[np.ndarray], tg.MappingOptions]:
