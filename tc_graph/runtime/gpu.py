@@ -61,11 +61,9 @@ def generate_gpu(
     return GpuSource(target, text, launches, program, all_sizes, shapes)
 
 
-class CudaKernel:
-    """CUDA text and launch geometry of a TC; running it needs a CUDA runtime, which
-    this version of tc_graph does not have."""
-
-    target = "cuda"
+class GpuKernel:
+    """A TC mapped for a GPU target: its text, launch geometry and index checks (the
+    i-th check reports code i + 1)."""
 
     def __init__(self, checked: CheckedDef, gpu: GpuSource, options: MappingOptions) -> None:
         self.checked = checked
@@ -73,7 +71,15 @@ class CudaKernel:
         self.options = options
         self.source = gpu.text
         self.launches = gpu.launches
+        self.gpu = gpu
         self.checks = checked_accesses(gpu.program)
+
+
+class CudaKernel(GpuKernel):
+    """CUDA text and launch geometry of a TC; running it needs a CUDA runtime, which
+    this version of tc_graph does not have."""
+
+    target = "cuda"
 
     def __repr__(self) -> str:
         return f"<CudaKernel {self.checked.name} {len(self.launches)} launches>"

@@ -26,9 +26,8 @@ from .. import binding
 from ..errors import TcError
 from ..lang.sema import CheckedDef
 from ..options import MappingOptions
-from ..poly.scop import checked_accesses
 from .cc import cache_dir, cache_key
-from .gpu import GpuSource
+from .gpu import GpuKernel, GpuSource
 
 _PROGRAMS: dict[str, Any] = {}
 _HINT = (
@@ -115,9 +114,7 @@ def context() -> tuple[Any, Any]:
             try:
                 # A device may be listed yet unable to compile: the PoCL of
                 # pocl-binary-distribution (LLVM 14) fails on CPUs its LLVM does not know.
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore", cl.CompilerWarning)
-                    cl.Program(ctx, "__kernel void tc_probe(__global int *a) { a[0] = 1; }").build()
+                _built(ctx, "__kernel void tc_probe(__global int *a) { a[0] = 1; }")
             except cl.Error as e:
                 failures.append(f"{label}: {str(e).strip().splitlines()[-1]}")
                 continue
@@ -129,6 +126,15 @@ def context() -> tuple[Any, Any]:
     )
 
 
+def _built(ctx: Any, text: str) -> Any:
+    """The program of `text`, built; pyopencl's compiler-log warnings silenced (Intel's
+    compiler lists the kernels it vectorized: not a warning)."""
+    cl = _cl()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", cl.CompilerWarning)
+        return cl.Program(ctx, text).build()
+
+
 def build(texts: Sequence[str]) -> None:
     """Build programs not built yet in this process. Each program is one kernel's text."""
     cl = _cl()
@@ -137,27 +143,18 @@ def build(texts: Sequence[str]) -> None:
         if text in _PROGRAMS:
             continue
         try:
-            with warnings.catch_warnings():
-                # Compiler logs (Intel's lists its vectorized kernels) are not warnings.
-                warnings.simplefilter("ignore", cl.CompilerWarning)
-                _PROGRAMS[text] = cl.Program(ctx, text).build()
+            _PROGRAMS[text] = _built(ctx, text)
         except cl.Error as e:
             raise TcError(f"the OpenCL compiler rejected a generated kernel:\n{e}") from None
 
 
-class OpenclKernel:
+class OpenclKernel(GpuKernel):
     """A TC compiled for fixed input shapes, run on an OpenCL device."""
 
     target = "opencl"
 
     def __init__(self, checked: CheckedDef, gpu: GpuSource, options: MappingOptions) -> None:
-        self.checked = checked
-        self.program = gpu.program
-        self.options = options
-        self.source = gpu.text
-        self.launches = gpu.launches
-        self._gpu = gpu
-        self._checks = checked_accesses(gpu.program)
+        super().__init__(checked, gpu, options)
         ctx, _ = context()
         device = ctx.devices[0]
         if "float16" in {t.dtype for t in gpu.program.tensors.values()} and (
@@ -184,10 +181,8 @@ class OpenclKernel:
         cl = _cl()
         ctx, queue = context()
         program = self.program
-        arrays = binding.bind_compiled(
-            self.checked, program, args, self._gpu.sizes, self._gpu.shapes
-        )
-        shapes = {n: self._gpu.shapes[n] for n in (*program.outputs, *program.temporaries)}
+        arrays = binding.bind_compiled(self.checked, program, args, self.gpu.sizes, self.gpu.shapes)
+        shapes = {n: self.gpu.shapes[n] for n in (*program.outputs, *program.temporaries)}
         host = binding.allocate(program, shapes, out)
         mf = cl.mem_flags
 
@@ -221,7 +216,7 @@ class OpenclKernel:
         cl.enqueue_copy(queue, value, value_buf)
         queue.finish()
         if code[0] > 0:
-            r, k = self._checks[code[0] - 1]
-            raise binding.index_error(program, r, k, int(value[0]), self._gpu.shapes[r.tensor][k])
+            r, k = self.checks[code[0] - 1]
+            raise binding.index_error(program, r, k, int(value[0]), self.gpu.shapes[r.tensor][k])
         outputs = [host[n] for n in program.outputs]
         return outputs[0] if len(outputs) == 1 else tuple(outputs)
