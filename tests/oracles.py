@@ -19,6 +19,18 @@ def as_tuple(x: Any) -> tuple[np.ndarray, ...]:
     return x if isinstance(x, tuple) else (x,)
 
 
+def check_numpy_call(c: ref.Case, target: str) -> None:
+    """The case called as a user would (default options, its inputs left unmodified)
+    matches its hand-written NumPy."""
+    args = c.args()
+    expected = c.oracle(*args)
+    call_args, out = ref._split(c, args, len(expected))
+    got = as_tuple(ref.call_case(c, call_args, out, target=target))
+    assert len(got) == len(expected)
+    for k, (g, e) in enumerate(zip(got, expected, strict=True)):
+        assert_matches(g, e, f"{c.name} output {k}")
+
+
 def check_numpy_case(c: ref.Case, target: str, options: tg.MappingOptions) -> None:
     """The case's outputs under `options` match its hand-written NumPy (`out=` cases
     accumulate into copies of their outputs)."""

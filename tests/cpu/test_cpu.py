@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import tc_graph as tg
-from tests.oracles import check_numpy_case, check_reference_case
+from tests.oracles import check_numpy_call, check_numpy_case, check_reference_case
 from tests.tolerances import assert_matches
 from tests.unit import test_conformance as conf
 from tests.unit import test_reference as ref
@@ -24,13 +24,7 @@ def _as_tuple(x: Any) -> tuple[np.ndarray, ...]:
 
 @pytest.mark.parametrize("c", ref.CASES, ids=lambda c: c.name)
 def test_cpu_matches_numpy(c: ref.Case) -> None:
-    args = c.args()
-    expected = c.oracle(*args)
-    call_args, out = ref._split(c, args, len(expected))
-    got = _as_tuple(ref.call_case(c, call_args, out, target="cpu"))
-    assert len(got) == len(expected)
-    for k, (g, e) in enumerate(zip(got, expected, strict=True)):
-        assert_matches(g, e, f"{c.name} output {k}")
+    check_numpy_call(c, "cpu")
 
 
 @pytest.mark.parametrize("case", conf.SHAPE_CASES, ids=[c["name"] for c in conf.SHAPE_CASES])

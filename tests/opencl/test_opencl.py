@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import tc_graph as tg
-from tests.oracles import check_numpy_case, check_reference_case
+from tests.oracles import check_numpy_call, check_numpy_case, check_reference_case
 from tests.tolerances import assert_matches
 from tests.unit import test_conformance as conf
 from tests.unit import test_reference as ref
@@ -45,13 +45,7 @@ def _skip_half(source: str) -> None:
 @pytest.mark.parametrize("c", ref.CASES, ids=lambda c: c.name)
 def test_opencl_matches_numpy(c: ref.Case) -> None:
     _skip_half(c.source)
-    args = c.args()
-    expected = c.oracle(*args)
-    call_args, out = ref._split(c, args, len(expected))
-    got = _as_tuple(ref.call_case(c, call_args, out, target="opencl"))
-    assert len(got) == len(expected)
-    for k, (g, e) in enumerate(zip(got, expected, strict=True)):
-        assert_matches(g, e, f"{c.name} output {k}")
+    check_numpy_call(c, "opencl")
 
 
 @pytest.mark.parametrize("case", conf.SHAPE_CASES, ids=[c["name"] for c in conf.SHAPE_CASES])
