@@ -1,5 +1,7 @@
 """Suite-wide settings: one kernel cache per test run (shared by the xdist workers),
-and one OpenMP thread per worker so parallel workers do not oversubscribe the cores."""
+one OpenMP thread per worker so parallel workers do not oversubscribe the cores, and the
+``--sanitize`` job (scripts/sanitize.sh), which builds the onnxruntime library and every
+kernel with AddressSanitizer and UndefinedBehaviorSanitizer."""
 
 from __future__ import annotations
 
@@ -12,8 +14,38 @@ import pytest
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
+# An undefined-behaviour report aborts the process rather than scrolling past in the log.
+SANITIZE_CFLAGS = "-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--sanitize",
+        action="store_true",
+        help="build kernels and the onnxruntime library with ASan and UBSan "
+        "(needs the sanitizer runtimes preloaded: run scripts/sanitize.sh)",
+    )
+
+
+def _sanitizer_loaded() -> bool:
+    """Whether this process already has ASan's runtime: an instrumented kernel loaded into a
+    Python that lacks it aborts with 'ASan runtime does not come first'."""
+    try:
+        return "libasan" in Path("/proc/self/maps").read_text()
+    except OSError:
+        return False
+
 
 def pytest_configure(config: pytest.Config) -> None:
+    if config.getoption("--sanitize"):
+        if not _sanitizer_loaded():
+            raise pytest.UsageError(
+                "--sanitize needs ASan's runtime preloaded into Python; "
+                "run scripts/sanitize.sh [pytest arguments] instead"
+            )
+        flags = os.environ.get("TC_GRAPH_CFLAGS", "")
+        if SANITIZE_CFLAGS not in flags:
+            os.environ["TC_GRAPH_CFLAGS"] = f"{flags} {SANITIZE_CFLAGS}".strip()
     if "TC_GRAPH_CACHE" in os.environ:
         return
     run = os.environ.get("PYTEST_XDIST_TESTRUNUID") or f"solo-{os.getpid()}"
