@@ -972,7 +972,7 @@ def plot_history(result: TuneResult | None, path: str) -> None:
         from matplotlib.figure import Figure
     except ImportError:
         raise TcError(
-            "--plot needs matplotlib, which is not installed", hint='pip install "tc_graph[plot]"'
+            "--plot needs matplotlib, which is not installed", hint="pip install matplotlib"
         ) from None
     if result is None:
         return

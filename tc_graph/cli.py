@@ -1,4 +1,7 @@
-"""The `tc-graph` command."""
+"""tc-graph: check, compile and tune Tensor Comprehensions, and fuse ONNX models with them.
+
+Run `tc-graph COMMAND --help` for a command's options.
+"""
 
 from __future__ import annotations
 
@@ -66,6 +69,9 @@ def _load(path: str) -> TcModule | None:
     except OSError as e:
         print(f"error: cannot read {path}: {e.strerror}", file=sys.stderr)
         return None
+    except UnicodeDecodeError:
+        print(f"error: {path} is not TC text: {_what_file(path)}", file=sys.stderr)
+        return None
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", TcWarning)
         try:
@@ -76,6 +82,22 @@ def _load(path: str) -> TcModule | None:
     for w in caught:
         print(f"{path}: {w.message}", file=sys.stderr)
     return mod
+
+
+def _what_file(path: str) -> str:
+    """What a file that is not UTF-8 text seems to be, and the command that takes it."""
+    import onnx
+
+    try:
+        model = onnx.load(path, load_external_data=False)
+    except Exception:  # protobuf's DecodeError and friends: not an ONNX model either
+        return "it is binary data (TC sources are UTF-8 text files)"
+    if not model.graph.node:
+        return "it is binary data (TC sources are UTF-8 text files)"
+    return (
+        f"it is an ONNX model; to fuse it run `tc-graph optimize {path} OUT.onnx`, "
+        f"or `tc-graph prepare {path}` if it holds TcKernels already"
+    )
 
 
 def _check(path: str) -> int:
@@ -314,7 +336,7 @@ def _plotting() -> Any:
     except ImportError:
         raise TcError(
             "--graph-png needs matplotlib, which is not installed",
-            hint='pip install "tc_graph[plot]"',
+            hint="pip install matplotlib",
         ) from None
     return Figure
 
@@ -525,6 +547,26 @@ def _demo_models(args: argparse.Namespace) -> int:
     return 0
 
 
+def _version() -> str:
+    """The installed distribution's version ("unknown" when run from a bare source tree)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("tc_graph")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def _output_path(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """`optimize IN OUT` and `optimize IN -o OUT` both name the output; one is needed."""
+    given = {p for p in (args.output_path, args.output) if p}
+    if not given:
+        parser.error("optimize: name the output file: tc-graph optimize IN.onnx OUT.onnx")
+    if len(given) > 1:
+        parser.error(f"optimize: two output files given ({' and '.join(sorted(given))})")
+    args.output = given.pop()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     try:
         return _main(argv)
@@ -535,7 +577,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _main(argv: Sequence[str] | None) -> int:
-    parser = argparse.ArgumentParser(prog="tc-graph", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="tc-graph", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--version", action="version", version=f"tc-graph {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
     check = sub.add_parser("check", help="parse and check a TC file; print ranges and shapes")
     check.add_argument("file")
@@ -554,12 +599,13 @@ def _main(argv: Sequence[str] | None) -> int:
         "optimize", help="fuse the groups of an ONNX model that beat onnxruntime into TcKernels"
     )
     opt.add_argument("input", metavar="IN.onnx")
-    opt.add_argument("-o", "--output", metavar="OUT.onnx", required=True)
+    opt.add_argument("output_path", nargs="?", metavar="OUT.onnx", help="where to write the result")
+    opt.add_argument("-o", "--output", metavar="OUT.onnx", help="the same as OUT.onnx")
     opt.add_argument("--force", action="store_true", help="fuse every group, without measuring")
     opt.add_argument("--tune", action="store_true", help="autotune each chosen group first")
     opt.add_argument("--report", action="store_true", help="print the per-group table (stderr)")
     opt.add_argument(
-        "--graph-png", metavar="FILE", help="draw the partitioned graph (needs tc_graph[plot])"
+        "--graph-png", metavar="FILE", help="draw the partitioned graph (needs matplotlib)"
     )
     tune = sub.add_parser(
         "tune", help="autotune one def for given shapes; store the best options for this machine"
@@ -572,7 +618,7 @@ def _main(argv: Sequence[str] | None) -> int:
     tune.add_argument("--population", type=int, default=50)
     tune.add_argument("--seed", type=int, help="the same seed gives the same search")
     tune.add_argument(
-        "--plot", metavar="FILE.png", help="best and median runtime per generation (tc_graph[plot])"
+        "--plot", metavar="FILE.png", help="best and median runtime per generation (needs matplotlib)"
     )
     prep = sub.add_parser(
         "prepare", help="compile a model's TcKernels into the cache for plain onnxruntime"
@@ -584,6 +630,8 @@ def _main(argv: Sequence[str] | None) -> int:
     demo.add_argument("--full", action="store_true", help="the full-size models (slower)")
     demo.add_argument("--models", help="comma-separated subset of the sample models")
     args = parser.parse_args(argv)
+    if args.command == "optimize":
+        _output_path(parser, args)
     if args.command == "check":
         return _check(args.file)
     if args.command == "compile":
