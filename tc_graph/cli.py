@@ -210,6 +210,7 @@ def _tune(args: argparse.Namespace) -> int:
             generations=args.generations,
             population=args.population,
             seed=args.seed,
+            progress=_on_terminal(),
         )
         if args.plot:
             plot_history(result, args.plot)
@@ -280,6 +281,11 @@ def _tc_kernels(model: onnx.ModelProto) -> list[onnx.NodeProto]:
     return [n for n in model.graph.node if n.domain == DOMAIN and n.op_type == OP_TYPE]
 
 
+def _on_terminal() -> bool:
+    """Progress bars only where a person watches: redrawn frames would fill a CI log."""
+    return sys.stderr.isatty()
+
+
 def _plural(n: int, word: str) -> str:
     return f"{n} {word}{'' if n == 1 else 's'}"
 
@@ -294,7 +300,7 @@ def _optimize(args: argparse.Namespace) -> int:
             _plotting()  # fail before the slow part, not after it
         model = _read_model(args.input)
         result = optimize(
-            model, force=args.force, tune=args.tune, report=args.report, progress=True
+            model, force=args.force, tune=args.tune, report=args.report, progress=_on_terminal()
         )
         try:
             onnx.save(result, args.output)
@@ -508,7 +514,7 @@ def _demo_models(args: argparse.Namespace) -> int:
             model.SerializeToString(), providers=["CPUExecutionProvider"]
         )
         want = _run_ort(plain, feeds, f"{name} (original)")
-        optimized = optimize(model, progress=True)
+        optimized = optimize(model, progress=_on_terminal())
         ours = InferenceSession(optimized)
         why = _difference(want, _run_ort(ours, feeds, f"{name} (optimized)"))
         if why is not None:

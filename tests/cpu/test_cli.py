@@ -272,3 +272,10 @@ def test_optimize_takes_the_output_as_a_positional_argument(tmp_path: Path) -> N
     r = run("optimize", str(src), str(out), "--force")
     assert r.returncode == 0, r.stderr
     assert onnx.load(str(out)).graph.node
+
+
+def test_no_progress_frames_when_stderr_is_not_a_terminal(tmp_path: Path) -> None:
+    _save_small("mlp3_gemm", tmp_path / "in.onnx")
+    r = run("optimize", str(tmp_path / "in.onnx"), str(tmp_path / "out.onnx"), "--force")
+    assert r.returncode == 0, r.stderr
+    assert "\r" not in r.stderr
