@@ -3,8 +3,9 @@
 Each statement is evaluated over its whole domain at once: every iterator is
 an `arange` broadcast along its own axis, the right side is computed with
 NumPy in the program's types (C promotion, integer `/` and `%` rounding toward
-negative infinity, division by zero giving 0), reduced over the reduction
-axes, then combined with the left-hand region and cast on store. The right
+negative infinity, division by zero giving 0, MIN / -1 wrapping), reduced over
+the reduction axes (`min=`/`max=` ignoring NaN), then combined with the
+left-hand region and cast on store (a float into an integer saturating). The right
 side is read in full before the left side is written, which is exactly the
 in-place rule. Very large domains are cut into slabs along the outermost
 left-hand index; there is never a Python loop per element.

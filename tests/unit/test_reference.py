@@ -11,6 +11,8 @@ Conventions the cases rely on (see /work/shared/SEMANTICS.md):
 - C promotion: integers narrower than 32 bits compute as int32, the result is
   converted (wrapping) on store into a narrower typed output;
 - float16 computes in float32 and stores as float16;
+- a float cast to an integer truncates and saturates (NaN gives 0); `min=`, `max=` and
+  the `min`/`max` builtins ignore NaN (fmin/fmax); MIN / -1 wraps to MIN;
 - a 0-d output is written with an empty index list, `S() +=! A(i)`
   (`id '(' id_list ')'` with an empty id_list), and comes back as a 0-d array;
 - an output that the runtime allocates starts as zeros; `out=` hands the
