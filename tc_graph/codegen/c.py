@@ -167,6 +167,11 @@ class Dialect:
     def reduction_pragma(self, op: str, acc: str) -> str:
         return f"#pragma omp simd reduction({op}:{acc})"
 
+    def signed_wraps(self) -> bool:
+        """Whether the compiler makes signed overflow wrap (the C target passes -fwrapv);
+        where not, the printer computes signed `+ - *` and negation in unsigned."""
+        return True
+
 
 C_OPENMP = Dialect()
 
@@ -220,7 +225,10 @@ class _Printer:
             case ir.Unary(op="!", operand=x):
                 return f"(!({self.expr(x, env)}))"
             case ir.Unary(operand=x):
-                return f"(({dt})(-({C_TYPES[compute_type(e.dtype)]})({self.expr(x, env)})))"
+                ct = compute_type(e.dtype)
+                if self.wraps_here(ct):  # -MIN is MIN
+                    return f"(({dt})({self.wrapping('-', '0', self.expr(x, env), ct)}))"
+                return f"(({dt})(-({C_TYPES[ct]})({self.expr(x, env)})))"
             case ir.Binary(op=op, left=a, right=b, compute=ct):
                 return self.binary(e, op, a, b, ct, env)
             case ir.Select(cond=c, then=a, other=b):
@@ -247,8 +255,22 @@ class _Printer:
             fn = "tc_div" if op == "/" else "tc_mod"
             text = f"{fn}_{ct}(({c})({x}), ({c})({y}))"
         else:
-            text = f"(({c})({x}) {op} ({c})({y}))"
+            text = self.wrapping(op, x, y, ct)
         return text if e.dtype == ct else f"(({C_TYPES[e.dtype]}){text})"
+
+    def wraps_here(self, ct: str) -> bool:
+        """Signed arithmetic in ct must be printed unsigned to wrap on this target."""
+        return ct in ("int32", "int64") and not self.dialect.signed_wraps()
+
+    def wrapping(self, op: str, x: str, y: str, ct: str) -> str:
+        """x op y in type ct; signed `+ - *` wrap (docs/language.md) also where the
+        compiler does not promise it (OpenCL C and CUDA: clang folded (a - b) / -1 as if
+        a - b could not overflow), computed in the unsigned type and converted back."""
+        c = C_TYPES[ct]
+        if op in "+-*" and self.wraps_here(ct):
+            u = C_TYPES[f"u{ct}"]
+            return f"(({c})(({u})({x}) {op} ({u})({y})))"
+        return f"(({c})({x}) {op} ({c})({y}))"
 
     def call(self, fn: str, args: list[str], dtype: str) -> str:
         c = C_TYPES[dtype]

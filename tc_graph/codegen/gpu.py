@@ -57,6 +57,9 @@ class GpuDialect(Dialect):
     def reduction_pragma(self, op: str, acc: str) -> str:
         return f"// {acc}: the thread's output element in a register"
 
+    def signed_wraps(self) -> bool:
+        return False  # OpenCL C and CUDA have no -fwrapv
+
     def prelude(self, double: bool, half: bool) -> str:
         raise NotImplementedError
 

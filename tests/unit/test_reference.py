@@ -965,6 +965,35 @@ for _t in ("int32", "int64"):
     )(_wrapped_floor_div_mod)
 
 
+def _w32(v: int) -> int:
+    return (v + 2**31) % 2**32 - 2**31
+
+
+@case(
+    "signed_overflow_wraps_on_every_target",
+    """
+def ov(int32(N) A) -> (C, D, E) {
+    C(i) = (A(i) - 2147483647 - 1) / -1
+    D(i) = int32(-2147483647 - 1) / (A(i) - 1)
+    E(i) = -A(i) / -1 + A(i) * 65536 * 65536 + (-A(i) < 0 ? 1 : 0)
+}
+""",
+    "ov",
+    lambda r: (np.array([0, 1, -1, 7, -(2**31), 2**31 - 1, -(2**31) + 1, 65535], i32),),
+)
+def oracle_signed_overflow(a: np.ndarray) -> Outputs:
+    # Each operation on exact integers, wrapped to int32 (OpenCL's clang folded these as if
+    # they could not overflow).
+    c, d, e = [], [], []
+    for x in a.tolist():
+        c.append(_w32(-_w32(_w32(x - 2147483647) - 1)))
+        v = _w32(x - 1)
+        d.append(0 if v == 0 else _w32(-(2**31) // v))
+        nx = _w32(-x)
+        e.append(_w32(_w32(_w32(-nx) + _w32(_w32(x * 65536) * 65536)) + (1 if nx < 0 else 0)))
+    return tuple(np.array(v, i32) for v in (c, d, e))
+
+
 ERFCX = """
 def e(T(N) X) -> (Y) {
     Y(i) = erfcx(X(i))
