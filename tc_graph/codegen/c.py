@@ -5,8 +5,9 @@ a reduction loop, and the kernel's signature. The C + OpenMP dialect is the
 CPU target; CUDA and OpenCL add their own hooks later.
 
 Generated kernels are specialized on sizes; integer `/` and `%` round toward
-negative infinity and give 0 for a zero divisor; float16 is stored as
-`_Float16` and computed in float; every tensor pointer is `restrict`.
+negative infinity and give 0 for a zero divisor (MIN / -1 wraps); a float
+converted to an integer saturates; float16 is stored as `_Float16` and computed
+in float; every tensor pointer is `restrict`.
 """
 
 from __future__ import annotations
