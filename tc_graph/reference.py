@@ -3,8 +3,9 @@
 Each statement is evaluated over its whole domain at once: every iterator is
 an `arange` broadcast along its own axis, the right side is computed with
 NumPy in the program's types (C promotion, integer `/` and `%` rounding toward
-negative infinity, division by zero giving 0), reduced over the reduction
-axes, then combined with the left-hand region and cast on store. The right
+negative infinity, division by zero giving 0, MIN / -1 wrapping), reduced over
+the reduction axes (`min=`/`max=` ignoring NaN), then combined with the
+left-hand region and cast on store (a float into an integer saturating). The right
 side is read in full before the left side is written, which is exactly the
 in-place rule. Very large domains are cut into slabs along the outermost
 left-hand index; there is never a Python loop per element.
@@ -24,11 +25,13 @@ from .lang.types import compute_type, promote
 
 _SLAB_ELEMENTS = 1 << 22
 
+# min and max ignore NaN (fmin/fmax; docs/language.md): with a non-NaN identity as the
+# first value, a reduction is NaN only if its old value and every value are.
 _REDUCERS: dict[str, np.ufunc] = {
     "+": np.add,
     "*": np.multiply,
-    "min": np.minimum,
-    "max": np.maximum,
+    "min": np.fmin,
+    "max": np.fmax,
 }
 
 
@@ -56,7 +59,20 @@ def _logb(x: np.ndarray) -> np.ndarray:
 
 
 def _ieee_remainder(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    return a - b * np.rint(a / b)
+    """C's remainder: a - n*b with n = a/b rounded to even, exactly. `a - b*rint(a/b)`
+    rounds a/b first (remainder(1e9, 3) gave 0 in float32). fmod by 2|b| is exact and
+    keeps n's parity (2|b| overflowing to inf leaves a, also right); d = s - |b| is
+    exact where it is used (Sterbenz). s and d are compared with |b|/2 as 2s and 2d
+    against |b| when |b| < 1, where halving could round and doubling cannot overflow."""
+    m = np.abs(b)
+    s = np.abs(np.fmod(a, 2 * m))
+    d = s - m
+    small = m < 1
+    half = np.where(small, m, m / 2)
+    s2, d2 = np.where(small, 2 * s, s), np.where(small, 2 * d, d)
+    # Ties: s = |b|/2 rounds to n = 0 (keep s); d = |b|/2 to n = 2 (-d).
+    r = np.where(s2 <= half, s, np.where(d2 < half, d, np.where(d2 == half, -d, d - m)))
+    return np.where(np.signbit(a), -r, r)
 
 
 _FUNCTIONS: dict[str, Callable[..., np.ndarray]] = {
@@ -81,7 +97,7 @@ _FUNCTIONS: dict[str, Callable[..., np.ndarray]] = {
     "rnorm3d": lambda a, b, c: 1 / np.sqrt(a * a + b * b + c * c),
     "norm4d": lambda a, b, c, d: np.sqrt(a * a + b * b + c * c + d * d),
     "rnorm4d": lambda a, b, c, d: 1 / np.sqrt(a * a + b * b + c * c + d * d),
-    "min": np.minimum, "max": np.maximum, "abs": np.abs,
+    "min": np.fmin, "max": np.fmax, "abs": np.abs,
 }  # fmt: skip
 
 _ARITH: dict[str, np.ufunc] = {"+": np.add, "-": np.subtract, "*": np.multiply}
@@ -92,11 +108,30 @@ _COMPARE: dict[str, np.ufunc] = {
 
 
 def _int_divide(a: np.ndarray, b: np.ndarray, op: str) -> np.ndarray:
-    """Floor division and modulo; a zero divisor gives 0 instead of trapping."""
+    """Floor division and modulo; a zero divisor gives 0 instead of trapping, and a
+    divisor of -1 negates (wrapping: MIN / -1 is MIN) with remainder 0, never dividing."""
     zero = b == 0
-    safe = np.where(zero, np.ones_like(b), b)
+    minus_one = (b == -1) if a.dtype.kind == "i" else np.zeros_like(zero)
+    safe = np.where(zero | minus_one, np.ones_like(b), b)
     q = np.floor_divide(a, safe) if op == "/" else np.remainder(a, safe)
-    return np.where(zero, np.zeros_like(q), q)
+    if op == "/":
+        q = np.where(minus_one, np.negative(a), q)
+    return np.where(zero | (minus_one & (op == "%")), np.zeros_like(q), q)
+
+
+def convert(x: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """x converted to dtype as every target does: a float into an integer truncates toward
+    zero and saturates (NaN gives 0, beyond the range its nearest end), where C and
+    `astype` leave it undefined; anything else is NumPy's (C's) conversion."""
+    x = np.asarray(x)
+    if dtype.kind not in "iu" or x.dtype.kind != "f":
+        return x.astype(dtype)
+    info = np.iinfo(dtype)
+    top = 2.0 ** (info.bits - (info.kind == "i"))  # exact in every float type
+    low, high, nan = x <= (-top if info.min else 0), x >= top, np.isnan(x)
+    inside = np.where(low | high | nan, 0, x).astype(dtype)
+    ends = np.array([info.min, info.max], dtype)
+    return np.where(high, ends[1], np.where(low, ends[0], inside))
 
 
 class _Evaluator:
@@ -137,7 +172,7 @@ class _Evaluator:
                 vals = [self(a).astype(dt) for a in args]
                 return np.asarray(_FUNCTIONS[fn](*vals)).astype(dt, copy=False)
             case ir.Cast(operand=x):
-                return self(x).astype(dt)
+                return convert(self(x), dt)
         raise TypeError(e)
 
     def binary(self, op: str, a: ir.Expr, b: ir.Expr, ct: np.dtype, dt: np.dtype) -> np.ndarray:
@@ -212,19 +247,25 @@ def _store(
     if any(hi <= lo for lo, hi in ranges[:nl]):
         return
     shape = tuple(max(hi - lo, 0) for lo, hi in ranges)
-    grids = _grids(st.iterators, ranges)
-    value = np.broadcast_to(_Evaluator(program, tensors, sizes, grids)(st.rhs), shape)
+    if 0 in shape:
+        # No reduction point: nothing is read (a subscript that would be out of range
+        # at no point is no error), the reduction is its identity.
+        value = np.zeros(shape, st.rhs.dtype)
+    else:
+        grids = _grids(st.iterators, ranges)
+        value = np.broadcast_to(_Evaluator(program, tensors, sizes, grids)(st.rhs), shape)
     if st.op == "=":
-        target[region] = value.astype(target.dtype)
+        target[region] = convert(value, target.dtype)
         return
     acc = np.dtype(compute_type(promote(str(target.dtype), st.rhs.dtype)))
     ufunc = _REDUCERS[st.op]
-    # The identity of the tensor's own type: int8 `max=!` over nothing is -128.
-    init = identity(st.op, target.dtype)
+    # The identity of the tensor's own type: int8 `max=!` over nothing is -128; converted
+    # to the accumulator's type as C does (int32 `max=!` over uint32 starts at 2^31).
+    init = np.asarray(identity(st.op, target.dtype), target.dtype).astype(acc)[()]
     reduced = ufunc.reduce(value.astype(acc), axis=tuple(range(nl, len(shape))), initial=init)
     if not st.init:
         reduced = ufunc(target[region].astype(acc), reduced)
-    target[region] = reduced.astype(target.dtype)
+    target[region] = convert(reduced, target.dtype)
 
 
 def evaluate(

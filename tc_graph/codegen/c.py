@@ -5,8 +5,9 @@ a reduction loop, and the kernel's signature. The C + OpenMP dialect is the
 CPU target; CUDA and OpenCL add their own hooks later.
 
 Generated kernels are specialized on sizes; integer `/` and `%` round toward
-negative infinity and give 0 for a zero divisor; float16 is stored as
-`_Float16` and computed in float; every tensor pointer is `restrict`.
+negative infinity and give 0 for a zero divisor (MIN / -1 wraps); a float
+converted to an integer saturates; float16 is stored as `_Float16` and computed
+in float; every tensor pointer is `restrict`.
 """
 
 from __future__ import annotations
@@ -68,13 +69,17 @@ def helper_lines(q: str, *, double: bool = True) -> list[str]:
     (`static inline` in C and OpenCL, `__device__` ones in CUDA)."""
     lines: list[str] = []
     for t in _INT_TYPES:
-        c = C_TYPES[t]
+        c, u = C_TYPES[t], C_TYPES[f"u{t}"] if t.startswith("int") else ""
+        # A signed MIN / -1 traps (SIGFPE) in C: by -1 is a wrapping negation instead,
+        # done in the unsigned type, and its remainder is 0.
+        neg = f" if (b == -1) return ({c})(({u})0 - ({u})a);" if u else ""
         lines.append(
-            f"{q} {c} tc_div_{t}({c} a, {c} b) {{ if (b == 0) return 0; "
+            f"{q} {c} tc_div_{t}({c} a, {c} b) {{ if (b == 0) return 0;{neg} "
             f"{c} q = a / b; return (q * b != a && ((a < 0) != (b < 0))) ? q - 1 : q; }}"
         )
+        zero = "b == 0 || b == -1" if u else "b == 0"
         lines.append(
-            f"{q} {c} tc_mod_{t}({c} a, {c} b) {{ if (b == 0) return 0; "
+            f"{q} {c} tc_mod_{t}({c} a, {c} b) {{ if ({zero}) return 0; "
             f"{c} r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r; }}"
         )
     for c, f in (("float", "f"), ("double", ""))[: 2 if double else 1]:
@@ -113,9 +118,35 @@ def helper_lines(q: str, *, double: bool = True) -> list[str]:
             f"{q} {c} tc_erfcinv{f}({c} x) {{ return tc_erfinv{f}(1 - x); }}",
             f"{q} {c} tc_normcdfinv{f}({c} x) "
             f"{{ return -({c})1.4142135623730951 * tc_erfcinv{f}(2 * x); }}",
-            f"{q} {c} tc_erfcx{f}({c} x) {{ return exp{f}(x * x) * erfc{f}(x); }}",
+            # exp(x^2) * erfc(x) overflows times underflows for large x (inf or NaN past
+            # x = 9 in float): there, Laplace's continued fraction
+            # erfcx(x) = 1/sqrt(pi) / (x + (1/2) / (x + (2/2) / (x + ...))), 12 terms from
+            # x = 6 on (relative error below 1e-15), with no x^2 to overflow.
+            f"{q} {c} tc_erfcx{f}({c} x) {{ if (!(x >= 6)) return exp{f}(x * x) * erfc{f}(x);"
+            f" {c} t = x; for (int k = 12; k > 0; k--) t = x + ({c})0.5 * ({c})k / t;"
+            f" return ({c})0.5641895835477563 / t; }}",
         ]
+        lines += [_to_int(q, t, c, f) for t in _INT_TYPES]
     return lines
+
+
+def _to_int(q: str, t: str, c: str, f: str) -> str:
+    """`tc_to_{t}{f}`: a float of C type c converted to integer type t, saturating (C
+    leaves an out-of-range conversion undefined): NaN gives 0, anything beyond the range
+    its nearest end; in range, truncation toward zero. The bounds are powers of two,
+    exact in every float type."""
+    it = C_TYPES[t]
+    info = np.iinfo(t)
+    top = _literal(2.0 ** (info.bits - (info.min < 0)), "float32" if f else "float64")
+    if info.min == 0:
+        hi, low = f"({it})-1", "x <= 0 ? 0"
+    else:
+        hi = _literal(int(info.max), t)
+        low = f"x <= -{top} ? ({it})(-{hi} - 1)"
+    return (
+        f"{q} {it} tc_to_{t}{f}({c} x) {{ return x != x ? 0 : {low} : "
+        f"x >= {top} ? {hi} : ({it})x; }}"
+    )
 
 
 def cname(tensor: str) -> str:
@@ -136,6 +167,11 @@ class Dialect:
 
     def reduction_pragma(self, op: str, acc: str) -> str:
         return f"#pragma omp simd reduction({op}:{acc})"
+
+    def signed_wraps(self) -> bool:
+        """Whether the compiler makes signed overflow wrap (the C target passes -fwrapv);
+        where not, the printer computes signed `+ - *` and negation in unsigned."""
+        return True
 
 
 C_OPENMP = Dialect()
@@ -190,7 +226,10 @@ class _Printer:
             case ir.Unary(op="!", operand=x):
                 return f"(!({self.expr(x, env)}))"
             case ir.Unary(operand=x):
-                return f"(({dt})(-({C_TYPES[compute_type(e.dtype)]})({self.expr(x, env)})))"
+                ct = compute_type(e.dtype)
+                if self.wraps_here(ct):  # -MIN is MIN
+                    return f"(({dt})({self.wrapping('-', '0', self.expr(x, env), ct)}))"
+                return f"(({dt})(-({C_TYPES[ct]})({self.expr(x, env)})))"
             case ir.Binary(op=op, left=a, right=b, compute=ct):
                 return self.binary(e, op, a, b, ct, env)
             case ir.Select(cond=c, then=a, other=b):
@@ -201,9 +240,7 @@ class _Printer:
             case ir.Call(fn=fn, args=args):
                 return self.call(fn, [self.expr(a, env) for a in args], e.dtype)
             case ir.Cast(operand=x):
-                if e.dtype == "bool":
-                    return f"((uint8_t)(({self.expr(x, env)}) != 0))"
-                return f"(({dt})({self.expr(x, env)}))"
+                return _store(self.expr(x, env), e.dtype, x.dtype)
         raise TypeError(e)
 
     def binary(
@@ -219,12 +256,29 @@ class _Printer:
             fn = "tc_div" if op == "/" else "tc_mod"
             text = f"{fn}_{ct}(({c})({x}), ({c})({y}))"
         else:
-            text = f"(({c})({x}) {op} ({c})({y}))"
+            text = self.wrapping(op, x, y, ct)
         return text if e.dtype == ct else f"(({C_TYPES[e.dtype]}){text})"
+
+    def wraps_here(self, ct: str) -> bool:
+        """Signed arithmetic in ct must be printed unsigned to wrap on this target."""
+        return ct in ("int32", "int64") and not self.dialect.signed_wraps()
+
+    def wrapping(self, op: str, x: str, y: str, ct: str) -> str:
+        """x op y in type ct; signed `+ - *` wrap (docs/language.md) also where the
+        compiler does not promise it (OpenCL C and CUDA: clang folded (a - b) / -1 as if
+        a - b could not overflow), computed in the unsigned type and converted back."""
+        c = C_TYPES[ct]
+        if op in "+-*" and self.wraps_here(ct):
+            u = C_TYPES[f"u{ct}"]
+            return f"(({c})(({u})({x}) {op} ({u})({y})))"
+        return f"(({c})({x}) {op} ({c})({y}))"
 
     def call(self, fn: str, args: list[str], dtype: str) -> str:
         c = C_TYPES[dtype]
         cast = [f"({c})({a})" for a in args]
+        if fn in ("min", "max") and dtype.startswith("float"):
+            # On floats, min and max ignore NaN like the min=/max= reductions (fmin/fmax).
+            return f"tc_f{fn}{'' if dtype == 'float64' else 'f'}({', '.join(cast)})"
         if fn in ("min", "max"):
             op = "<" if fn == "min" else ">"
             self.tmp += 1
@@ -263,13 +317,12 @@ class _Printer:
             return
         value = self.expr(src.rhs, env)
         if st.kind == "assign":
-            self.out(depth, f"{target} = {_store(value, tdt)};")
+            self.out(depth, f"{target} = {_store(value, tdt, src.rhs.dtype)};")
             return
-        acc = C_TYPES[compute_type(promote(tdt, src.rhs.dtype))]
-        self.out(
-            depth,
-            f"{target} = {_store(_combine(src.op, f'({acc}){target}', f'({acc})({value})', acc), tdt)};",
-        )
+        acc_t = compute_type(promote(tdt, src.rhs.dtype))
+        acc = C_TYPES[acc_t]
+        new = _combine(src.op, acc_start(src.op, target, acc_t), f"({acc})({value})", acc)
+        self.out(depth, f"{target} = {_store(new, tdt, acc_t)};")
 
     def reduction_loop(self, node: isl.AstNode, depth: int) -> bool:
         """A loop over a reduction index of one update statement: accumulate in a local."""
@@ -289,12 +342,12 @@ class _Printer:
         acc = C_TYPES[acc_t]
         target = f"{cname(src.tensor)}[{self.linear(src.tensor, [env[v] for v in src.lhs])}]"
         self.out(depth, "{")
-        self.out(depth + 1, f"{acc} acc = ({acc}){target};")
+        self.out(depth + 1, f"{acc} acc = {acc_start(src.op, target, acc_t)};")
         self.out(depth + 1, self.dialect.reduction_pragma(src.op, "acc"))
         self.out(depth + 1, self.for_header(node))
         value = self.expr(src.rhs, env)
         self.out(depth + 2, f"acc = {_combine(src.op, 'acc', f'({acc})({value})', acc)};")
-        self.out(depth + 1, f"{target} = {_store('acc', tdt)};")
+        self.out(depth + 1, f"{target} = {_store('acc', tdt, acc_t)};")
         self.out(depth, "}")
         return True
 
@@ -1280,6 +1333,16 @@ def _identity(op: str, dtype: str) -> str:
     return _literal(value, dtype) if value > -(2**63) else "INT64_MIN"
 
 
+def acc_start(op: str, old: str, acc_t: str) -> str:
+    """The accumulator's first value, the old value in type acc_t. `min=`/`max=` ignore
+    NaN (docs/language.md): a NaN old value counts as the identity, so the accumulator is
+    never NaN and `_combine`'s select drops NaN values (as x86's max does, vectorized)."""
+    c = C_TYPES[acc_t]
+    if op in _IDENTITY or not acc_t.startswith("float"):
+        return f"({c}){old}"
+    return f"({{ {c} _o = ({c}){old}; _o != _o ? ({c})({_identity(op, acc_t)}) : _o; }})"
+
+
 def _combine(op: str, acc: str, value: str, ctype: str) -> str:
     if op in ("+", "*"):
         return f"({acc} {op} {value})"
@@ -1287,9 +1350,13 @@ def _combine(op: str, acc: str, value: str, ctype: str) -> str:
     return f"({{ {ctype} _v = {value}, _c = {acc}; _v {cmp} _c ? _v : _c; }})"
 
 
-def _store(value: str, dtype: str) -> str:
+def _store(value: str, dtype: str, src: str) -> str:
+    """value, of type src, converted to dtype: bool is `!= 0`, a float into an integer
+    saturates (`tc_to_*`), everything else is C's conversion."""
     if dtype == "bool":
         return f"((uint8_t)(({value}) != 0))"
+    if dtype in _INT_TYPES and src.startswith("float"):
+        return f"tc_to_{dtype}{'' if src == 'float64' else 'f'}({value})"
     return f"(({C_TYPES[dtype]})({value}))"
 
 

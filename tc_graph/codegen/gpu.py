@@ -27,7 +27,17 @@ from ..options import MappingOptions
 from ..poly.gpu import GpuMapping, Launch
 from ..poly.promotion import SharedSite, Tile, indirect_form, plan_tiles, write_ref
 from ..poly.scop import Scop, ScopStmt
-from .c import _LIBM, C_TYPES, Dialect, _combine, _Printer, _store, cname, helper_lines
+from .c import (
+    _LIBM,
+    C_TYPES,
+    Dialect,
+    _combine,
+    _Printer,
+    _store,
+    acc_start,
+    cname,
+    helper_lines,
+)
 
 _INT_TYPEDEFS = {
     "int8_t": "char", "int16_t": "short", "int32_t": "int", "int64_t": "long",
@@ -46,6 +56,9 @@ class GpuDialect(Dialect):
 
     def reduction_pragma(self, op: str, acc: str) -> str:
         return f"// {acc}: the thread's output element in a register"
+
+    def signed_wraps(self) -> bool:
+        return False  # OpenCL C and CUDA have no -fwrapv
 
     def prelude(self, double: bool, half: bool) -> str:
         raise NotImplementedError
@@ -310,10 +323,11 @@ class _GpuPrinter(_Printer):
             self.out(depth, "}")
             return True
         tdt = self.program.tensors[src.tensor].dtype
-        acc = C_TYPES[compute_type(promote(tdt, src.rhs.dtype))]
+        acc_t = compute_type(promote(tdt, src.rhs.dtype))
+        acc = C_TYPES[acc_t]
         target = self.target(st, env)
         self.out(depth, "{")
-        self.out(depth + 1, f"{acc} acc = ({acc}){target};")
+        self.out(depth + 1, f"{acc} acc = {acc_start(src.op, target, acc_t)};")
         self.out(
             depth + 1, f"// acc: the thread's output element in a register over {len(chain)} loops"
         )
@@ -327,7 +341,7 @@ class _GpuPrinter(_Printer):
         for _ in chain:
             d -= 1
             self.out(d, "}")
-        self.out(depth + 1, f"{target} = {_store('acc', tdt)};")
+        self.out(depth + 1, f"{target} = {_store('acc', tdt, acc_t)};")
         self.out(depth, "}")
         return True
 
@@ -652,7 +666,8 @@ class _GpuPrinter(_Printer):
         if any(r.tensor == src.tensor for r in ir.reads(src.rhs)):
             return False
         tdt = self.program.tensors[src.tensor].dtype
-        acc = C_TYPES[compute_type(promote(tdt, src.rhs.dtype))]
+        acc_t = compute_type(promote(tdt, src.rhs.dtype))
+        acc = C_TYPES[acc_t]
         target = self.target(st, env)
         shape = "x".join(str(r) for *_, r in loops)
         # private_depth: reduction loops above that depth enclose the tile's load and
@@ -668,7 +683,8 @@ class _GpuPrinter(_Printer):
             self.out(top, self.loop_open(c))
             top += 1
         self.out(top, f"{acc} tc_pv[{size}];")
-        self.thread_loops(loops, top, lambda ix, d: self.out(d, f"tc_pv[{ix}] = ({acc}){target};"))
+        start = acc_start(src.op, target, acc_t)
+        self.thread_loops(loops, top, lambda ix, d: self.out(d, f"tc_pv[{ix}] = {start};"))
         d = top
         for c in chain[outer:]:
             self.out(d, self.loop_open(c))
@@ -687,7 +703,7 @@ class _GpuPrinter(_Printer):
         self.thread_loops(
             loops,
             top,
-            lambda ix, dd: self.out(dd, f"{target} = {_store(f'tc_pv[{ix}]', tdt)};"),
+            lambda ix, dd: self.out(dd, f"{target} = {_store(f'tc_pv[{ix}]', tdt, acc_t)};"),
         )
         while top > depth + 1:
             top -= 1

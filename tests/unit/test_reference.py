@@ -11,6 +11,8 @@ Conventions the cases rely on (see /work/shared/SEMANTICS.md):
 - C promotion: integers narrower than 32 bits compute as int32, the result is
   converted (wrapping) on store into a narrower typed output;
 - float16 computes in float32 and stores as float16;
+- a float cast to an integer truncates and saturates (NaN gives 0); `min=`, `max=` and
+  the `min`/`max` builtins ignore NaN (fmin/fmax); MIN / -1 wraps to MIN;
 - a 0-d output is written with an empty index list, `S() +=! A(i)`
   (`id '(' id_list ')'` with an empty id_list), and comes back as a 0-d array;
 - an output that the runtime allocates starts as zeros; `out=` hands the
@@ -32,6 +34,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+import scipy.special as sp
 
 import tc_graph as tg
 from tests.tolerances import assert_matches
@@ -927,6 +930,251 @@ def oracle_builtins(a: np.ndarray, p: np.ndarray) -> Outputs:
         + np.minimum(a64, 0.0)
     )
     return (res.astype(f32),)
+
+
+# --------------------------------------------------------------------------- #
+# Arithmetic edges where C is undefined or libm-exact (docs/language.md, issue 12)
+# --------------------------------------------------------------------------- #
+
+INT_MIN_DIV = """
+def d(T(N) A, T(N) B) -> (C, E) {
+    C(i) = A(i) / B(i)
+    E(i) = A(i) % B(i)
+}
+"""
+
+
+def _int_min_args(dtype: Any) -> Callable[[np.random.Generator], Args]:
+    low = int(np.iinfo(dtype).min)
+    a = [low, low, low + 1, 7, -7, low, 0, -1]
+    b = [-1, 1, -1, -1, -1, 2, -1, -1]
+    return lambda r: (np.array(a, dtype=dtype), np.array(b, dtype=dtype))
+
+
+def _wrapped_floor_div_mod(a: np.ndarray, b: np.ndarray) -> Outputs:
+    """Exact floor division and modulo, wrapped back into the type: MIN / -1 is MIN."""
+    return (wrap_to(floordiv0(a, b), a.dtype), wrap_to(floormod0(a, b), a.dtype))
+
+
+for _t in ("int32", "int64"):
+    case(
+        f"int_min_div_mod_minus_one_wraps_{_t}",
+        INT_MIN_DIV.replace("T(N)", f"{_t}(N)"),
+        "d",
+        _int_min_args(np.dtype(_t)),
+    )(_wrapped_floor_div_mod)
+
+
+def _w32(v: int) -> int:
+    return (v + 2**31) % 2**32 - 2**31
+
+
+@case(
+    "signed_overflow_wraps_on_every_target",
+    """
+def ov(int32(N) A) -> (C, D, E) {
+    C(i) = (A(i) - 2147483647 - 1) / -1
+    D(i) = int32(-2147483647 - 1) / (A(i) - 1)
+    E(i) = -A(i) / -1 + A(i) * 65536 * 65536 + (-A(i) < 0 ? 1 : 0)
+}
+""",
+    "ov",
+    lambda r: (np.array([0, 1, -1, 7, -(2**31), 2**31 - 1, -(2**31) + 1, 65535], i32),),
+)
+def oracle_signed_overflow(a: np.ndarray) -> Outputs:
+    # Each operation on exact integers, wrapped to int32 (OpenCL's clang folded these as if
+    # they could not overflow).
+    c, d, e = [], [], []
+    for x in a.tolist():
+        c.append(_w32(-_w32(_w32(x - 2147483647) - 1)))
+        v = _w32(x - 1)
+        d.append(0 if v == 0 else _w32(-(2**31) // v))
+        nx = _w32(-x)
+        e.append(_w32(_w32(_w32(-nx) + _w32(_w32(x * 65536) * 65536)) + (1 if nx < 0 else 0)))
+    return tuple(np.array(v, i32) for v in (c, d, e))
+
+
+ERFCX = """
+def e(T(N) X) -> (Y) {
+    Y(i) = erfcx(X(i))
+}
+"""
+# From where exp(x^2) * erfc(x) over/underflows (x > 9 in float32, 26 in float64) on.
+ERFCX_X = [-3.0, -0.5, 0.0, 1.0, 5.9, 6.0, 8.0, 9.0, 9.5, 10.0, 12.0, 27.0, 30.0, 1e4, 1e30]
+
+
+@case("erfcx_large_float32", ERFCX.replace("T(N)", "float(N)"), "e",
+      lambda r: (np.array([*ERFCX_X, np.inf], f32),))  # fmt: skip
+def oracle_erfcx32(x: np.ndarray) -> Outputs:
+    return (sp.erfcx(x.astype(f64)).astype(f32),)
+
+
+@case("erfcx_large_float64", ERFCX.replace("T(N)", "double(N)"), "e",
+      lambda r: (np.array([*ERFCX_X, 1e200, 1e300, np.inf], f64),))  # fmt: skip
+def oracle_erfcx64(x: np.ndarray) -> Outputs:
+    return (sp.erfcx(x),)
+
+
+SATURATE = """
+def sat(float(N) X, double(N) Y) -> (int8(N) A, uint8(N) B, int16(N) C, uint16(N) D,
+                                     int32(N) E, uint32(N) F, int64(N) G, uint64(N) H,
+                                     int32(N) P, int64(N) Q, uint64(N) R) {
+    A(i) = int8(X(i))
+    B(i) = uint8(X(i))
+    C(i) = int16(X(i))
+    D(i) = uint16(X(i))
+    E(i) = int32(X(i))
+    F(i) = uint32(X(i))
+    G(i) = int64(X(i))
+    H(i) = uint64(X(i))
+    P(i) = int32(Y(i))
+    Q(i) = int64(Y(i))
+    R(i) = uint64(Y(i))
+}
+"""
+_SAT_X = [
+    3.7, -3.7, -0.5, 127.9, 128.0, -128.5, -129.0, 255.9, 256.0, 300.0, -1.0, 32767.5,
+    65535.5, 65536.0, 2147483647.0, -2147483648.0, -3e9, 4294967295.0, 1e10, -1e10,
+    9.3e18, -9.3e18, 1.9e19, 1e30, np.inf, -np.inf, np.nan,
+]  # fmt: skip
+_SAT_Y = [
+    3.7, -3.7, 2147483647.9, 2147483648.0, -2147483648.9, -2147483649.0, 9007199254740993.0,
+    9223372036854774784.0, 9223372036854775808.0, -9223372036854775808.0, -9.3e18,
+    18446744073709549568.0, 18446744073709551616.0, 1e300, np.inf, -np.inf, np.nan, -0.0,
+    -1e300, 1e10, -1e10, 0.5, -1.0, 2.5, 7.0, 1e19, -2.0,
+]  # fmt: skip
+
+
+def _saturated(x: np.ndarray, dtype: Any) -> np.ndarray:
+    """Truncate toward zero and clamp into dtype's range, exactly (Python integers);
+    NaN gives 0."""
+    info = np.iinfo(dtype)
+    out = []
+    for v in x.astype(f64).tolist():
+        if math.isnan(v):
+            out.append(0)
+        elif math.isinf(v):
+            out.append(int(info.max) if v > 0 else int(info.min))
+        else:
+            out.append(min(max(math.trunc(v), int(info.min)), int(info.max)))
+    return np.array(out, dtype=dtype)
+
+
+@case("float_to_int_casts_saturate", SATURATE, "sat",
+      lambda r: (np.array(_SAT_X, f32), np.array(_SAT_Y, f64)))  # fmt: skip
+def oracle_saturate(x: np.ndarray, y: np.ndarray) -> Outputs:
+    xs = tuple(_saturated(x, t) for t in (i8, u8, np.int16, np.uint16, i32, u32, i64, np.uint64))
+    return (*xs, _saturated(y, i32), _saturated(y, i64), _saturated(y, np.uint64))
+
+
+REMAINDER = """
+def rem(T(N) A, T(N) B) -> (R) {
+    R(i) = remainder(A(i), B(i))
+}
+"""
+_REM_A = [1e9, -1e9, 7.0, 2.5, 3.5, -2.5, 1e30, 5.0, 16777217.0, 3e38, 1e-40, 0.0, -0.0, 6.0]
+_REM_B = [3.0, 3.0, -2.0, 1.0, 1.0, 1.0, 7.0, 0.3, 3.0, 2e38, 3e-41, 5.0, 5.0, 4.0]
+
+
+def _exact_remainder(a: np.ndarray, b: np.ndarray) -> Outputs:
+    # The exact remainder of two floats is representable in their type: no rounding here.
+    got = [math.remainder(x, y) for x, y in zip(a.tolist(), b.tolist(), strict=True)]
+    return (np.array(got, dtype=a.dtype),)
+
+
+for _t, _dt in (("float", f32), ("double", f64)):
+    case(
+        f"remainder_is_exact_{_t}",
+        REMAINDER.replace("T(N)", f"{_t}(N)"),
+        "rem",
+        lambda r, _dt=_dt: (np.array(_REM_A, _dt), np.array(_REM_B, _dt)),
+    )(_exact_remainder)
+
+
+@case(
+    "reduction_over_an_empty_domain_reads_nothing",
+    """
+def s(float(K,R) B, float(R) C) -> (S) {
+    S +=! B(k, 0) * C(r)
+}
+""",
+    "s",
+    lambda r: (np.zeros((3, 0), f32), np.zeros((0,), f32)),
+)
+def oracle_empty_domain(b: np.ndarray, c: np.ndarray) -> Outputs:
+    # B(k, 0) is never read: r ranges over nothing, so S is the identity of +.
+    return (np.asarray(0.0, dtype=f32),)
+
+
+@case(
+    "mixed_width_min_max_reductions",
+    """
+def m(uint32(K) A) -> (int32(2) T, int32(2) U) {
+    T(i) max=! A(k) where i in 0:2
+    U(i) min=! A(k) where i in 0:2
+}
+""",
+    "m",
+    lambda r: (np.array([1, 3000000000, 5, 4000000000], u32),),
+)
+def oracle_mixed_width(a: np.ndarray) -> Outputs:
+    # C: T starts at int32's identity, read back as uint32 (max: 2^31, min: 2^31 - 1),
+    # reduced in uint32 and stored wrapping into int32.
+    vals = [int(v) for v in a]
+    hi, lo = max([2**31, *vals]), min([2**31 - 1, *vals])
+    return (wrap_to(np.array([hi, hi]), i32), wrap_to(np.array([lo, lo]), i32))
+
+
+@case(
+    "mixed_width_max_of_small_values_starts_at_two_to_the_31",
+    """
+def m(uint32(K) A) -> (int32(1) T) {
+    T(i) max=! A(k) where i in 0:1
+}
+""",
+    "m",
+    lambda r: (np.array([1, 5], u32),),
+)
+def oracle_mixed_width_small(a: np.ndarray) -> Outputs:
+    # int32's identity INT_MIN read as uint32 is 2^31, above every value: it stays.
+    return (wrap_to(np.array([2**31]), i32),)
+
+
+NAN_MIN_MAX = """
+def nanred(float(N,K) A) -> (Hi, Lo, Col, Old, Pair) {
+    Hi(i) max=! A(i, k)
+    Lo(i) min=! A(i, k)
+    Col(k) max=! A(i, k)
+    Old(i) = A(i, 0)
+    Old(i) max= A(i, k)
+    Pair(i) = max(A(i, 0), A(i, 1)) + min(A(i, 1), A(i, 0)) + fmax(A(i, 0), A(i, 2))
+}
+"""
+
+
+def _ignoring_nan(rows: list[list[float]], pick: Callable[..., float], empty: float) -> np.ndarray:
+    return np.array([pick(v for v in row if v == v) if any(v == v for v in row) else empty
+                     for row in rows], dtype=f32)  # fmt: skip
+
+
+@case(
+    "nan_is_ignored_by_min_max_reductions_and_builtins",
+    NAN_MIN_MAX,
+    "nanred",
+    lambda r: (
+        np.array([[1, np.nan, 5], [np.nan] * 3, [np.nan, 2, 1], [3, 4, np.nan], [-2, -7, -1]], f32),
+    ),
+)
+def oracle_nan_min_max(a: np.ndarray) -> Outputs:
+    rows, cols = a.tolist(), a.T.tolist()
+    hi = _ignoring_nan(rows, max, -np.inf)
+    lo = _ignoring_nan(rows, min, np.inf)
+    col = _ignoring_nan(cols, max, -np.inf)
+    # Old starts as A(i, 0); a NaN there counts as -inf (the identity), as any NaN value.
+    old = hi
+    x, y, z = a[:, 0], a[:, 1], a[:, 2]
+    pair = np.fmax(x, y) + np.fmin(y, x) + np.fmax(x, z)  # NumPy's fmax/fmin ignore NaN
+    return (hi, lo, col, old, pair)
 
 
 # --------------------------------------------------------------------------- #
