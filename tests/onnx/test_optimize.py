@@ -314,6 +314,69 @@ def test_gather_index_out_of_range_is_an_error_not_a_crash(small: dict, forced: 
     assert_same(session.run(None, feeds), want)
 
 
+def _gather_of_gather() -> onnx.ModelProto:
+    """y = Relu(D[J[I]]): one fused kernel whose D subscript reads J through I."""
+    f32, i64 = onnx.TensorProto.FLOAT, onnx.TensorProto.INT64
+    nodes = [
+        helper.make_node("Gather", ["J", "I"], ["g"], axis=0),
+        helper.make_node("Gather", ["D", "g"], ["h"], axis=0),
+        helper.make_node("Relu", ["h"], ["y"]),
+    ]
+    inputs = [
+        helper.make_tensor_value_info("D", f32, [6]),
+        helper.make_tensor_value_info("J", i64, [6]),
+        helper.make_tensor_value_info("I", i64, [4]),
+    ]
+    return make_model(nodes, inputs, [helper.make_tensor_value_info("y", f32, [4])], {})
+
+
+GATHER_CHILD = """
+import json, sys
+import numpy as np, onnx
+import tc_graph as tg
+optimized = tg.optimize(onnx.load(sys.argv[1]), force=True)
+assert [n.op_type for n in optimized.graph.node] == ["TcKernel"]
+session = tg.InferenceSession(optimized)
+out = []
+for feeds in np.load(sys.argv[2], allow_pickle=True)["feeds"]:
+    try:
+        out.append(session.run(None, feeds)[0].tolist())
+    except Exception as e:
+        out.append(str(e))
+print(json.dumps(out))
+"""
+
+
+def test_nested_gather_index_out_of_range_is_an_error_quoting_it(tmp_path: Path) -> None:
+    """Issue 12: the fused kernel checked only D's subscript, computed through an
+    unchecked J[I]: a crash for I = 2**31 - 1, a heap address quoted for I = 6."""
+    model = _gather_of_gather()
+    onnx.save(model, tmp_path / "m.onnx")
+    d = np.array([-1, 1, 2, 3, 4, 5], np.float32)
+    j = np.array([5, 4, 3, 2, 1, 0], np.int64)
+    # (I, J, the bad value, the tensor it indexes); None: a good call.
+    cases = [
+        ([2**31 - 1, 1, 2, 3], j, 2**31 - 1, "J"),
+        ([6, 1, 2, 3], j, 6, "J"),
+        ([0, 1, 2, 3], [9, 4, 3, 2, 1, 0], 9, "D"),
+        ([0, 1, -1, 3], j, None, None),
+    ]
+    feeds = [
+        {"D": d, "J": np.array(jj, np.int64), "I": np.array(i, np.int64)} for i, jj, *_ in cases
+    ]
+    np.savez(tmp_path / "feeds.npz", feeds=np.array(feeds, dtype=object))
+    proc = run_python(GATHER_CHILD, str(tmp_path / "m.onnx"), str(tmp_path / "feeds.npz"))
+    assert proc.returncode == 0, f"the child died ({proc.returncode}): {proc.stderr[-2000:]}"
+    got = json.loads(proc.stdout.splitlines()[-1])
+    for (_, _, bad, tensor), f, g in zip(cases, feeds, got, strict=True):
+        if bad is None:
+            np.testing.assert_array_equal(g, reference(model, f)[0])
+            continue
+        with pytest.raises(Exception, match=r"out of data bounds|out of range"):
+            reference(model, f)
+        assert f"index {bad} out of range: subscript 0 of '{tensor}'" in g
+
+
 def test_concurrent_runs_on_one_session(small: dict, forced: dict) -> None:
     model, _, _ = small["prodmodel"]
     session = tg.InferenceSession(forced["prodmodel"])
