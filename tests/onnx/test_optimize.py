@@ -15,6 +15,7 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -375,6 +376,73 @@ def test_nested_gather_index_out_of_range_is_an_error_quoting_it(tmp_path: Path)
         with pytest.raises(Exception, match=r"out of data bounds|out of range"):
             reference(model, f)
         assert f"index {bad} out of range: subscript 0 of '{tensor}'" in g
+
+
+@pytest.mark.parametrize(
+    ("options", "why"),
+    [
+        ({"threads": 100000}, "threads must be an integer from 0 to 1024"),
+        ({"unroll": 10**9}, "unroll must be an integer from 1 to 256"),  # was 123 s of compiling
+        ({"tile": 8}, "tile must be a list"),
+        ({"allow_skewing": "no"}, "allow_skewing must be True or False"),
+        ("{not json", "not valid JSON"),
+        ("[1, 2]", "must be a JSON object"),
+        (b"\xff\xfe", "not UTF-8"),
+    ],
+    ids=["threads", "unroll", "tile", "flag", "not-json", "list", "bytes"],
+)
+def test_bad_options_in_a_model_are_refused_before_compiling(
+    forced: dict, options: object, why: str
+) -> None:
+    """Issue 12: a TcKernel's `options` attribute is validated like a caller's, before
+    anything compiles, and the error names the node."""
+    model = onnx.ModelProto()
+    model.CopyFrom(forced["2lut"])
+    node = tc_nodes(model)[0]
+    (attr,) = [a for a in node.attribute if a.name == "options"]
+    if isinstance(options, dict):
+        attr.s = json.dumps({**json.loads(attr.s), **options}).encode()
+    else:
+        attr.s = options.encode() if isinstance(options, str) else options  # type: ignore[assignment]
+    for call in (tg.prepare, tg.InferenceSession):
+        with pytest.raises(tg.TcError, match=f"TcKernel node '{node.name}' has invalid options"):
+            call(model)
+        with pytest.raises(tg.TcError, match=re.escape(why)):
+            call(model)
+
+
+def test_malformed_cached_decisions_are_measured_again(
+    small: dict, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 12: a malformed entry of decisions.json (a damaged or hand-edited cache) is
+    as good as absent: optimize measures again and decides as on a fresh cache, where it
+    raised AttributeError or TypeError."""
+    OPT = importlib.import_module("tc_graph.graph.optimize")
+    monkeypatch.setenv("TC_GRAPH_CACHE", str(tmp_path / "cache"))
+    model = small["prodmodel"][0]
+    races: list[str] = []
+
+    def race(original: onnx.ModelProto, fused: onnx.ModelProto, feeds: dict) -> dict:
+        races.append(fused.graph.name)
+        return {"fused_us": 1.0, "ort_us": 2.0, "ratio": 2.0}
+
+    monkeypatch.setattr(OPT, "_race", race)
+    first = decisions(tg.optimize(model))
+    measured = sorted(races)
+    assert measured and all(d["fused"] for d in first)
+    path = tmp_path / "cache" / "decisions.json"
+    good = json.loads(path.read_text())
+    bad_entries = [
+        "2.0x", [2.0], None, {}, {"ratio": "2"}, {"why": 5}, {"why": ""},
+        {"fused_us": None, "ort_us": 2.0, "ratio": 2.0},
+        {"fused_us": 1.0, "ort_us": 2.0, "ratio": True},
+        {"fused_us": 1.0, "ort_us": [2.0], "ratio": 2.0},
+    ]  # fmt: skip
+    for bad in bad_entries:
+        path.write_text(json.dumps({k: v if k == "code" else bad for k, v in good.items()}))
+        races.clear()
+        assert decisions(tg.optimize(model)) == first, bad
+        assert sorted(races) == measured, bad
 
 
 def test_concurrent_runs_on_one_session(small: dict, forced: dict) -> None:
