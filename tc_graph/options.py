@@ -56,6 +56,9 @@ class MappingOptions:
       innermost loop): the accumulator (default: innermost loop only) rises to the
       outermost such loop; a private tile (default: all the loops) leaves the loops above
       d outside its load and store. Private elements are unaffected (docs/gpu.md).
+
+    Every option is typed and bounded (_INTS, _TUPLES below: threads up to 1024, unroll
+    up to 256, ...); anything else is a TcError naming the option and its range.
     """
 
     fusion: str = "max"
