@@ -56,6 +56,9 @@ class MappingOptions:
       innermost loop): the accumulator (default: innermost loop only) rises to the
       outermost such loop; a private tile (default: all the loops) leaves the loops above
       d outside its load and store. Private elements are unaffected (docs/gpu.md).
+
+    Every option is typed and bounded (_INTS, _TUPLES below: threads up to 1024, unroll
+    up to 256, ...); anything else is a TcError naming the option and its range.
     """
 
     fusion: str = "max"
@@ -80,45 +83,40 @@ class MappingOptions:
     max_shared_memory: int = 48 * 1024
 
     def __post_init__(self) -> None:
-        if self.fusion not in FUSION_STRATEGIES:
+        """Every option within its bounds: options also come from models and the tuning
+        database, and an unbounded one reached the runtime (threads=100000 crashed
+        OpenMP, unroll=10**9 compiled for minutes: issue 12)."""
+        for name in _TUPLES:
+            v = getattr(self, name)
+            if isinstance(v, list):
+                object.__setattr__(self, name, tuple(v))  # a list from JSON or a caller
+        if not isinstance(self.fusion, str) or self.fusion not in FUSION_STRATEGIES:
             raise TcError(
                 f"unknown fusion strategy {self.fusion!r}",
                 hint=f"use one of {', '.join(FUSION_STRATEGIES)}",
             )
-        if any(not isinstance(t, int) or t < 1 for t in self.tile):
-            raise TcError(f"tile sizes must be positive integers, got {self.tile}")
-        if (
-            len(self.dot_tile) != 2
-            or any(not isinstance(t, int) or t < 1 for t in self.dot_tile)
-            or math.prod(self.dot_tile) > 32
-        ):
+        for name in _FLAGS:
+            if not isinstance(getattr(self, name), bool):
+                raise TcError(f"{name} must be True or False, got {getattr(self, name)!r}")
+        for name, (lo, hi, what) in _INTS.items():
+            _check_int(name, getattr(self, name), lo, hi, what)
+        for name, (most, hi, what) in _TUPLES.items():
+            v = getattr(self, name)
+            if not isinstance(v, tuple) or len(v) > most:
+                raise TcError(
+                    f"{name} must be a list of at most {most} integers, got {v!r}", hint=what
+                )
+            for t in v:
+                _check_int(f"each of {name}", t, 1, hi, what)
+        if len(self.dot_tile) != 2 or math.prod(self.dot_tile) > 32:
             raise TcError(
                 f"dot_tile must be two positive integers (rows, columns) with at most 32 "
                 f"outputs, got {self.dot_tile}"
             )
-        for name in (
-            "unroll", "parallel_depth", "vector_width", "register_tile", "reduction_chunk",
-            "prefetch_distance", "threads",
-        ):  # fmt: skip
-            v = getattr(self, name)
-            if not isinstance(v, int) or v < 0:
-                raise TcError(f"{name} must be a non-negative integer, got {v!r}")
-        if self.parallel_depth > 1:
-            raise TcError("parallel_depth above 1 (collapsed loops) is not supported yet")
-        if self.unroll < 1:
-            raise TcError("unroll must be at least 1 (1 turns unrolling off)")
-        for name in ("block", "grid"):
-            v = getattr(self, name)
-            if len(v) > 3 or any(not isinstance(t, int) or t < 1 for t in v):
-                raise TcError(f"{name} must be 1 to 3 positive integers, got {v}")
         if not self.block:
             raise TcError("block needs at least one dimension")
         if math.prod(self.block) > 1024:
             raise TcError(f"a block has at most 1024 threads, got {math.prod(self.block)}")
-        for name in ("shared_depth", "private_depth", "max_shared_memory"):
-            v = getattr(self, name)
-            if not isinstance(v, int) or v < 0:
-                raise TcError(f"{name} must be a non-negative integer, got {v!r}")
         if self.vector_width not in (1, 2, 4, 8, 16, 32, 64):
             raise TcError(f"vector_width must be a power of two up to 64, got {self.vector_width}")
 
@@ -127,14 +125,28 @@ class MappingOptions:
 
     @classmethod
     def from_json(cls, text: str | dict[str, Any]) -> MappingOptions:
-        data = json.loads(text) if isinstance(text, str) else dict(text)
+        """Options from their JSON text (a model's, the tuning database's), or the object
+        it holds; anything malformed is a TcError."""
+        data: Any = text
+        if isinstance(text, str):
+            try:
+                data = json.loads(text)
+            except (ValueError, RecursionError) as e:
+                raise TcError(
+                    f"mapping options are not valid JSON ({e}): {text[:80]!r}",
+                    hint='write a JSON object such as {"tile": [8, 8], "unroll": 4}',
+                ) from None
+        if not isinstance(data, dict):
+            raise TcError(
+                f"mapping options must be a JSON object of option names, got {type(data).__name__}"
+            )
         known = {f.name for f in fields(cls)}
         unknown = set(data) - known
         if unknown:
-            raise TcError(f"unknown mapping options: {', '.join(sorted(unknown))}")
-        for name in ("tile", "block", "grid", "dot_tile"):
-            if name in data:
-                data[name] = tuple(data[name])
+            raise TcError(
+                f"unknown mapping options: {', '.join(sorted(map(str, unknown)))}",
+                hint=f"the options are {', '.join(sorted(known))}",
+            )
         return cls(**data)
 
     # Presets in the spirit of the TC paper's (section 6): starting points for tuning.
@@ -166,6 +178,40 @@ class MappingOptions:
     def __str__(self) -> str:
         parts = [f"{f.name}={getattr(self, f.name)!r}" for f in fields(self)]
         return "MappingOptions(" + ", ".join(parts) + ")"
+
+
+_INTS = {
+    "unroll": (1, 256, "1 turns unrolling off; longer loops only bloat the code"),
+    "parallel_depth": (0, 1, "0: one thread, 1: the outer parallel loop"),
+    "register_tile": (0, 16, "0 turns register tiling off"),
+    "reduction_chunk": (0, 2**31 - 1, "0 picks a chunk that fits L1"),
+    "prefetch_distance": (0, 1024, "0 turns prefetching off"),
+    "threads": (0, 1024, "0 uses OpenMP's default (OMP_NUM_THREADS, else one per core)"),
+    "shared_depth": (0, 32, "a depth of the schedule's outer band; 0: above the threads"),
+    "private_depth": (0, 32, "a depth of the schedule; 0: the default places"),
+    "max_shared_memory": (0, 2**24, "bytes of shared memory (48 KiB by default)"),
+    "vector_width": (1, 64, "a power of two: 16 for AVX-512"),
+}
+"""(lowest, highest, what the value means) of the integer options."""
+
+_TUPLES = {
+    "tile": (32, 2**31 - 1, "tile sizes, outermost loop first; [] turns tiling off"),
+    "dot_tile": (2, 32, "rows and columns of a contraction tile, e.g. [4, 4]"),
+    "block": (3, 1024, "threads per block, x first, at most 1024 in all"),
+    "grid": (3, 65535, "blocks of the grid, x first; [] launches one block per tile"),
+}
+"""(most entries, highest value, what it means) of the options that are lists of
+positive integers."""
+
+_FLAGS = (
+    "allow_skewing", "allow_negative", "use_shared_memory", "use_private_memory",
+    "unroll_copy_shared",
+)  # fmt: skip
+
+
+def _check_int(name: str, v: object, lo: int, hi: int, what: str) -> None:
+    if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
+        raise TcError(f"{name} must be an integer from {lo} to {hi}, got {v!r}", hint=what)
 
 
 ROW_TILE = 8

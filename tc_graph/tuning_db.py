@@ -17,6 +17,7 @@ import hashlib
 import json
 import os
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from contextvars import ContextVar
 from pathlib import Path
@@ -24,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .errors import TcError
+from .errors import TcError, TcWarning
 from .lang.canonical import canonical
 from .options import MappingOptions, default_options
 from .runtime import cc
@@ -95,7 +96,7 @@ def _path(parts: dict[str, Any]) -> Path:
 def _read(path: Path) -> dict[str, Any] | None:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return None
     return data if isinstance(data, dict) else None
 
@@ -110,14 +111,25 @@ def lookup(parts: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def best_options(parts: dict[str, Any]) -> MappingOptions | None:
-    """The best known options for a key, or None."""
+    """The best known options for a key, or None. Options that are malformed or out of
+    bounds (a corrupt or hand-edited entry) are skipped with a warning: they must never
+    reach the compiler (issue 12), nor stop it."""
     entry = lookup(parts)
     if entry is None:
         return None
+    best = entry.get("best")
     try:
-        return MappingOptions.from_json(entry["best"]["options"])
-    except (TcError, KeyError, TypeError):
-        return None  # options of another layout: as good as absent
+        if not isinstance(best, dict) or "options" not in best:
+            raise TcError("the entry has no best options")
+        return MappingOptions.from_json(best["options"])
+    except TcError as e:
+        warnings.warn(
+            f"tc_graph: skipping the tuning-database entry {_path(parts)}: {e.message}; "
+            "tuning the kernel again replaces it",
+            TcWarning,
+            stacklevel=2,
+        )
+        return None
 
 
 def record(

@@ -24,7 +24,7 @@ import numpy as np
 from .. import ir
 from ..lang.types import compute_type, promote
 from ..options import MappingOptions
-from ..poly.scop import Scop, ScopStmt
+from ..poly.scop import Scop, ScopStmt, indirect_reads
 
 C_TYPES = {
     "bool": "uint8_t",
@@ -300,14 +300,7 @@ class _Printer:
         env = self.stmt_env(st, args)
         src = st.source
         if st.kind == "check":
-            assert st.checked is not None
-            ext = self.scop.shapes[st.checked.tensor][st.checked_dim]
-            sub = self.expr(st.checked.subscripts[st.checked_dim], env)
-            code = self.check_codes[st.name]
-            self.out(depth, f"if (check) {{ int64_t v = (int64_t)({sub});")
-            self.out(
-                depth + 1, f"if (v < 0 || v >= {ext}) {{ *err = v; code = {code}; goto done; }} }}"
-            )
+            self.index_check(st, env, depth, lambda code: f"*err = v; code = {code}; goto done;")
             return
         target = f"{cname(src.tensor)}[{self.linear(src.tensor, [env[v] for v in src.lhs])}]"
         tdt = self.program.tensors[src.tensor].dtype
@@ -323,6 +316,31 @@ class _Printer:
         acc = C_TYPES[acc_t]
         new = _combine(src.op, acc_start(src.op, target, acc_t), f"({acc})({value})", acc)
         self.out(depth, f"{target} = {_store(new, tdt, acc_t)};")
+
+    def index_check(
+        self, st: ScopStmt, env: Mapping[str, str], depth: int, fail: Callable[[int], str]
+    ) -> None:
+        """The check of one indirect subscript; `fail(code)` runs on a bad value `v`.
+        Every indirect subscript nested in it is checked first, innermost first, each
+        with its own code: checking only the final value read through unchecked indices
+        (a crash, or a garbage value in the message: issue 12). Each check stands alone,
+        whatever order the schedule gives the check statements."""
+        assert st.checked is not None
+        codes = {
+            (s.checked, s.checked_dim): self.check_codes[s.name]
+            for s in self.scop.statements
+            if s.kind == "check"
+        }
+        own = (st.checked, st.checked_dim)
+        codes[own] = self.check_codes[st.name]
+        # indirect_reads lists parents before children: reversed, innermost first.
+        chain = [*reversed(indirect_reads(st.checked.subscripts[st.checked_dim])), own]
+        self.out(depth, "if (check) { int64_t v;")
+        for n, (r, k) in enumerate(chain):
+            value = self.expr(r.subscripts[k], env)
+            test = f"(v = (int64_t)({value})) < 0 || v >= {self.scop.shapes[r.tensor][k]}"
+            text = f"{'else ' if n else ''}if ({test}) {{ {fail(codes[r, k])} }}"
+            self.out(depth + 1, text + (" }" if n == len(chain) - 1 else ""))
 
     def reduction_loop(self, node: isl.AstNode, depth: int) -> bool:
         """A loop over a reduction index of one update statement: accumulate in a local."""

@@ -351,13 +351,7 @@ class _GpuPrinter(_Printer):
             super().statement(st, args, depth)
             self.retarget(st, self.stmt_env(st, args), at)
             return
-        assert st.checked is not None
-        env = self.stmt_env(st, args)
-        ext = self.scop.shapes[st.checked.tensor][st.checked_dim]
-        sub = self.expr(st.checked.subscripts[st.checked_dim], env)
-        code = self.check_codes[st.name]
-        self.out(depth, f"if (check) {{ int64_t v = (int64_t)({sub});")
-        self.out(depth + 1, f"if (v < 0 || v >= {ext}) {{ {self.dialect.record_error(code)} }} }}")
+        self.index_check(st, self.stmt_env(st, args), depth, self.dialect.record_error)
 
     # -- mapped loops and guards ------------------------------------------
     def mapped_below(self, node: isl.AstNode) -> set[tuple[str, int]]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import math
 import os
 import statistics
 import sys
@@ -157,7 +158,7 @@ def _keep_what_pays_whole(g: Graph, chosen: list[_Choice], decisions: list[Decis
     while chosen and feeds is not None:
         pairs = [(c.group, c.attrs) for c in chosen]
         key = _whole_key(g, chosen)
-        known = _load_decisions().get(key)
+        known = _known_decision(key)
         if known is None:
             known = _race(*_fed_models(g, rewrite(g.model, pairs), feeds), feeds)
             _store_decision(key, known)
@@ -301,7 +302,7 @@ def _evaluate(
     if force:
         return Decision(ops, shapes, None, None, True, "forced"), compiled
     key = f"{compiled.attrs.kernel_key}:{os.cpu_count()}"
-    known = _load_decisions().get(key)
+    known = _known_decision(key)
     if known is None:
         known = _measure(g, compiled)
         _store_decision(key, known)
@@ -498,12 +499,29 @@ def _decisions_path() -> Path:
     return cc.cache_dir() / _DECISIONS
 
 
-def _load_decisions() -> dict[str, dict[str, Any]]:
+def _load_decisions() -> dict[str, Any]:
     try:
         data = json.loads(_decisions_path().read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return {}
     return data if isinstance(data, dict) and data.get("code") == code_version() else {}
+
+
+def _known_decision(key: str) -> dict[str, Any] | None:
+    """The cached measurement of a key, or None when absent or malformed (a damaged or
+    hand-edited file is measured again, never trusted nor a crash: issue 12). A valid one
+    is what _race returns: a reason it was not measured, or the times and their ratio."""
+    known = _load_decisions().get(key)
+    if not isinstance(known, dict):
+        return None
+    if "why" in known:
+        return known if isinstance(known["why"], str) and known["why"] else None
+    times = [known.get(k) for k in ("fused_us", "ort_us", "ratio")]
+    return known if all(_positive(t) for t in times) else None
+
+
+def _positive(v: object) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool) and 0 < v < math.inf
 
 
 def _store_decision(key: str, value: Mapping[str, Any]) -> None:
@@ -604,7 +622,7 @@ def prepare(model: str | os.PathLike[str] | onnx.ModelProto) -> None:
             key = attrs["kernel_key"].decode()
             source = attrs["source"].decode()
             entry = attrs["entry"].decode()
-            options = MappingOptions.from_json(attrs["options"].decode())
+            options = _node_options(node, attrs["options"])
             dtypes, ranks = attrs["input_dtypes"], attrs["input_ranks"]
             dims = list(attrs["input_shapes"])
         except KeyError as e:
@@ -619,6 +637,22 @@ def prepare(model: str | os.PathLike[str] | onnx.ModelProto) -> None:
         if kernel.library.parent.name != key:
             # Compiled here by another tc_graph version: file it under the node's key.
             cc.build(kernel.source, key)
+
+
+def _node_options(node: onnx.NodeProto, value: object) -> MappingOptions:
+    """A TcKernel's `options`, checked (bounds included) before anything compiles."""
+    try:
+        if not isinstance(value, bytes):
+            raise TcError(f"it is not a string attribute but {type(value).__name__}")
+        return MappingOptions.from_json(value.decode("utf-8"))
+    except UnicodeDecodeError:
+        problem = "it is not UTF-8 text"
+    except TcError as e:
+        problem = e.message if e.hint is None else f"{e.message} ({e.hint})"
+    raise TcError(
+        f"TcKernel node '{node.name}' has invalid options: {problem}",
+        hint="optimize the original model again (tg.optimize) to rebuild the node",
+    )
 
 
 def InferenceSession(

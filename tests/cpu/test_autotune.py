@@ -179,6 +179,36 @@ def test_unusable_entries_are_misses(cache: Path) -> None:
     assert fn.compile(*args).options == tuning_db.default_options_for(fn, args)
 
 
+@pytest.mark.parametrize(
+    "best",
+    [
+        {"options": {"threads": 100000}},  # crashed OpenMP when the kernel ran
+        {"options": {"unroll": 10**9}},  # compiled for minutes
+        {"options": "not json"},
+        {"options": [["tile", 8]]},
+        {"options": {"tile": 8}},
+        {"us": 1.0},
+        "options",
+    ],
+    ids=["threads", "unroll", "not-json", "pairs", "tile-int", "no-options", "not-an-object"],
+)
+def test_a_corrupt_entry_is_skipped_with_a_warning(cache: Path, best: object) -> None:
+    """Issue 12: an entry's options are validated like a caller's; a bad one is a miss
+    (with a TcWarning naming the file), never an exception nor a kernel built from it."""
+    fn = tg.define(MM).mm
+    args = data()
+    parts = tuning_db.key_parts(fn, args, "cpu")
+    tuning_db.record(parts, MappingOptions(unroll=4), 1.0)
+    path = next((cache / tuning_db.DIRECTORY).glob("*.json"))
+    path.write_text(json.dumps({**json.loads(path.read_text()), "best": best}))
+    with pytest.warns(tg.TcWarning, match=str(path.name)):
+        assert tuning_db.best_options(parts) is None
+    with pytest.warns(tg.TcWarning):
+        kernel = fn.compile(*args)
+    assert kernel.options == tuning_db.default_options_for(fn, args)
+    np.testing.assert_allclose(kernel(*args), args[0] @ args[1], rtol=1e-5)
+
+
 def test_default_process_pool(cache: Path) -> None:
     a, b = data(4)
     fn = tg.define(MM).mm

@@ -15,6 +15,7 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -312,6 +313,136 @@ def test_gather_index_out_of_range_is_an_error_not_a_crash(small: dict, forced: 
     with pytest.raises(Exception, match=r"out of data bounds|out of range"):
         plain_session(model).run(None, bad)
     assert_same(session.run(None, feeds), want)
+
+
+def _gather_of_gather() -> onnx.ModelProto:
+    """y = Relu(D[J[I]]): one fused kernel whose D subscript reads J through I."""
+    f32, i64 = onnx.TensorProto.FLOAT, onnx.TensorProto.INT64
+    nodes = [
+        helper.make_node("Gather", ["J", "I"], ["g"], axis=0),
+        helper.make_node("Gather", ["D", "g"], ["h"], axis=0),
+        helper.make_node("Relu", ["h"], ["y"]),
+    ]
+    inputs = [
+        helper.make_tensor_value_info("D", f32, [6]),
+        helper.make_tensor_value_info("J", i64, [6]),
+        helper.make_tensor_value_info("I", i64, [4]),
+    ]
+    return make_model(nodes, inputs, [helper.make_tensor_value_info("y", f32, [4])], {})
+
+
+GATHER_CHILD = """
+import json, sys
+import numpy as np, onnx
+import tc_graph as tg
+optimized = tg.optimize(onnx.load(sys.argv[1]), force=True)
+assert [n.op_type for n in optimized.graph.node] == ["TcKernel"]
+session = tg.InferenceSession(optimized)
+out = []
+for feeds in np.load(sys.argv[2], allow_pickle=True)["feeds"]:
+    try:
+        out.append(session.run(None, feeds)[0].tolist())
+    except Exception as e:
+        out.append(str(e))
+print(json.dumps(out))
+"""
+
+
+def test_nested_gather_index_out_of_range_is_an_error_quoting_it(tmp_path: Path) -> None:
+    """Issue 12: the fused kernel checked only D's subscript, computed through an
+    unchecked J[I]: a crash for I = 2**31 - 1, a heap address quoted for I = 6."""
+    model = _gather_of_gather()
+    onnx.save(model, tmp_path / "m.onnx")
+    d = np.array([-1, 1, 2, 3, 4, 5], np.float32)
+    j = np.array([5, 4, 3, 2, 1, 0], np.int64)
+    # (I, J, the bad value, the tensor it indexes); None: a good call.
+    cases = [
+        ([2**31 - 1, 1, 2, 3], j, 2**31 - 1, "J"),
+        ([6, 1, 2, 3], j, 6, "J"),
+        ([0, 1, 2, 3], [9, 4, 3, 2, 1, 0], 9, "D"),
+        ([0, 1, -1, 3], j, None, None),
+    ]
+    feeds = [
+        {"D": d, "J": np.array(jj, np.int64), "I": np.array(i, np.int64)} for i, jj, *_ in cases
+    ]
+    np.savez(tmp_path / "feeds.npz", feeds=np.array(feeds, dtype=object))
+    proc = run_python(GATHER_CHILD, str(tmp_path / "m.onnx"), str(tmp_path / "feeds.npz"))
+    assert proc.returncode == 0, f"the child died ({proc.returncode}): {proc.stderr[-2000:]}"
+    got = json.loads(proc.stdout.splitlines()[-1])
+    for (_, _, bad, tensor), f, g in zip(cases, feeds, got, strict=True):
+        if bad is None:
+            np.testing.assert_array_equal(g, reference(model, f)[0])
+            continue
+        with pytest.raises(Exception, match=r"out of data bounds|out of range"):
+            reference(model, f)
+        assert f"index {bad} out of range: subscript 0 of '{tensor}'" in g
+
+
+@pytest.mark.parametrize(
+    ("options", "why"),
+    [
+        ({"threads": 100000}, "threads must be an integer from 0 to 1024"),
+        ({"unroll": 10**9}, "unroll must be an integer from 1 to 256"),  # was 123 s of compiling
+        ({"tile": 8}, "tile must be a list"),
+        ({"allow_skewing": "no"}, "allow_skewing must be True or False"),
+        ("{not json", "not valid JSON"),
+        ("[1, 2]", "must be a JSON object"),
+        (b"\xff\xfe", "not UTF-8"),
+    ],
+    ids=["threads", "unroll", "tile", "flag", "not-json", "list", "bytes"],
+)
+def test_bad_options_in_a_model_are_refused_before_compiling(
+    forced: dict, options: object, why: str
+) -> None:
+    """Issue 12: a TcKernel's `options` attribute is validated like a caller's, before
+    anything compiles, and the error names the node."""
+    model = onnx.ModelProto()
+    model.CopyFrom(forced["2lut"])
+    node = tc_nodes(model)[0]
+    (attr,) = [a for a in node.attribute if a.name == "options"]
+    if isinstance(options, dict):
+        attr.s = json.dumps({**json.loads(attr.s), **options}).encode()
+    else:
+        attr.s = options.encode() if isinstance(options, str) else options  # type: ignore[assignment]
+    for call in (tg.prepare, tg.InferenceSession):
+        with pytest.raises(tg.TcError, match=f"TcKernel node '{node.name}' has invalid options"):
+            call(model)
+        with pytest.raises(tg.TcError, match=re.escape(why)):
+            call(model)
+
+
+def test_malformed_cached_decisions_are_measured_again(
+    small: dict, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 12: a malformed entry of decisions.json (a damaged or hand-edited cache) is
+    as good as absent: optimize measures again and decides as on a fresh cache, where it
+    raised AttributeError or TypeError."""
+    OPT = importlib.import_module("tc_graph.graph.optimize")
+    monkeypatch.setenv("TC_GRAPH_CACHE", str(tmp_path / "cache"))
+    model = small["prodmodel"][0]
+    races: list[str] = []
+
+    def race(original: onnx.ModelProto, fused: onnx.ModelProto, feeds: dict) -> dict:
+        races.append(fused.graph.name)
+        return {"fused_us": 1.0, "ort_us": 2.0, "ratio": 2.0}
+
+    monkeypatch.setattr(OPT, "_race", race)
+    first = decisions(tg.optimize(model))
+    measured = sorted(races)
+    assert measured and all(d["fused"] for d in first)
+    path = tmp_path / "cache" / "decisions.json"
+    good = json.loads(path.read_text())
+    bad_entries = [
+        "2.0x", [2.0], None, {}, {"ratio": "2"}, {"why": 5}, {"why": ""},
+        {"fused_us": None, "ort_us": 2.0, "ratio": 2.0},
+        {"fused_us": 1.0, "ort_us": 2.0, "ratio": True},
+        {"fused_us": 1.0, "ort_us": [2.0], "ratio": 2.0},
+    ]  # fmt: skip
+    for bad in bad_entries:
+        path.write_text(json.dumps({k: v if k == "code" else bad for k, v in good.items()}))
+        races.clear()
+        assert decisions(tg.optimize(model)) == first, bad
+        assert sorted(races) == measured, bad
 
 
 def test_concurrent_runs_on_one_session(small: dict, forced: dict) -> None:

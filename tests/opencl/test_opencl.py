@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import tc_graph as tg
+from tests.cpu import test_indirect as indirect
 from tests.oracles import check_numpy_call, check_numpy_case, check_reference_case
 from tests.tolerances import assert_matches
 from tests.unit import test_conformance as conf
@@ -98,6 +99,17 @@ def test_indirect_index_out_of_bounds_is_an_error_not_a_read() -> None:
         fn(x, np.array([0, 4], np.int32), target="opencl")
     got = fn(x, np.array([3, 1], np.int32), target="opencl")
     np.testing.assert_array_equal(got, np.array([3, 1], np.float32))
+
+
+@pytest.mark.parametrize(("src", "cases"), indirect._cases(), ids=["twice", "thrice", "rows"])
+def test_nested_indirect_subscripts_are_checked_at_every_depth(
+    src: str, cases: list[list[np.ndarray]]
+) -> None:
+    """Each nested index is checked before the index that reads through it, so the
+    error quotes the bad value itself (clamped reads kept the buffers safe already)."""
+    fn = tg.define(src).t
+    for args in cases:
+        assert indirect._outcome(fn, args, "opencl") == indirect._outcome(fn, args, "reference")
 
 
 def test_matmul_kernel_is_mapped_to_blocks_and_threads() -> None:
