@@ -56,6 +56,7 @@ _TC_TYPES: dict[np.dtype, str] = {
     )
 }  # fmt: skip
 _INDEX_DTYPES = (np.dtype(np.int32), np.dtype(np.int64))
+_FLOAT16 = np.dtype(np.float16)
 
 
 class Untranslatable(TcError):
@@ -222,6 +223,17 @@ class _Ctx:
             )
         return shape
 
+    def common_dtype(self, values: Sequence[str], op: str) -> np.dtype:
+        """The one dtype of an arithmetic op's data operands (ONNX's `T` is shared by
+        them), which must be one of the op's dtypes in the table."""
+        for v in values:
+            self.shape(v, op)
+        dtypes = {self.type(v)[0] for v in values}
+        if len(dtypes) != 1:
+            names = ", ".join(sorted(d.name for d in dtypes))
+            raise Untranslatable(f"{op} of operands of different dtypes ({names})")
+        return dtypes.pop()
+
     def check_output(
         self, node: onnx.NodeProto, shape: tuple[int, ...], dtype: np.dtype = _FLOAT32
     ) -> str:
@@ -319,23 +331,26 @@ def _elementwise_call(
         raise Untranslatable(
             f"shapes {', '.join(str(list(s)) for s in shapes)} do not broadcast"
         ) from None
-    out = ctx.check_output(node, shape)
+    dtype = ctx.common_dtype([*operands, *scalars], op)
+    tc_type = _tc_type(dtype)
+    out = ctx.check_output(node, shape, dtype)
     params, lets, names = [], [], []
     for k, s in enumerate(shapes):
         dims, idx = _broadcast(s, shape)
-        params.append(f"{_decl('float32', dims)} X{k}")
+        params.append(f"{_decl(tc_type, dims)} X{k}")
         lets.append(f"x{k} = {_ref(f'X{k}', idx)}")
         names.append(f"x{k}")
     for k, v in enumerate(scalars):
         if ctx.shape(v, op) != ():
             raise Untranslatable(f"'{v}' is not a scalar")
-        params.append(f"float32 s{k}")
+        params.append(f"{tc_type} s{k}")
     text = _instantiate(
         op,
         "default",
         op=op,
         params=", ".join(params),
         Y=_ref("Y", _indices(len(shape))),
+        Yt=tc_type,
         expr=expr(names),
         lets=", ".join(lets),
     )
@@ -594,7 +609,8 @@ def _reduce(node: onnx.NodeProto, ctx: _Ctx) -> _Call:
     shape = tuple(
         1 if j in axes_set else d for j, d in enumerate(sx) if keepdims or j not in axes_set
     )
-    out = ctx.check_output(node, shape)
+    dtype = ctx.common_dtype([x], op)
+    out = ctx.check_output(node, shape, dtype)
     x_idx = [f"k{j}" if j in axes_set else f"i{j}" for j in range(len(sx))]
     y_idx = [
         (f"r{j}" if j in axes_set else f"i{j}")
@@ -604,24 +620,31 @@ def _reduce(node: onnx.NodeProto, ctx: _Ctx) -> _Call:
     kept = [f"r{j} in 0:1" for j in sorted(axes_set)] if keepdims else []
     y = _ref("Y", y_idx)
     count = math.prod(sx[j] for j in axes_set)
-    post = ""
+    pre = string.Template(entry.get("pre", "${x}")).substitute(x="x")
+    # float16 accumulates in a float32 temporary (the language computes float16 in float32;
+    # 16-bit partial sums would lose the precision), stored as 16 bits at the end.
+    acc = _ref("acc", y_idx) if dtype == _FLOAT16 else y
+    if acc != y:
+        pre = f"float32({pre})"
+    result = acc
     if "post" in entry:
-        if count == 0:
-            raise Untranslatable(f"{op} over an empty set")
-        expr = string.Template(entry["post"]).substitute(y=y, count=_lit(count))
-        post = f"  {y} = {expr}\n"
+        if count == 0 and "${count}" in entry["post"]:
+            # A mean of nothing divides by zero: left to onnxruntime, before any measuring.
+            raise Untranslatable(f"{op} over an empty set (a reduced axis has size 0)")
+        result = string.Template(entry["post"]).substitute(y=acc, count=_lit(count))
     text = _instantiate(
         op,
         "default",
         op=op,
         axes=sorted(axes_set),
-        X=_decl("float32", _sizes(len(sx))),
+        X=_decl(_tc_type(dtype), _sizes(len(sx))),
         Xr=_ref("X", x_idx),
-        Y=y,
+        Yt=_tc_type(dtype),
+        acc=acc,
         reducer=entry["reducer"],
-        pre=string.Template(entry.get("pre", "${x}")).substitute(x="x"),
+        pre=pre,
         ranges="".join(f", {r}" for r in kept),
-        post=post,
+        post=f"  {y} = {result}\n" if result != y else "",
     )
     return _Call(op, text, (x,), (out,))
 

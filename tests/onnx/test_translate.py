@@ -487,3 +487,68 @@ def test_operator_library_is_complete() -> None:
     for op, entry in table.items():
         for file in entry["templates"].values():
             assert "${name}" in tr._template_file(file).template, (op, file)
+
+
+# ---------------------------------------------------------------------------------------
+# float64 and float16 (onnxruntime 1.32 runs onnx's float64 cases), zero-size axes
+
+_REDUCERS = {
+    "ReduceSum": lambda x: np.sum(x, axis=1, keepdims=True),
+    "ReduceMean": lambda x: np.mean(x, axis=1, keepdims=True),
+    "ReduceMax": lambda x: np.max(x, axis=1, keepdims=True),
+    "ReduceLogSumExp": lambda x: np.log(np.sum(np.exp(x), axis=1, keepdims=True)),
+}
+
+
+def _run_node(
+    node: onnx.NodeProto, types: Types, values: Mapping[str, np.ndarray], constants: dict
+) -> np.ndarray:
+    t = translate([node], types=types, constants=constants, outputs=[node.output[0]], opset=18)
+    (got,) = _run_tc(t, values)
+    return got
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float16])
+@pytest.mark.parametrize("op", sorted(_REDUCERS))
+def test_reduction_takes_float64_and_float16(op: str, dtype: type) -> None:
+    """NumPy is the oracle, in float64 for float64 and in float32 for float16 (the
+    language computes float16 in float32 and stores 16 bits)."""
+    x = np.random.default_rng(1).standard_normal((3, 40, 5)).astype(dtype)
+    node = helper.make_node(op, ["x", "axes"], ["y"], keepdims=1)
+    dt = np.dtype(dtype)
+    types = {"x": (dt, x.shape), "y": (dt, (3, 1, 5))}
+    got = _run_node(node, types, {"x": x}, {"axes": np.array([1], np.int64)})
+    wide = np.float64 if dtype == np.float64 else np.float32
+    assert_matches(got, _REDUCERS[op](x.astype(wide)).astype(dtype), f"{op} {dt.name}")
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float16])
+def test_elementwise_takes_float64_and_float16(dtype: type) -> None:
+    rng = np.random.default_rng(2)
+    dt = np.dtype(dtype)
+    a, b = rng.standard_normal((4, 3)).astype(dtype), rng.standard_normal(3).astype(dtype)
+    types = {"a": (dt, (4, 3)), "b": (dt, (3,)), "y": (dt, (4, 3)), "s": (dt, (4, 3))}
+    wide = np.float64 if dtype == np.float64 else np.float32
+    got = _run_node(helper.make_node("Add", ["a", "b"], ["y"]), types, {"a": a, "b": b}, {})
+    assert_matches(got, (a.astype(wide) + b.astype(wide)).astype(dtype), "Add")
+    got = _run_node(helper.make_node("Sigmoid", ["a"], ["s"]), types, {"a": a}, {})
+    assert_matches(got, (1 / (1 + np.exp(-a.astype(wide)))).astype(dtype), "Sigmoid")
+
+
+def test_mixed_operand_dtypes_are_refused() -> None:
+    types = {"a": (np.dtype(np.float64), (3,)), "b": (F32, (3,)), "y": (F32, (3,))}
+    reason = translatable(helper.make_node("Add", ["a", "b"], ["y"]), types, {})
+    assert reason is not None and "different dtypes (float32, float64)" in reason
+
+
+def test_reduction_over_a_zero_size_axis() -> None:
+    """Sums over nothing are 0 (so LogSum gives -inf, as onnxruntime does); a mean over
+    nothing is refused with its reason, before anything is compiled or measured."""
+    x = np.zeros((2, 0, 4), np.float32)
+    types = {"x": (F32, (2, 0, 4)), "y": (F32, (2, 1, 4))}
+    axes = {"axes": np.array([1], np.int64)}
+    node = helper.make_node("ReduceLogSum", ["x", "axes"], ["y"], keepdims=1)
+    assert_matches(_run_node(node, types, {"x": x}, axes), np.full((2, 1, 4), -np.inf, F32), "")
+    mean = helper.make_node("ReduceMean", ["x", "axes"], ["y"], keepdims=1)
+    reason = translatable(mean, types, axes, opset=18)
+    assert reason is not None and "a reduced axis has size 0" in reason
