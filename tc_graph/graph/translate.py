@@ -436,6 +436,21 @@ def _copy_call(op: str, node: onnx.NodeProto, ctx: _Ctx, x: str) -> _Call:
     return _Call("Identity", text, (x,), (out,))
 
 
+def _wide(dtype: np.dtype, ref: str) -> str:
+    """A read that products accumulate from: float16 is cast to float32 (the language
+    computes float16 in float32, but a product of two float16 values is rounded to 16 bits
+    before it is added)."""
+    return f"float32({ref})" if dtype == _FLOAT16 else ref
+
+
+def _accumulator(dtype: np.dtype, idx: Sequence[str]) -> tuple[str, str]:
+    """The tensor a contraction accumulates into (Y, or for float16 a float32 temporary
+    acc) and the statement that then stores it into Y."""
+    if dtype != _FLOAT16:
+        return "Y", ""
+    return "acc", f"  {_ref('Y', idx)} = {_ref('acc', idx)}\n"
+
+
 def _identity(node: onnx.NodeProto, ctx: _Ctx) -> _Call:
     (x,) = _inputs(node, 1, 1)
     return _copy_call("Identity", node, ctx, x)
@@ -444,6 +459,7 @@ def _identity(node: onnx.NodeProto, ctx: _Ctx) -> _Call:
 def _matmul(node: onnx.NodeProto, ctx: _Ctx) -> _Call:
     a, b = _inputs(node, 2, 2)
     sa, sb = ctx.shape(a, "MatMul"), ctx.shape(b, "MatMul")
+    dtype = ctx.common_dtype([a, b], "MatMul")
     if not sa or not sb:
         raise Untranslatable("MatMul of a 0-d operand")
     k_b = sb[-2] if len(sb) >= 2 else sb[0]
@@ -457,7 +473,7 @@ def _matmul(node: onnx.NodeProto, ctx: _Ctx) -> _Call:
         ) from None
     # A 1-D operand has no m (resp. n): numpy promotes it to a matrix and drops that axis.
     shape = batch + sa[-2:-1] + sb[-1:] * (len(sb) >= 2)
-    out = ctx.check_output(node, shape)
+    out = ctx.check_output(node, shape, dtype)
     da, ia = _broadcast(sa[:-2], batch, "B", "b")
     db, ib = _broadcast(sb[:-2], batch, "B", "b")
     y_idx = [f"b{j}" for j in range(len(batch))]
@@ -467,14 +483,17 @@ def _matmul(node: onnx.NodeProto, ctx: _Ctx) -> _Call:
     db, ib = [*db, "K"], [*ib, "k"]
     if len(sb) >= 2:
         db, ib, y_idx = [*db, "N"], [*ib, "n"], [*y_idx, "n"]
+    acc, store = _accumulator(dtype, y_idx)
     text = _instantiate(
         "MatMul",
         "default",
-        A=_decl("float32", da),
-        B=_decl("float32", db),
-        Ar=_ref("A", ia),
-        Br=_ref("B", ib),
-        Y=_ref("Y", y_idx),
+        A=_decl(_tc_type(dtype), da),
+        B=_decl(_tc_type(dtype), db),
+        Ar=_wide(dtype, _ref("A", ia)),
+        Br=_wide(dtype, _ref("B", ib)),
+        Yt=_tc_type(dtype),
+        T=_ref(acc, y_idx),
+        store=store,
     )
     return _Call("MatMul", text, (a, b), (out,))
 
@@ -487,24 +506,30 @@ def _gemm(node: onnx.NodeProto, ctx: _Ctx) -> _Call:
     alpha, beta = float(at.get("alpha", 1.0)), float(at.get("beta", 1.0))
     trans_a, trans_b = int(at.get("transA", 0)), int(at.get("transB", 0))
     sa, sb = ctx.shape(a, "Gemm"), ctx.shape(b, "Gemm")
+    dtype = ctx.common_dtype([a, b, c] if c else [a, b], "Gemm")
+    t = _tc_type(dtype)
     if len(sa) != 2 or len(sb) != 2:
         raise Untranslatable(f"Gemm of shapes {list(sa)} and {list(sb)}: operands must be 2-D")
     m, k = sa[::-1] if trans_a else sa
     k_b, n = sb[::-1] if trans_b else sb
     if k != k_b:
         raise Untranslatable(f"Gemm of shapes {list(sa)} and {list(sb)}: inner sizes differ")
-    out = ctx.check_output(node, (m, n))
+    out = ctx.check_output(node, (m, n), dtype)
     if trans_b and len(ctx.type(b)[1]) == 2:
         packed = ctx.pack_transposed(b)
         if packed is not None:  # weights (N, K) become (K, N): n is contiguous in memory
             b, trans_b = packed, 0
     alpha_text = "" if alpha == 1.0 else f"{_lit(alpha)} * "
+    acc, store = _accumulator(dtype, ["m", "n"])
     fields = {
-        "A": _decl("float32", ("K", "M") if trans_a else ("M", "K")),
-        "B": _decl("float32", ("N", "K") if trans_b else ("K", "N")),
-        "a_idx": "k, m" if trans_a else "m, k",
-        "b_idx": "n, k" if trans_b else "k, n",
+        "A": _decl(t, ("K", "M") if trans_a else ("M", "K")),
+        "B": _decl(t, ("N", "K") if trans_b else ("K", "N")),
+        "Ar": _wide(dtype, "A(k, m)" if trans_a else "A(m, k)"),
+        "Br": _wide(dtype, "B(n, k)" if trans_b else "B(k, n)"),
         "alpha": alpha_text,
+        "Yt": t,
+        "T": acc,
+        "store": store,
     }
     if not c or beta == 0.0:  # ONNX: beta * C is dropped with beta = 0 (onnxruntime too)
         return _Call("Gemm", _instantiate("Gemm", "nobias", **fields), (a, b), (out,))
@@ -517,7 +542,7 @@ def _gemm(node: onnx.NodeProto, ctx: _Ctx) -> _Call:
     ic = [{"i0": "m", "i1": "n"}.get(i, i) for i in ic]
     beta_text = "" if beta == 1.0 else f"{_lit(beta)} * "
     text = _instantiate(
-        "Gemm", "bias", C=_decl("float32", dc), Cr=beta_text + _ref("C", ic), **fields
+        "Gemm", "bias", C=_decl(t, dc), Cr=beta_text + _wide(dtype, _ref("C", ic)), **fields
     )
     return _Call("Gemm", text, (a, b, c), (out,))
 
@@ -967,7 +992,8 @@ def _softmax(node: onnx.NodeProto, ctx: _Ctx) -> _Call:
         axes = {_normalize_axis(int(at.get("axis", -1)), rank, "axis")}
     if math.prod(sx) == 0:
         raise Untranslatable(f"{op} of an empty tensor")
-    out = ctx.check_output(node, sx)
+    dtype = ctx.common_dtype([x], op)
+    out = ctx.check_output(node, sx, dtype)
     all_idx = _indices(rank)
     k_idx = [f"k{j}" if j in axes else f"i{j}" for j in range(rank)]
     outer = ", ".join(f"i{j}" for j in range(rank) if j not in axes)
@@ -977,7 +1003,8 @@ def _softmax(node: onnx.NodeProto, ctx: _Ctx) -> _Call:
         "default",
         op=op,
         axes=sorted(axes),
-        X=_decl("float32", _sizes(rank)),
+        X=_decl(_tc_type(dtype), _sizes(rank)),
+        Yt=_tc_type(dtype),
         Xk=_ref("X", k_idx),
         Xi=fields["Xi"],
         ek=", ".join(k_idx),
@@ -1135,13 +1162,15 @@ def _batch_norm(node: onnx.NodeProto, ctx: _Ctx) -> _Call:
     for v in ins[1:]:
         if ctx.shape(v, "BatchNormalization") != (sx[1],):
             raise Untranslatable(f"'{v}' is not of shape [{sx[1]}]")
-    out = ctx.check_output(node, sx)
+    dtype = ctx.common_dtype(ins, "BatchNormalization")
+    out = ctx.check_output(node, sx, dtype)
     idx = ["n", "c", *_indices(len(sx))[2:]]
     text = _instantiate(
         "BatchNormalization",
         "default",
         epsilon=_lit(float(at.get("epsilon", 1e-5))),
-        X=_decl("float32", ["N", "C", *_sizes(len(sx))[2:]]),
+        X=_decl(_tc_type(dtype), ["N", "C", *_sizes(len(sx))[2:]]),
+        t=_tc_type(dtype),
         Xr=_ref("X", idx),
         Y=_ref("Y", idx),
     )
@@ -1384,7 +1413,7 @@ def translate(
 
     def value_type(value: str) -> tuple[str, tuple[int, ...]]:
         if value in packed_arrays:
-            return "float32", packed_arrays[value].shape
+            return _TC_TYPES[packed_arrays[value].dtype], packed_arrays[value].shape
         dtype, shape = ctx.type(value)
         return _TC_TYPES[dtype], shape
 

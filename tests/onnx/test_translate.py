@@ -114,7 +114,7 @@ BACKEND_CASES = _backend_cases()
 # (the partitioner then leaves the node to onnxruntime). Value: a part of the reason.
 UNTRANSLATABLE_CASES: dict[str, str] = {
     **{f"test_add_{t}": f"dtype {t}" for t in ("int8", "int16", "uint8", "uint16", "uint32")},
-    "test_add_uint64": "dtype uint64",  # every translation is float32 (+ integer indices)
+    "test_add_uint64": "dtype uint64",  # arithmetic is translated for float dtypes only
     "test_identity_sequence": "no static type",  # a sequence, not a tensor
     "test_identity_opt": "no static type",  # an optional, not a tensor
 }
@@ -504,7 +504,7 @@ def _run_node(
     node: onnx.NodeProto, types: Types, values: Mapping[str, np.ndarray], constants: dict
 ) -> np.ndarray:
     t = translate([node], types=types, constants=constants, outputs=[node.output[0]], opset=18)
-    (got,) = _run_tc(t, values)
+    (got,) = _run_tc(t, {**constants, **values})
     return got
 
 
@@ -552,3 +552,37 @@ def test_reduction_over_a_zero_size_axis() -> None:
     mean = helper.make_node("ReduceMean", ["x", "axes"], ["y"], keepdims=1)
     reason = translatable(mean, types, axes, opset=18)
     assert reason is not None and "a reduced axis has size 0" in reason
+
+
+def _softmax(x: np.ndarray) -> np.ndarray:
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float16])
+def test_contractions_take_float64_and_float16(dtype: type) -> None:
+    """MatMul, Gemm (bias, packed transposed weights), Softmax, BatchNormalization;
+    NumPy in float64 (float64) or float32 (float16) is the oracle."""
+    rng = np.random.default_rng(3)
+    dt = np.dtype(dtype)
+    wide = np.float64 if dtype == np.float64 else np.float32
+    a = rng.standard_normal((5, 64)).astype(dtype)
+    w = rng.standard_normal((7, 64)).astype(dtype)
+    c = rng.standard_normal(7).astype(dtype)
+    aw, ww, cw = a.astype(wide), w.astype(wide), c.astype(wide)
+    types = {"a": (dt, a.shape), "w": (dt, w.shape), "wt": (dt, (64, 7)), "c": (dt, (7,))}
+    types |= {"y": (dt, (5, 7)), "s": (dt, a.shape), "b": (dt, a.shape)}
+    matmul = helper.make_node("MatMul", ["a", "wt"], ["y"])
+    got = _run_node(matmul, types, {"a": a, "wt": np.ascontiguousarray(w.T)}, {})
+    assert_matches(got, (aw @ ww.T).astype(dtype), "MatMul")
+    gemm = helper.make_node("Gemm", ["a", "w", "c"], ["y"], transB=1, alpha=0.5)
+    got = _run_node(gemm, types, {"a": a}, {"w": w, "c": c})
+    assert_matches(got, (0.5 * aw @ ww.T + cw).astype(dtype), "Gemm")
+    softmax = helper.make_node("Softmax", ["a"], ["s"])
+    assert_matches(_run_node(softmax, types, {"a": a}, {}), _softmax(aw).astype(dtype), "Softmax")
+    stats = {k: rng.uniform(0.5, 1.5, 64).astype(dtype) for k in ("g", "o", "m", "v")}
+    types |= {k: (dt, (64,)) for k in stats}
+    bn = helper.make_node("BatchNormalization", ["a", "g", "o", "m", "v"], ["b"])
+    g, o, m, v = (stats[k].astype(wide) for k in "gomv")
+    want = ((aw - m) * g / np.sqrt(v + np.float32(1e-5)) + o).astype(dtype)
+    assert_matches(_run_node(bn, types, {"a": a, **stats}, {}), want, "BatchNormalization")
