@@ -762,6 +762,8 @@ def _conv(node: onnx.NodeProto, ctx: _Ctx) -> _Call:
     x, w = ins[0], ins[1]
     bias = ins[2] if len(ins) > 2 else ""
     sx, sw = ctx.shape(x, "Conv"), ctx.shape(w, "Conv")
+    dtype = ctx.common_dtype([x, w, bias] if bias else [x, w], "Conv")
+    t = _tc_type(dtype)
     if len(sx) != 4 or len(sw) != 4:
         raise Untranslatable(
             f"Conv of shapes {list(sx)} and {list(sw)}: only 2-D convolutions (NCHW) translate"
@@ -783,13 +785,15 @@ def _conv(node: onnx.NodeProto, ctx: _Ctx) -> _Call:
     ow = (wd + pl + pr - dilations[1] * (kw - 1) - 1) // strides[1] + 1
     if oh < 1 or ow < 1:
         raise Untranslatable("the convolution's output is empty")
-    out = ctx.check_output(node, (n, f, oh, ow))
+    out = ctx.check_output(node, (n, f, oh, ow), dtype)
+    acc, store = _accumulator(dtype, ["n", "f", "oh", "ow"])
     args: tuple[str, ...] = (x, w)
     bias_param = bias_stmt = ""
     if bias:
         if ctx.shape(bias, "Conv") != (f,):
             raise Untranslatable(f"bias '{bias}' is not of shape [{f}]")
-        bias_param, bias_stmt, args = ", float32(F) B", "  Y(n, f, oh, ow) = B(f)\n", (*args, bias)
+        bias_param, args = f", {t}(F) B", (*args, bias)
+        bias_stmt = f"  {acc}(n, f, oh, ow) = {_wide(dtype, 'B(f)')}\n"
     pad_stmt, src = "", "X"
     if pt or pl or pb or pr:
         # Zero padding through a padded copy Xp: the convolution itself then has only affine
@@ -811,6 +815,8 @@ def _conv(node: onnx.NodeProto, ctx: _Ctx) -> _Call:
         )
         src = "Xp"
     fg = f // group
+    ih = f"{_scaled(strides[0], 'oh')} + {_scaled(dilations[0], 'kh')}"
+    iw = f"{_scaled(strides[1], 'ow')} + {_scaled(dilations[1], 'kw')}"
     if group == 1:
         chan = "c"
     else:
@@ -832,9 +838,11 @@ def _conv(node: onnx.NodeProto, ctx: _Ctx) -> _Call:
         pad_stmt=pad_stmt,
         bias_stmt=bias_stmt,
         acc="+=" if bias else "+=!",
-        src=src,
-        ih=f"{_scaled(strides[0], 'oh')} + {_scaled(dilations[0], 'kh')}",
-        iw=f"{_scaled(strides[1], 'ow')} + {_scaled(dilations[1], 'kw')}",
+        t=t,
+        T=acc,
+        Xr=_wide(dtype, f"{src}(n, {chan}, {ih}, {iw})"),
+        Wr=_wide(dtype, "Wt(f, c, kh, kw)"),
+        store=store,
     )
     return _Call("Conv", text, args, (out,))
 

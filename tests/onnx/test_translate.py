@@ -586,3 +586,20 @@ def test_contractions_take_float64_and_float16(dtype: type) -> None:
     g, o, m, v = (stats[k].astype(wide) for k in "gomv")
     want = ((aw - m) * g / np.sqrt(v + np.float32(1e-5)) + o).astype(dtype)
     assert_matches(_run_node(bn, types, {"a": a, **stats}, {}), want, "BatchNormalization")
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float16])
+def test_conv_takes_float64_and_float16(dtype: type) -> None:
+    """Padded, with a bias; NumPy's windows in float64 (or float32 for float16) are the oracle."""
+    rng = np.random.default_rng(4)
+    dt = np.dtype(dtype)
+    wide = np.float64 if dtype == np.float64 else np.float32
+    x = rng.standard_normal((1, 4, 6, 6)).astype(dtype)
+    w = rng.standard_normal((3, 4, 3, 3)).astype(dtype)
+    b = rng.standard_normal(3).astype(dtype)
+    types = {"x": (dt, x.shape), "w": (dt, w.shape), "b": (dt, (3,)), "y": (dt, (1, 3, 6, 6))}
+    node = helper.make_node("Conv", ["x", "w", "b"], ["y"], pads=[1, 1, 1, 1])
+    padded = np.pad(x.astype(wide), ((0, 0), (0, 0), (1, 1), (1, 1)))
+    windows = np.lib.stride_tricks.sliding_window_view(padded, (3, 3), axis=(2, 3))
+    want = np.einsum("nchwij,fcij->nfhw", windows, w.astype(wide)) + b.astype(wide)[:, None, None]
+    assert_matches(_run_node(node, types, {"x": x, "w": w, "b": b}, {}), want.astype(dtype), "Conv")
