@@ -1086,7 +1086,8 @@ def _pool(node: onnx.NodeProto, ctx: _Ctx) -> _Call:
     kernel, strides, dilations, begin, outs = _pool_geometry(at, size)
     if min(outs) < 1 or math.prod(sx) == 0:
         raise Untranslatable(f"{op} with an empty output")
-    out = ctx.check_output(node, (*sx[:2], *outs))
+    dtype = ctx.common_dtype([x], op)
+    out = ctx.check_output(node, (*sx[:2], *outs), dtype)
     pos = [
         f"{_scaled(s, f'o{j}')}{f' - {b}' if b else ''} + {_scaled(d, f'k{j}')}"
         for j, (s, b, d) in enumerate(zip(strides, begin, dilations, strict=True))
@@ -1122,8 +1123,10 @@ def _pool(node: onnx.NodeProto, ctx: _Ctx) -> _Call:
         lines = [f"  {yr} max=! {value}\n      where {ranges}"]
         window = "Positions outside the input read the lowest float32."
     else:
-        value = f"{cond} ? {xr} : 0.0" if cond else xr
-        lines = [f"  {yr} +=! {value}\n      where {ranges}"]
+        value = f"{cond} ? {xr} : 0.0" if cond else _wide(dtype, xr)
+        acc, _ = _accumulator(dtype, o_idx)
+        sums = _ref(acc, ["n", "c", *o_idx])
+        lines = [f"  {sums} +=! {value}\n      where {ranges}"]
         if int(at.get("count_include_pad", 0)):
             if at.get("auto_pad", "NOTSET") != "NOTSET":
                 raise Untranslatable("count_include_pad with auto_pad")
@@ -1138,9 +1141,9 @@ def _pool(node: onnx.NodeProto, ctx: _Ctx) -> _Call:
         if counted:
             cnt = _ref("cnt", o_idx)
             lines.insert(0, f"  {cnt} +=! {' && '.join(counted)} ? 1.0 : 0.0\n      where {ranges}")
-            lines.append(f"  {yr} = {yr} / {cnt}")
+            lines.append(f"  {yr} = {sums} / {cnt}")
         else:
-            lines.append(f"  {yr} = {yr} / {_lit(math.prod(kernel))}")
+            lines.append(f"  {yr} = {sums} / {_lit(math.prod(kernel))}")
     text = _instantiate(
         op,
         "default",
@@ -1150,7 +1153,8 @@ def _pool(node: onnx.NodeProto, ctx: _Ctx) -> _Call:
         dilations=dilations,
         pads_begin=begin,
         window=window,
-        X=_decl("float32", ["N", "C", *(f"S{j}" for j in range(n))]),
+        X=_decl(_tc_type(dtype), ["N", "C", *(f"S{j}" for j in range(n))]),
+        Yt=_tc_type(dtype),
         statements="\n".join(lines),
     )
     return _Call(op, text, (x,), (out,))

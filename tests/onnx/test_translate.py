@@ -603,3 +603,27 @@ def test_conv_takes_float64_and_float16(dtype: type) -> None:
     windows = np.lib.stride_tricks.sliding_window_view(padded, (3, 3), axis=(2, 3))
     want = np.einsum("nchwij,fcij->nfhw", windows, w.astype(wide)) + b.astype(wide)[:, None, None]
     assert_matches(_run_node(node, types, {"x": x, "w": w, "b": b}, {}), want.astype(dtype), "Conv")
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float16])
+def test_pools_take_float64_and_float16(dtype: type) -> None:
+    """MaxPool and AveragePool (padding not counted), 3x3 windows padded by 1."""
+    dt = np.dtype(dtype)
+    wide = np.float64 if dtype == np.float64 else np.float32
+    x = np.random.default_rng(5).standard_normal((1, 2, 5, 5)).astype(dtype)
+    types = {"x": (dt, x.shape), "y": (dt, x.shape)}
+    pads = ((0, 0), (0, 0), (1, 1), (1, 1))
+
+    def windows(a: np.ndarray, fill: float) -> np.ndarray:
+        padded = np.pad(a, pads, constant_values=fill)
+        return np.lib.stride_tricks.sliding_window_view(padded, (3, 3), axis=(2, 3))
+
+    xw = x.astype(wide)
+    counts = windows(np.ones_like(xw), 0.0).sum(axis=(-2, -1))
+    want = {
+        "MaxPool": windows(xw, -np.inf).max(axis=(-2, -1)),
+        "AveragePool": windows(xw, 0.0).sum(axis=(-2, -1)) / counts,
+    }
+    for op, expected in want.items():
+        node = helper.make_node(op, ["x"], ["y"], kernel_shape=[3, 3], pads=[1, 1, 1, 1])
+        assert_matches(_run_node(node, types, {"x": x}, {}), expected.astype(dtype), op)
