@@ -1208,7 +1208,9 @@ def _layer_norm(node: onnx.NodeProto, ctx: _Ctx) -> _Call:
     outputs = list(node.output) + [""] * (3 - len(node.output))
     if not outputs[0]:
         raise Untranslatable(f"{op} without its output Y")
-    ctx.check_type(outputs[0], sx, _FLOAT32)
+    dtype = ctx.common_dtype([v for v in ins if v], op)
+    t = _tc_type(dtype)
+    ctx.check_type(outputs[0], sx, dtype)
     stat_shape = tuple(d if j < axis else 1 for j, d in enumerate(sx))
     for v in outputs[1:]:
         if v:
@@ -1216,7 +1218,7 @@ def _layer_norm(node: onnx.NodeProto, ctx: _Ctx) -> _Call:
     all_idx = _indices(rank)
     k_idx = [f"k{j}" if j >= axis else f"i{j}" for j in range(rank)]
     outer = ", ".join(all_idx[:axis])
-    params = [f"{_decl('float32', _sizes(rank))} X"]
+    params = [f"{_decl(t, _sizes(rank))} X"]
     args = [x]
     scale = bias = ""
     for name, v, sep in (("S", ins[1], " * "), ("B", ins[2] if len(ins) > 2 else "", " + ")):
@@ -1226,17 +1228,20 @@ def _layer_norm(node: onnx.NodeProto, ctx: _Ctx) -> _Call:
         if len(sv) > rank or any(d not in (1, o) for d, o in zip(sv[::-1], sx[::-1], strict=False)):
             raise Untranslatable(f"'{v}' of shape {list(sv)} does not broadcast to {list(sx)}")
         dims, idx = _broadcast(sv, sx)
-        params.append(f"{_decl('float32', dims)} {name}")
+        params.append(f"{_decl(t, dims)} {name}")
         args.append(v)
         term = f"{sep}{_ref(name, idx)}"
         scale, bias = (scale + term, bias) if name == "S" else (scale, bias + term)
-    names, extra = ["Y"], []
+    # Y has X's type; the statistics are float32 (ONNX's U), cast from float64.
+    names, extra = [f"{t} Y"], []
     r_idx = [f"r{j}" if j >= axis else f"i{j}" for j in range(rank)]
     kept = ", ".join(f"r{j} in 0:1" for j in axes)
     for v, tc_name, expr in ((outputs[1], "Mean", "mu"), (outputs[2], "InvStdDev", "r")):
         if v:
-            names.append(tc_name)
-            extra.append(f"  {_ref(tc_name, r_idx)} = {_ref(expr, all_idx[:axis])} where {kept}\n")
+            names.append(f"float32 {tc_name}")
+            stat = _ref(expr, all_idx[:axis])
+            stat = f"float32({stat})" if dtype == np.float64 else stat
+            extra.append(f"  {_ref(tc_name, r_idx)} = {stat} where {kept}\n")
     text = _instantiate(
         op,
         "default",
@@ -1246,7 +1251,7 @@ def _layer_norm(node: onnx.NodeProto, ctx: _Ctx) -> _Call:
         outputs=", ".join(names),
         outer=outer,
         all=", ".join(all_idx),
-        Xk=_ref("X", k_idx),
+        Xk=_wide(dtype, _ref("X", k_idx)),
         Xi=_ref("X", all_idx),
         dk=", ".join(k_idx),
         count=_lit(count),

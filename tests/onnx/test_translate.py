@@ -627,3 +627,24 @@ def test_pools_take_float64_and_float16(dtype: type) -> None:
     for op, expected in want.items():
         node = helper.make_node(op, ["x"], ["y"], kernel_shape=[3, 3], pads=[1, 1, 1, 1])
         assert_matches(_run_node(node, types, {"x": x}, {}), expected.astype(dtype), op)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float16])
+def test_layer_norm_takes_float64_and_float16(dtype: type) -> None:
+    """Y in X's dtype, Mean and InvStdDev in float32 (ONNX's U); NumPy is the oracle."""
+    rng = np.random.default_rng(6)
+    dt = np.dtype(dtype)
+    wide = np.float64 if dtype == np.float64 else np.float32
+    x, s, b = (rng.standard_normal(shape).astype(dtype) for shape in ((3, 16), (16,), (16,)))
+    types = {"x": (dt, (3, 16)), "s": (dt, (16,)), "b": (dt, (16,)), "y": (dt, (3, 16))}
+    types |= {"m": (F32, (3, 1)), "r": (F32, (3, 1))}
+    node = helper.make_node("LayerNormalization", ["x", "s", "b"], ["y", "m", "r"], axis=-1)
+    t = translate([node], types=types, constants={}, outputs=["y", "m", "r"], opset=18)
+    y, m, r = _run_tc(t, {"x": x, "s": s, "b": b})
+    xw = x.astype(wide)
+    mean = xw.mean(axis=1, keepdims=True)
+    inv = 1 / np.sqrt(((xw - mean) ** 2).mean(axis=1, keepdims=True) + np.float32(1e-5))
+    want = (xw - mean) * inv * s.astype(wide) + b.astype(wide)
+    assert_matches(y, want.astype(dtype), "Y")
+    assert_matches(m, mean.astype(np.float32), "Mean")
+    assert_matches(r, inv.astype(np.float32), "InvStdDev")
