@@ -757,6 +757,28 @@ def _conv_pads(at: dict[str, Any], size: Sequence[int], kernel: Sequence[int], s
     return begin + end
 
 
+def _conv_padding(pt: int, pl: int, pb: int, pr: int) -> str:
+    """The statement of the zero-padded copy Xp ("" without padding): the convolution
+    itself then has only affine reads (vectorizable, no bounds test); the copy's reads are
+    clamped, since tc_graph checks subscripts regardless of the condition that guards them."""
+    if not (pt or pl or pb or pr):
+        return ""
+    conds, subs = [], []
+    for i, size, lo, hi in (("h", "H", pt, pb), ("w", "W", pl, pr)):
+        sub = f"{i} - {lo}" if lo else i
+        if lo:
+            conds.append(f"{i} >= {lo}")
+            sub = f"max({sub}, 0)"
+        if hi:
+            conds.append(f"{i} < {lo} + {size}" if lo else f"{i} < {size}")
+            sub = f"min({sub}, {size} - 1)"
+        subs.append(sub)
+    return (
+        f"  Xp(n, c, h, w) = {' && '.join(conds)} ? X(n, c, {subs[0]}, {subs[1]}) : 0.0\n"
+        f"      where h in 0:H + {pt + pb}, w in 0:W + {pl + pr}\n"
+    )
+
+
 def _conv(node: onnx.NodeProto, ctx: _Ctx) -> _Call:
     ins = _inputs(node, 2, 3)
     x, w = ins[0], ins[1]
@@ -794,26 +816,8 @@ def _conv(node: onnx.NodeProto, ctx: _Ctx) -> _Call:
             raise Untranslatable(f"bias '{bias}' is not of shape [{f}]")
         bias_param, args = f", {t}(F) B", (*args, bias)
         bias_stmt = f"  {acc}(n, f, oh, ow) = {_wide(dtype, 'B(f)')}\n"
-    pad_stmt, src = "", "X"
-    if pt or pl or pb or pr:
-        # Zero padding through a padded copy Xp: the convolution itself then has only affine
-        # reads (vectorizable, no bounds test); the copy's reads are clamped, since tc_graph
-        # checks subscripts regardless of the condition that guards them.
-        conds, subs = [], []
-        for i, size, lo, hi in (("h", "H", pt, pb), ("w", "W", pl, pr)):
-            sub = f"{i} - {lo}" if lo else i
-            if lo:
-                conds.append(f"{i} >= {lo}")
-                sub = f"max({sub}, 0)"
-            if hi:
-                conds.append(f"{i} < {lo} + {size}" if lo else f"{i} < {size}")
-                sub = f"min({sub}, {size} - 1)"
-            subs.append(sub)
-        pad_stmt = (
-            f"  Xp(n, c, h, w) = {' && '.join(conds)} ? X(n, c, {subs[0]}, {subs[1]}) : 0.0\n"
-            f"      where h in 0:H + {pt + pb}, w in 0:W + {pl + pr}\n"
-        )
-        src = "Xp"
+    pad_stmt = _conv_padding(pt, pl, pb, pr)
+    src = "Xp" if pad_stmt else "X"
     fg = f // group
     ih = f"{_scaled(strides[0], 'oh')} + {_scaled(dilations[0], 'kh')}"
     iw = f"{_scaled(strides[1], 'ow')} + {_scaled(dilations[1], 'kw')}"
@@ -1124,8 +1128,7 @@ def _pool(node: onnx.NodeProto, ctx: _Ctx) -> _Call:
         window = "Positions outside the input read the lowest float32."
     else:
         value = f"{cond} ? {xr} : 0.0" if cond else _wide(dtype, xr)
-        acc, _ = _accumulator(dtype, o_idx)
-        sums = _ref(acc, ["n", "c", *o_idx])
+        sums = _ref("acc" if dtype == _FLOAT16 else "Y", ["n", "c", *o_idx])  # _accumulator
         lines = [f"  {sums} +=! {value}\n      where {ranges}"]
         if int(at.get("count_include_pad", 0)):
             if at.get("auto_pad", "NOTSET") != "NOTSET":
