@@ -66,16 +66,25 @@ def load(model: str | os.PathLike[str] | onnx.ModelProto) -> onnx.ModelProto:
             raise TcError(f"'{path}' is not a readable ONNX model: {exc}") from exc
     skeleton = _skeleton(proto)
     _check(proto, skeleton)
-    inferred = _infer_shapes(_without_hints(skeleton))
-    if inferred is not None:
-        graph = proto.graph
-        value_info = _merge_hints(inferred.graph.value_info, graph.value_info)
-        outputs = _merge_hints(inferred.graph.output, graph.output, keep_all=False)
-        del graph.node[:]
-        graph.node.extend(inferred.graph.node)
-        for field_value, merged in ((graph.value_info, value_info), (graph.output, outputs)):
+    bare = _infer_shapes(_without_hints(skeleton))
+    if bare is not None:
+        # The model's annotations that agree with what its inputs and initializers
+        # imply; the second inference propagates them through ops it cannot infer.
+        hints = _merge_hints(bare.graph.value_info, skeleton.graph.value_info)
+        outputs = _merge_hints(bare.graph.output, skeleton.graph.output, keep_all=False)
+        for field_value, merged in (
+            (skeleton.graph.value_info, hints),
+            (skeleton.graph.output, outputs),
+        ):
             del field_value[:]
             field_value.extend(merged)
+    inferred = _infer_shapes(skeleton)
+    if inferred is not None:
+        graph = proto.graph
+        for field_name in ("node", "value_info", "output"):
+            field_value = getattr(graph, field_name)
+            del field_value[:]
+            field_value.extend(getattr(inferred.graph, field_name))
     return proto
 
 

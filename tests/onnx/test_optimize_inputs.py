@@ -161,3 +161,21 @@ def test_missing_entry_is_a_tc_error(tmp_path, monkeypatch) -> None:
 def test_unknown_model_name_is_a_tc_error() -> None:
     with pytest.raises(tg.TcError, match="unknown model 'resnet'"):
         models.build("resnet")
+
+
+def test_agreeing_annotations_still_propagate_through_unknown_ops() -> None:
+    """An annotation on a custom op's output is all inference has there: the values
+    computed from it get static types (fusable) as before."""
+    model = _model(
+        [
+            helper.make_node("Mystery", ["x"], ["h"], domain="my.ops"),
+            helper.make_node("Relu", ["h"], ["z"]),
+            helper.make_node("Exp", ["z"], ["y"]),
+        ],
+        [_f32("x", [2, 3])],
+        [_f32("y", [2, 3])],
+        value_info=[_f32("h", [2, 3])],
+    )
+    model.opset_import.append(helper.make_opsetid("my.ops", 1))
+    types = Graph.from_model(model).types
+    assert types["z"] == (np.dtype(np.float32), (2, 3))
