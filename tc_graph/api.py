@@ -125,6 +125,14 @@ def _target(target: str | None) -> str:
     return target
 
 
+class UnknownDef(TcError, KeyError):
+    """A def looked up by a name the source does not define: a TcError (the public API
+    raises no other type) that is also the KeyError a mapping lookup gives."""
+
+    def __str__(self) -> str:  # KeyError's would quote the whole message
+        return TcError.__str__(self)
+
+
 class TcModule:
     """The defs of one TC source, by name."""
 
@@ -144,8 +152,9 @@ class TcModule:
         try:
             return self._functions[name]
         except KeyError:
-            raise KeyError(
-                f"no def named {name!r}; this module defines {', '.join(self.names)}"
+            raise UnknownDef(
+                f"no def named {name!r}; this module defines {', '.join(self.names)}",
+                hint="name one of the source's defs (a TcKernel node's 'entry' must)",
             ) from None
 
     def __getattr__(self, name: str) -> TcFunction:

@@ -66,6 +66,18 @@ def load(model: str | os.PathLike[str] | onnx.ModelProto) -> onnx.ModelProto:
             raise TcError(f"'{path}' is not a readable ONNX model: {exc}") from exc
     skeleton = _skeleton(proto)
     _check(proto, skeleton)
+    bare = _infer_shapes(_without_hints(skeleton))
+    if bare is not None:
+        # The model's annotations that agree with what its inputs and initializers
+        # imply; the second inference propagates them through ops it cannot infer.
+        hints = _merge_hints(bare.graph.value_info, skeleton.graph.value_info)
+        outputs = _merge_hints(bare.graph.output, skeleton.graph.output, keep_all=False)
+        for field_value, merged in (
+            (skeleton.graph.value_info, hints),
+            (skeleton.graph.output, outputs),
+        ):
+            del field_value[:]
+            field_value.extend(merged)
     inferred = _infer_shapes(skeleton)
     if inferred is not None:
         graph = proto.graph
@@ -74,6 +86,85 @@ def load(model: str | os.PathLike[str] | onnx.ModelProto) -> onnx.ModelProto:
             del field_value[:]
             field_value.extend(getattr(inferred.graph, field_name))
     return proto
+
+
+def _without_hints(skeleton: onnx.ModelProto) -> onnx.ModelProto:
+    """The skeleton without its value_info and the shapes of its outputs: a model's own
+    annotations are hints that may contradict its inputs and initializers (onnx's lenient
+    inference keeps them, and a kernel compiled for them fails at run time), so types are
+    inferred from the inputs and initializers alone, then merged with the hints."""
+    out = onnx.ModelProto()
+    out.CopyFrom(skeleton)
+    del out.graph.value_info[:]
+    for value in out.graph.output:
+        if value.type.HasField("tensor_type"):
+            value.type.tensor_type.ClearField("shape")
+    return out
+
+
+def _merge_hints(
+    inferred: Iterable[onnx.ValueInfoProto],
+    declared: Iterable[onnx.ValueInfoProto],
+    *,
+    keep_all: bool = True,
+) -> list[onnx.ValueInfoProto]:
+    """Inferred types, completed by the model's declared ones where these agree (a size
+    that inference left unknown); a declared type that contradicts the inferred one is
+    dropped. With `keep_all`, declared values that inference did not reach are kept
+    (custom ops' outputs), after the inferred ones."""
+    hints = {v.name: v for v in declared}
+    out = []
+    for value in inferred:
+        hint = hints.get(value.name)
+        out.append(_completed(value, hint) if hint is not None and _agrees(value, hint) else value)
+    if keep_all:
+        known = {v.name for v in out}
+        out += [v for v in hints.values() if v.name not in known]
+    return out
+
+
+def _completed(inferred: onnx.ValueInfoProto, hint: onnx.ValueInfoProto) -> onnx.ValueInfoProto:
+    """The inferred type with what it leaves unknown (element type, shape, sizes) taken
+    from an agreeing declared one."""
+    out = onnx.ValueInfoProto()
+    out.CopyFrom(inferred)
+    if out.type.WhichOneof("value") is None:
+        out.type.CopyFrom(hint.type)
+        return out
+    if not hint.type.HasField("tensor_type"):
+        return out
+    mine, theirs = out.type.tensor_type, hint.type.tensor_type
+    if not mine.elem_type:
+        mine.elem_type = theirs.elem_type
+    if not mine.HasField("shape"):
+        if theirs.HasField("shape"):
+            mine.shape.CopyFrom(theirs.shape)
+        return out
+    for dim, known in zip(mine.shape.dim, theirs.shape.dim, strict=True):
+        if not dim.HasField("dim_value") and known.WhichOneof("value") is not None:
+            dim.CopyFrom(known)
+    return out
+
+
+def _agrees(inferred: onnx.ValueInfoProto, declared: onnx.ValueInfoProto | None) -> bool:
+    """Whether a declared type is compatible with the inferred one: same element type and
+    rank, and equal sizes wherever both give a number."""
+    if declared is None:
+        return False
+    a, b = inferred.type, declared.type
+    if a.WhichOneof("value") != "tensor_type" or b.WhichOneof("value") != "tensor_type":
+        return a.WhichOneof("value") is None
+    ta, tb = a.tensor_type, b.tensor_type
+    if ta.elem_type and tb.elem_type and ta.elem_type != tb.elem_type:
+        return False
+    if not ta.HasField("shape") or not tb.HasField("shape"):
+        return tb.HasField("shape") or not ta.HasField("shape")
+    if len(ta.shape.dim) != len(tb.shape.dim):
+        return False
+    return all(
+        not (x.HasField("dim_value") and y.HasField("dim_value")) or x.dim_value == y.dim_value
+        for x, y in zip(ta.shape.dim, tb.shape.dim, strict=True)
+    )
 
 
 def check(

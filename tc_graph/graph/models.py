@@ -23,6 +23,8 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
+from ..errors import TcError
+
 OPSET = 17
 IR_VERSION = 8  # the IR version of opset 17; onnx's newer default is too new for onnxruntime
 
@@ -270,7 +272,7 @@ _BUILDERS = {
 def build(name: str, *, small: bool = False) -> onnx.ModelProto:
     """The model `name` (one of NAMES), checked; the same weights on every call."""
     if name not in _BUILDERS:
-        raise ValueError(f"unknown model {name!r}; choose from {', '.join(NAMES)}")
+        raise TcError(f"unknown model {name!r}", hint=f"choose from {', '.join(NAMES)}")
     g = _Graph(name)
     _BUILDERS[name](g, SMALL if small else FULL)
     return g.model()

@@ -12,9 +12,11 @@ fast. `force=True` keeps every group that compiles, without measuring.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import hashlib
 import json
 import math
+import mmap
 import os
 import statistics
 import sys
@@ -50,6 +52,17 @@ RTOL, ATOL = 1e-3, 1e-4
 _DECISIONS = "decisions.json"
 # Gather tables from this size on are fed to the measured sessions rather than embedded.
 _FED_BYTES = 1 << 24
+# Sample inputs of a measurement (a group's, or the whole model's) may take this much
+# memory in all; a model that needs more is not measured, and says so.
+_SAMPLE_MAX_BYTES = 1 << 30
+# Placeholders from this size on are mapped, not allocated (see _placeholder).
+_MAPPED_BYTES = 1 << 20
+# Linux's MAP_NORESERVE (Python's mmap does not name it): no swap is reserved for a
+# mapping that is never written, so a placeholder of any declared size costs nothing.
+_MAP_NORESERVE = 0x4000 if sys.platform.startswith("linux") else 0
+# Set while optimize(tune=True) compiles: the tuner runs the kernels, so even forced
+# compiles get sample inputs (valid, spread Gather indices), not placeholders.
+_TUNING: contextvars.ContextVar[bool] = contextvars.ContextVar("tc_graph_tuning", default=False)
 
 
 @dataclass(frozen=True)
@@ -69,6 +82,7 @@ class _Compiled:
     group: Group
     attrs: NodeAttrs
     feeds: dict[str, np.ndarray]  # sample values of the group's runtime inputs
+    unsampled: str = ""  # why there are no samples (too large): it cannot be measured
 
 
 @dataclass(frozen=True)
@@ -97,8 +111,12 @@ def optimize(
         first = optimize(model, force=force, progress=progress)
         if not _tc_nodes(first):
             return optimize(model, force=force, report=report) if report else first
-        with tuning_compiles(first, progress=progress):
-            return optimize(model, force=force, report=report, progress=progress)
+        token = _TUNING.set(True)
+        try:
+            with tuning_compiles(first, progress=progress):
+                return optimize(model, force=force, report=report, progress=progress)
+        finally:
+            _TUNING.reset(token)
     g = Graph.from_model(model)
     opset = tr.opset_version(g.model)
 
@@ -179,18 +197,15 @@ def _won_by(d: Decision) -> float:
 
 
 def _model_feeds(g: Graph) -> dict[str, np.ndarray] | None:
-    """Sample values for the model's runtime inputs (valid Gather indices), or None."""
-    rng = np.random.default_rng(0)
-    indices = _index_extents(g, range(len(g.model.graph.node)))
-    feeds: dict[str, np.ndarray] = {}
-    for v in g.graph_inputs:
-        if v in g.constants:
-            continue
-        if v not in g.types:
-            return None
-        dtype, shape = g.types[v]
-        feeds[v] = _sample(rng, np.dtype(dtype), shape, indices.get(v))
-    return feeds
+    """Sample values for the model's runtime inputs (valid Gather indices), or None where
+    an input has no static shape or the samples would be too large (not measured)."""
+    runtime = [v for v in g.graph_inputs if v not in g.constants]
+    if any(v not in g.types for v in runtime):
+        return None
+    try:
+        return _samples(g, runtime, _index_extents(g, range(len(g.model.graph.node))))
+    except _TooLarge:
+        return None
 
 
 def _whole_key(g: Graph, chosen: Sequence[_Choice]) -> str:
@@ -295,7 +310,7 @@ def _evaluate(
 ) -> tuple[Decision, _Compiled | None]:
     ops, shapes = _describe(g, group)
     try:
-        compiled = _compile(g, group, name=name)
+        compiled = _compile(g, group, name=name, sample=not force or _TUNING.get())
     except TcError as e:
         first = str(e).splitlines()[0]
         return Decision(ops, shapes, None, None, False, f"not compiled: {first}"), None
@@ -303,7 +318,9 @@ def _evaluate(
         return Decision(ops, shapes, None, None, True, "forced"), compiled
     key = f"{compiled.attrs.kernel_key}:{os.cpu_count()}"
     known = _known_decision(key)
-    if known is None:
+    if compiled.unsampled:
+        known = {"why": f"not measured: {compiled.unsampled}"}
+    elif known is None:
         known = _measure(g, compiled)
         _store_decision(key, known)
     fused_us, ort_us, ratio, why = (
@@ -318,7 +335,10 @@ def _evaluate(
     return Decision(ops, shapes, fused_us, ort_us, ok, why), compiled
 
 
-def _compile(g: Graph, group: Group, *, name: str) -> _Compiled:
+def _compile(g: Graph, group: Group, *, name: str, sample: bool) -> _Compiled:
+    """The group translated and compiled. With `sample`, its runtime inputs get sample
+    values for measuring (unless they would take more than _SAMPLE_MAX_BYTES); otherwise,
+    or then, the compiler gets placeholders, which cost no memory: it reads only shapes."""
     nodes = [g.node(n) for n in group.nodes]
     t = tr.translate(
         nodes,
@@ -329,19 +349,25 @@ def _compile(g: Graph, group: Group, *, name: str) -> _Compiled:
         opset=tr.opset_version(g.model),
     )
     added = {p.name: numpy_helper.to_array(p) for p in t.initializers}
-    rng = np.random.default_rng(0)
-    indices = _index_extents(g, group.nodes)
-    values: list[np.ndarray] = []
+    runtime = [v for v in t.inputs if v not in added and v not in g.constants]
     feeds: dict[str, np.ndarray] = {}
+    unsampled = ""
+    if sample:
+        try:
+            feeds = _samples(g, runtime, _index_extents(g, group.nodes))
+        except _TooLarge as e:
+            unsampled = str(e)
+    values: list[np.ndarray] = []
     for v in t.inputs:
         if v in added:
             values.append(added[v])
         elif v in g.constants:
             values.append(np.asarray(g.constants[v]))
+        elif v in feeds:
+            values.append(feeds[v])
         else:
             dtype, shape = g.types[v]
-            feeds[v] = _sample(rng, np.dtype(dtype), shape, indices.get(v))
-            values.append(feeds[v])
+            values.append(_placeholder(np.dtype(dtype), shape))
     fn = define(t.source)[t.entry]
     kernel = fn.compile(*values)
     out_shapes = fn.output_shapes(*values)
@@ -359,20 +385,67 @@ def _compile(g: Graph, group: Group, *, name: str) -> _Compiled:
         output_shapes=tuple(tuple(s) for s in out_shapes),
         initializers=t.initializers,
     )
-    return _Compiled(group, attrs, feeds)
+    return _Compiled(group, attrs, feeds, unsampled)
 
 
 def _index_extents(g: Graph, nodes: Iterable[int]) -> dict[str, int]:
     """Runtime inputs used as Gather indices, and the extent they index: the sample
-    values must be valid and spread, or the timing would measure one cached row."""
+    values must be valid and spread, or the timing would measure one cached row. A
+    Gather whose axis is out of range is skipped: it is never translated, and
+    onnxruntime reports the invalid node itself."""
     out: dict[str, int] = {}
     for n in nodes:
         node = g.node(n)
         if node.op_type == "Gather" and len(node.input) > 1 and node.input[0] in g.types:
             axis = next((a.i for a in node.attribute if a.name == "axis"), 0)
             shape = g.types[node.input[0]][1]
-            out[node.input[1]] = int(shape[axis]) if shape else 1
+            if not shape:
+                out[node.input[1]] = 1
+            elif -len(shape) <= axis < len(shape):
+                out[node.input[1]] = int(shape[axis])
     return out
+
+
+class _TooLarge(Exception):
+    """Sample inputs that would take too much memory (caught in this module)."""
+
+
+def _samples(g: Graph, names: Sequence[str], indices: Mapping[str, int]) -> dict[str, np.ndarray]:
+    """Sample values of runtime inputs of static types; _TooLarge where they would take
+    more than _SAMPLE_MAX_BYTES in all, or the allocation fails."""
+    names = list(dict.fromkeys(names))
+    total = sum(math.prod(g.types[v][1]) * np.dtype(g.types[v][0]).itemsize for v in names)
+    if total > _SAMPLE_MAX_BYTES:
+        raise _TooLarge(
+            f"its sample inputs would take {total / 2**20:.0f} MiB "
+            f"(the limit is {_SAMPLE_MAX_BYTES / 2**20:.0f} MiB)"
+        )
+    rng = np.random.default_rng(0)
+    feeds: dict[str, np.ndarray] = {}
+    try:
+        for v in names:
+            dtype, shape = g.types[v]
+            feeds[v] = _sample(rng, np.dtype(dtype), shape, indices.get(v))
+    except MemoryError:
+        raise _TooLarge(f"out of memory making sample inputs of {total / 2**20:.0f} MiB") from None
+    return feeds
+
+
+def _placeholder(dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
+    """A zero-filled array that costs no memory until written: compiling reads only its
+    shape and dtype. A big one is a private anonymous mapping that reserves nothing."""
+    nbytes = math.prod(shape) * dtype.itemsize
+    if nbytes < _MAPPED_BYTES:
+        return np.zeros(shape, dtype)
+    try:
+        buffer = mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | _MAP_NORESERVE)
+    except (OSError, OverflowError, ValueError) as e:
+        raise TcError(
+            f"an input of shape {list(shape)} ({dtype.name}, {nbytes} bytes) cannot even be "
+            f"mapped: {e}",
+            hint="check the model's declared input shapes",
+        ) from None
+    return np.frombuffer(buffer, dtype).reshape(shape)
 
 
 def _sample(

@@ -56,6 +56,7 @@ _TC_TYPES: dict[np.dtype, str] = {
     )
 }  # fmt: skip
 _INDEX_DTYPES = (np.dtype(np.int32), np.dtype(np.int64))
+_FLOAT16 = np.dtype(np.float16)
 
 
 class Untranslatable(TcError):
@@ -222,6 +223,17 @@ class _Ctx:
             )
         return shape
 
+    def common_dtype(self, values: Sequence[str], op: str) -> np.dtype:
+        """The one dtype of an arithmetic op's data operands (ONNX's `T` is shared by
+        them), which must be one of the op's dtypes in the table."""
+        for v in values:
+            self.shape(v, op)
+        dtypes = {self.type(v)[0] for v in values}
+        if len(dtypes) != 1:
+            names = ", ".join(sorted(d.name for d in dtypes))
+            raise Untranslatable(f"{op} of operands of different dtypes ({names})")
+        return dtypes.pop()
+
     def check_output(
         self, node: onnx.NodeProto, shape: tuple[int, ...], dtype: np.dtype = _FLOAT32
     ) -> str:
@@ -319,23 +331,26 @@ def _elementwise_call(
         raise Untranslatable(
             f"shapes {', '.join(str(list(s)) for s in shapes)} do not broadcast"
         ) from None
-    out = ctx.check_output(node, shape)
+    dtype = ctx.common_dtype([*operands, *scalars], op)
+    tc_type = _tc_type(dtype)
+    out = ctx.check_output(node, shape, dtype)
     params, lets, names = [], [], []
     for k, s in enumerate(shapes):
         dims, idx = _broadcast(s, shape)
-        params.append(f"{_decl('float32', dims)} X{k}")
+        params.append(f"{_decl(tc_type, dims)} X{k}")
         lets.append(f"x{k} = {_ref(f'X{k}', idx)}")
         names.append(f"x{k}")
     for k, v in enumerate(scalars):
         if ctx.shape(v, op) != ():
             raise Untranslatable(f"'{v}' is not a scalar")
-        params.append(f"float32 s{k}")
+        params.append(f"{tc_type} s{k}")
     text = _instantiate(
         op,
         "default",
         op=op,
         params=", ".join(params),
         Y=_ref("Y", _indices(len(shape))),
+        Yt=tc_type,
         expr=expr(names),
         lets=", ".join(lets),
     )
@@ -421,6 +436,21 @@ def _copy_call(op: str, node: onnx.NodeProto, ctx: _Ctx, x: str) -> _Call:
     return _Call("Identity", text, (x,), (out,))
 
 
+def _wide(dtype: np.dtype, ref: str) -> str:
+    """A read that products accumulate from: float16 is cast to float32 (the language
+    computes float16 in float32, but a product of two float16 values is rounded to 16 bits
+    before it is added)."""
+    return f"float32({ref})" if dtype == _FLOAT16 else ref
+
+
+def _accumulator(dtype: np.dtype, idx: Sequence[str]) -> tuple[str, str]:
+    """The tensor a contraction accumulates into (Y, or for float16 a float32 temporary
+    acc) and the statement that then stores it into Y."""
+    if dtype != _FLOAT16:
+        return "Y", ""
+    return "acc", f"  {_ref('Y', idx)} = {_ref('acc', idx)}\n"
+
+
 def _identity(node: onnx.NodeProto, ctx: _Ctx) -> _Call:
     (x,) = _inputs(node, 1, 1)
     return _copy_call("Identity", node, ctx, x)
@@ -429,6 +459,7 @@ def _identity(node: onnx.NodeProto, ctx: _Ctx) -> _Call:
 def _matmul(node: onnx.NodeProto, ctx: _Ctx) -> _Call:
     a, b = _inputs(node, 2, 2)
     sa, sb = ctx.shape(a, "MatMul"), ctx.shape(b, "MatMul")
+    dtype = ctx.common_dtype([a, b], "MatMul")
     if not sa or not sb:
         raise Untranslatable("MatMul of a 0-d operand")
     k_b = sb[-2] if len(sb) >= 2 else sb[0]
@@ -442,7 +473,7 @@ def _matmul(node: onnx.NodeProto, ctx: _Ctx) -> _Call:
         ) from None
     # A 1-D operand has no m (resp. n): numpy promotes it to a matrix and drops that axis.
     shape = batch + sa[-2:-1] + sb[-1:] * (len(sb) >= 2)
-    out = ctx.check_output(node, shape)
+    out = ctx.check_output(node, shape, dtype)
     da, ia = _broadcast(sa[:-2], batch, "B", "b")
     db, ib = _broadcast(sb[:-2], batch, "B", "b")
     y_idx = [f"b{j}" for j in range(len(batch))]
@@ -452,14 +483,17 @@ def _matmul(node: onnx.NodeProto, ctx: _Ctx) -> _Call:
     db, ib = [*db, "K"], [*ib, "k"]
     if len(sb) >= 2:
         db, ib, y_idx = [*db, "N"], [*ib, "n"], [*y_idx, "n"]
+    acc, store = _accumulator(dtype, y_idx)
     text = _instantiate(
         "MatMul",
         "default",
-        A=_decl("float32", da),
-        B=_decl("float32", db),
-        Ar=_ref("A", ia),
-        Br=_ref("B", ib),
-        Y=_ref("Y", y_idx),
+        A=_decl(_tc_type(dtype), da),
+        B=_decl(_tc_type(dtype), db),
+        Ar=_wide(dtype, _ref("A", ia)),
+        Br=_wide(dtype, _ref("B", ib)),
+        Yt=_tc_type(dtype),
+        T=_ref(acc, y_idx),
+        store=store,
     )
     return _Call("MatMul", text, (a, b), (out,))
 
@@ -472,24 +506,30 @@ def _gemm(node: onnx.NodeProto, ctx: _Ctx) -> _Call:
     alpha, beta = float(at.get("alpha", 1.0)), float(at.get("beta", 1.0))
     trans_a, trans_b = int(at.get("transA", 0)), int(at.get("transB", 0))
     sa, sb = ctx.shape(a, "Gemm"), ctx.shape(b, "Gemm")
+    dtype = ctx.common_dtype([a, b, c] if c else [a, b], "Gemm")
+    t = _tc_type(dtype)
     if len(sa) != 2 or len(sb) != 2:
         raise Untranslatable(f"Gemm of shapes {list(sa)} and {list(sb)}: operands must be 2-D")
     m, k = sa[::-1] if trans_a else sa
     k_b, n = sb[::-1] if trans_b else sb
     if k != k_b:
         raise Untranslatable(f"Gemm of shapes {list(sa)} and {list(sb)}: inner sizes differ")
-    out = ctx.check_output(node, (m, n))
+    out = ctx.check_output(node, (m, n), dtype)
     if trans_b and len(ctx.type(b)[1]) == 2:
         packed = ctx.pack_transposed(b)
         if packed is not None:  # weights (N, K) become (K, N): n is contiguous in memory
             b, trans_b = packed, 0
     alpha_text = "" if alpha == 1.0 else f"{_lit(alpha)} * "
+    acc, store = _accumulator(dtype, ["m", "n"])
     fields = {
-        "A": _decl("float32", ("K", "M") if trans_a else ("M", "K")),
-        "B": _decl("float32", ("N", "K") if trans_b else ("K", "N")),
-        "a_idx": "k, m" if trans_a else "m, k",
-        "b_idx": "n, k" if trans_b else "k, n",
+        "A": _decl(t, ("K", "M") if trans_a else ("M", "K")),
+        "B": _decl(t, ("N", "K") if trans_b else ("K", "N")),
+        "Ar": _wide(dtype, "A(k, m)" if trans_a else "A(m, k)"),
+        "Br": _wide(dtype, "B(n, k)" if trans_b else "B(k, n)"),
         "alpha": alpha_text,
+        "Yt": t,
+        "T": acc,
+        "store": store,
     }
     if not c or beta == 0.0:  # ONNX: beta * C is dropped with beta = 0 (onnxruntime too)
         return _Call("Gemm", _instantiate("Gemm", "nobias", **fields), (a, b), (out,))
@@ -502,7 +542,7 @@ def _gemm(node: onnx.NodeProto, ctx: _Ctx) -> _Call:
     ic = [{"i0": "m", "i1": "n"}.get(i, i) for i in ic]
     beta_text = "" if beta == 1.0 else f"{_lit(beta)} * "
     text = _instantiate(
-        "Gemm", "bias", C=_decl("float32", dc), Cr=beta_text + _ref("C", ic), **fields
+        "Gemm", "bias", C=_decl(t, dc), Cr=beta_text + _wide(dtype, _ref("C", ic)), **fields
     )
     return _Call("Gemm", text, (a, b, c), (out,))
 
@@ -594,7 +634,8 @@ def _reduce(node: onnx.NodeProto, ctx: _Ctx) -> _Call:
     shape = tuple(
         1 if j in axes_set else d for j, d in enumerate(sx) if keepdims or j not in axes_set
     )
-    out = ctx.check_output(node, shape)
+    dtype = ctx.common_dtype([x], op)
+    out = ctx.check_output(node, shape, dtype)
     x_idx = [f"k{j}" if j in axes_set else f"i{j}" for j in range(len(sx))]
     y_idx = [
         (f"r{j}" if j in axes_set else f"i{j}")
@@ -604,24 +645,31 @@ def _reduce(node: onnx.NodeProto, ctx: _Ctx) -> _Call:
     kept = [f"r{j} in 0:1" for j in sorted(axes_set)] if keepdims else []
     y = _ref("Y", y_idx)
     count = math.prod(sx[j] for j in axes_set)
-    post = ""
+    pre = string.Template(entry.get("pre", "${x}")).substitute(x="x")
+    # float16 accumulates in a float32 temporary (the language computes float16 in float32;
+    # 16-bit partial sums would lose the precision), stored as 16 bits at the end.
+    acc = _ref("acc", y_idx) if dtype == _FLOAT16 else y
+    if acc != y:
+        pre = f"float32({pre})"
+    result = acc
     if "post" in entry:
-        if count == 0:
-            raise Untranslatable(f"{op} over an empty set")
-        expr = string.Template(entry["post"]).substitute(y=y, count=_lit(count))
-        post = f"  {y} = {expr}\n"
+        if count == 0 and "${count}" in entry["post"]:
+            # A mean of nothing divides by zero: left to onnxruntime, before any measuring.
+            raise Untranslatable(f"{op} over an empty set (a reduced axis has size 0)")
+        result = string.Template(entry["post"]).substitute(y=acc, count=_lit(count))
     text = _instantiate(
         op,
         "default",
         op=op,
         axes=sorted(axes_set),
-        X=_decl("float32", _sizes(len(sx))),
+        X=_decl(_tc_type(dtype), _sizes(len(sx))),
         Xr=_ref("X", x_idx),
-        Y=y,
+        Yt=_tc_type(dtype),
+        acc=acc,
         reducer=entry["reducer"],
-        pre=string.Template(entry.get("pre", "${x}")).substitute(x="x"),
+        pre=pre,
         ranges="".join(f", {r}" for r in kept),
-        post=post,
+        post=f"  {y} = {result}\n" if result != y else "",
     )
     return _Call(op, text, (x,), (out,))
 
@@ -709,11 +757,35 @@ def _conv_pads(at: dict[str, Any], size: Sequence[int], kernel: Sequence[int], s
     return begin + end
 
 
+def _conv_padding(pt: int, pl: int, pb: int, pr: int) -> str:
+    """The statement of the zero-padded copy Xp ("" without padding): the convolution
+    itself then has only affine reads (vectorizable, no bounds test); the copy's reads are
+    clamped, since tc_graph checks subscripts regardless of the condition that guards them."""
+    if not (pt or pl or pb or pr):
+        return ""
+    conds, subs = [], []
+    for i, size, lo, hi in (("h", "H", pt, pb), ("w", "W", pl, pr)):
+        sub = f"{i} - {lo}" if lo else i
+        if lo:
+            conds.append(f"{i} >= {lo}")
+            sub = f"max({sub}, 0)"
+        if hi:
+            conds.append(f"{i} < {lo} + {size}" if lo else f"{i} < {size}")
+            sub = f"min({sub}, {size} - 1)"
+        subs.append(sub)
+    return (
+        f"  Xp(n, c, h, w) = {' && '.join(conds)} ? X(n, c, {subs[0]}, {subs[1]}) : 0.0\n"
+        f"      where h in 0:H + {pt + pb}, w in 0:W + {pl + pr}\n"
+    )
+
+
 def _conv(node: onnx.NodeProto, ctx: _Ctx) -> _Call:
     ins = _inputs(node, 2, 3)
     x, w = ins[0], ins[1]
     bias = ins[2] if len(ins) > 2 else ""
     sx, sw = ctx.shape(x, "Conv"), ctx.shape(w, "Conv")
+    dtype = ctx.common_dtype([x, w, bias] if bias else [x, w], "Conv")
+    t = _tc_type(dtype)
     if len(sx) != 4 or len(sw) != 4:
         raise Untranslatable(
             f"Conv of shapes {list(sx)} and {list(sw)}: only 2-D convolutions (NCHW) translate"
@@ -735,34 +807,20 @@ def _conv(node: onnx.NodeProto, ctx: _Ctx) -> _Call:
     ow = (wd + pl + pr - dilations[1] * (kw - 1) - 1) // strides[1] + 1
     if oh < 1 or ow < 1:
         raise Untranslatable("the convolution's output is empty")
-    out = ctx.check_output(node, (n, f, oh, ow))
+    out = ctx.check_output(node, (n, f, oh, ow), dtype)
+    acc, store = _accumulator(dtype, ["n", "f", "oh", "ow"])
     args: tuple[str, ...] = (x, w)
     bias_param = bias_stmt = ""
     if bias:
         if ctx.shape(bias, "Conv") != (f,):
             raise Untranslatable(f"bias '{bias}' is not of shape [{f}]")
-        bias_param, bias_stmt, args = ", float32(F) B", "  Y(n, f, oh, ow) = B(f)\n", (*args, bias)
-    pad_stmt, src = "", "X"
-    if pt or pl or pb or pr:
-        # Zero padding through a padded copy Xp: the convolution itself then has only affine
-        # reads (vectorizable, no bounds test); the copy's reads are clamped, since tc_graph
-        # checks subscripts regardless of the condition that guards them.
-        conds, subs = [], []
-        for i, size, lo, hi in (("h", "H", pt, pb), ("w", "W", pl, pr)):
-            sub = f"{i} - {lo}" if lo else i
-            if lo:
-                conds.append(f"{i} >= {lo}")
-                sub = f"max({sub}, 0)"
-            if hi:
-                conds.append(f"{i} < {lo} + {size}" if lo else f"{i} < {size}")
-                sub = f"min({sub}, {size} - 1)"
-            subs.append(sub)
-        pad_stmt = (
-            f"  Xp(n, c, h, w) = {' && '.join(conds)} ? X(n, c, {subs[0]}, {subs[1]}) : 0.0\n"
-            f"      where h in 0:H + {pt + pb}, w in 0:W + {pl + pr}\n"
-        )
-        src = "Xp"
+        bias_param, args = f", {t}(F) B", (*args, bias)
+        bias_stmt = f"  {acc}(n, f, oh, ow) = {_wide(dtype, 'B(f)')}\n"
+    pad_stmt = _conv_padding(pt, pl, pb, pr)
+    src = "Xp" if pad_stmt else "X"
     fg = f // group
+    ih = f"{_scaled(strides[0], 'oh')} + {_scaled(dilations[0], 'kh')}"
+    iw = f"{_scaled(strides[1], 'ow')} + {_scaled(dilations[1], 'kw')}"
     if group == 1:
         chan = "c"
     else:
@@ -784,9 +842,11 @@ def _conv(node: onnx.NodeProto, ctx: _Ctx) -> _Call:
         pad_stmt=pad_stmt,
         bias_stmt=bias_stmt,
         acc="+=" if bias else "+=!",
-        src=src,
-        ih=f"{_scaled(strides[0], 'oh')} + {_scaled(dilations[0], 'kh')}",
-        iw=f"{_scaled(strides[1], 'ow')} + {_scaled(dilations[1], 'kw')}",
+        t=t,
+        T=acc,
+        Xr=_wide(dtype, f"{src}(n, {chan}, {ih}, {iw})"),
+        Wr=_wide(dtype, "Wt(f, c, kh, kw)"),
+        store=store,
     )
     return _Call("Conv", text, args, (out,))
 
@@ -944,7 +1004,8 @@ def _softmax(node: onnx.NodeProto, ctx: _Ctx) -> _Call:
         axes = {_normalize_axis(int(at.get("axis", -1)), rank, "axis")}
     if math.prod(sx) == 0:
         raise Untranslatable(f"{op} of an empty tensor")
-    out = ctx.check_output(node, sx)
+    dtype = ctx.common_dtype([x], op)
+    out = ctx.check_output(node, sx, dtype)
     all_idx = _indices(rank)
     k_idx = [f"k{j}" if j in axes else f"i{j}" for j in range(rank)]
     outer = ", ".join(f"i{j}" for j in range(rank) if j not in axes)
@@ -954,7 +1015,8 @@ def _softmax(node: onnx.NodeProto, ctx: _Ctx) -> _Call:
         "default",
         op=op,
         axes=sorted(axes),
-        X=_decl("float32", _sizes(rank)),
+        X=_decl(_tc_type(dtype), _sizes(rank)),
+        Yt=_tc_type(dtype),
         Xk=_ref("X", k_idx),
         Xi=fields["Xi"],
         ek=", ".join(k_idx),
@@ -1028,7 +1090,8 @@ def _pool(node: onnx.NodeProto, ctx: _Ctx) -> _Call:
     kernel, strides, dilations, begin, outs = _pool_geometry(at, size)
     if min(outs) < 1 or math.prod(sx) == 0:
         raise Untranslatable(f"{op} with an empty output")
-    out = ctx.check_output(node, (*sx[:2], *outs))
+    dtype = ctx.common_dtype([x], op)
+    out = ctx.check_output(node, (*sx[:2], *outs), dtype)
     pos = [
         f"{_scaled(s, f'o{j}')}{f' - {b}' if b else ''} + {_scaled(d, f'k{j}')}"
         for j, (s, b, d) in enumerate(zip(strides, begin, dilations, strict=True))
@@ -1064,8 +1127,9 @@ def _pool(node: onnx.NodeProto, ctx: _Ctx) -> _Call:
         lines = [f"  {yr} max=! {value}\n      where {ranges}"]
         window = "Positions outside the input read the lowest float32."
     else:
-        value = f"{cond} ? {xr} : 0.0" if cond else xr
-        lines = [f"  {yr} +=! {value}\n      where {ranges}"]
+        value = f"{cond} ? {xr} : 0.0" if cond else _wide(dtype, xr)
+        sums = _ref("acc" if dtype == _FLOAT16 else "Y", ["n", "c", *o_idx])  # _accumulator
+        lines = [f"  {sums} +=! {value}\n      where {ranges}"]
         if int(at.get("count_include_pad", 0)):
             if at.get("auto_pad", "NOTSET") != "NOTSET":
                 raise Untranslatable("count_include_pad with auto_pad")
@@ -1080,9 +1144,9 @@ def _pool(node: onnx.NodeProto, ctx: _Ctx) -> _Call:
         if counted:
             cnt = _ref("cnt", o_idx)
             lines.insert(0, f"  {cnt} +=! {' && '.join(counted)} ? 1.0 : 0.0\n      where {ranges}")
-            lines.append(f"  {yr} = {yr} / {cnt}")
+            lines.append(f"  {yr} = {sums} / {cnt}")
         else:
-            lines.append(f"  {yr} = {yr} / {_lit(math.prod(kernel))}")
+            lines.append(f"  {yr} = {sums} / {_lit(math.prod(kernel))}")
     text = _instantiate(
         op,
         "default",
@@ -1092,7 +1156,8 @@ def _pool(node: onnx.NodeProto, ctx: _Ctx) -> _Call:
         dilations=dilations,
         pads_begin=begin,
         window=window,
-        X=_decl("float32", ["N", "C", *(f"S{j}" for j in range(n))]),
+        X=_decl(_tc_type(dtype), ["N", "C", *(f"S{j}" for j in range(n))]),
+        Yt=_tc_type(dtype),
         statements="\n".join(lines),
     )
     return _Call(op, text, (x,), (out,))
@@ -1112,13 +1177,15 @@ def _batch_norm(node: onnx.NodeProto, ctx: _Ctx) -> _Call:
     for v in ins[1:]:
         if ctx.shape(v, "BatchNormalization") != (sx[1],):
             raise Untranslatable(f"'{v}' is not of shape [{sx[1]}]")
-    out = ctx.check_output(node, sx)
+    dtype = ctx.common_dtype(ins, "BatchNormalization")
+    out = ctx.check_output(node, sx, dtype)
     idx = ["n", "c", *_indices(len(sx))[2:]]
     text = _instantiate(
         "BatchNormalization",
         "default",
         epsilon=_lit(float(at.get("epsilon", 1e-5))),
-        X=_decl("float32", ["N", "C", *_sizes(len(sx))[2:]]),
+        X=_decl(_tc_type(dtype), ["N", "C", *_sizes(len(sx))[2:]]),
+        t=_tc_type(dtype),
         Xr=_ref("X", idx),
         Y=_ref("Y", idx),
     )
@@ -1144,7 +1211,9 @@ def _layer_norm(node: onnx.NodeProto, ctx: _Ctx) -> _Call:
     outputs = list(node.output) + [""] * (3 - len(node.output))
     if not outputs[0]:
         raise Untranslatable(f"{op} without its output Y")
-    ctx.check_type(outputs[0], sx, _FLOAT32)
+    dtype = ctx.common_dtype([v for v in ins if v], op)
+    t = _tc_type(dtype)
+    ctx.check_type(outputs[0], sx, dtype)
     stat_shape = tuple(d if j < axis else 1 for j, d in enumerate(sx))
     for v in outputs[1:]:
         if v:
@@ -1152,7 +1221,7 @@ def _layer_norm(node: onnx.NodeProto, ctx: _Ctx) -> _Call:
     all_idx = _indices(rank)
     k_idx = [f"k{j}" if j >= axis else f"i{j}" for j in range(rank)]
     outer = ", ".join(all_idx[:axis])
-    params = [f"{_decl('float32', _sizes(rank))} X"]
+    params = [f"{_decl(t, _sizes(rank))} X"]
     args = [x]
     scale = bias = ""
     for name, v, sep in (("S", ins[1], " * "), ("B", ins[2] if len(ins) > 2 else "", " + ")):
@@ -1162,17 +1231,20 @@ def _layer_norm(node: onnx.NodeProto, ctx: _Ctx) -> _Call:
         if len(sv) > rank or any(d not in (1, o) for d, o in zip(sv[::-1], sx[::-1], strict=False)):
             raise Untranslatable(f"'{v}' of shape {list(sv)} does not broadcast to {list(sx)}")
         dims, idx = _broadcast(sv, sx)
-        params.append(f"{_decl('float32', dims)} {name}")
+        params.append(f"{_decl(t, dims)} {name}")
         args.append(v)
         term = f"{sep}{_ref(name, idx)}"
         scale, bias = (scale + term, bias) if name == "S" else (scale, bias + term)
-    names, extra = ["Y"], []
+    # Y has X's type; the statistics are float32 (ONNX's U), cast from float64.
+    names, extra = [f"{t} Y"], []
     r_idx = [f"r{j}" if j >= axis else f"i{j}" for j in range(rank)]
     kept = ", ".join(f"r{j} in 0:1" for j in axes)
     for v, tc_name, expr in ((outputs[1], "Mean", "mu"), (outputs[2], "InvStdDev", "r")):
         if v:
-            names.append(tc_name)
-            extra.append(f"  {_ref(tc_name, r_idx)} = {_ref(expr, all_idx[:axis])} where {kept}\n")
+            names.append(f"float32 {tc_name}")
+            stat = _ref(expr, all_idx[:axis])
+            stat = f"float32({stat})" if dtype == np.float64 else stat
+            extra.append(f"  {_ref(tc_name, r_idx)} = {stat} where {kept}\n")
     text = _instantiate(
         op,
         "default",
@@ -1182,7 +1254,7 @@ def _layer_norm(node: onnx.NodeProto, ctx: _Ctx) -> _Call:
         outputs=", ".join(names),
         outer=outer,
         all=", ".join(all_idx),
-        Xk=_ref("X", k_idx),
+        Xk=_wide(dtype, _ref("X", k_idx)),
         Xi=_ref("X", all_idx),
         dk=", ".join(k_idx),
         count=_lit(count),
@@ -1361,7 +1433,7 @@ def translate(
 
     def value_type(value: str) -> tuple[str, tuple[int, ...]]:
         if value in packed_arrays:
-            return "float32", packed_arrays[value].shape
+            return _TC_TYPES[packed_arrays[value].dtype], packed_arrays[value].shape
         dtype, shape = ctx.type(value)
         return _TC_TYPES[dtype], shape
 

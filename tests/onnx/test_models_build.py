@@ -158,7 +158,7 @@ def test_sample_inputs_rejects_unknown_integer_input() -> None:
 
 
 def test_unknown_name() -> None:
-    with pytest.raises(ValueError, match="unknown model"):
+    with pytest.raises(tg.TcError, match="unknown model"):
         models.build("resnet", small=True)
 
 

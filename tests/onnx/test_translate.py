@@ -114,7 +114,7 @@ BACKEND_CASES = _backend_cases()
 # (the partitioner then leaves the node to onnxruntime). Value: a part of the reason.
 UNTRANSLATABLE_CASES: dict[str, str] = {
     **{f"test_add_{t}": f"dtype {t}" for t in ("int8", "int16", "uint8", "uint16", "uint32")},
-    "test_add_uint64": "dtype uint64",  # every translation is float32 (+ integer indices)
+    "test_add_uint64": "dtype uint64",  # arithmetic is translated for float dtypes only
     "test_identity_sequence": "no static type",  # a sequence, not a tensor
     "test_identity_opt": "no static type",  # an optional, not a tensor
 }
@@ -487,3 +487,164 @@ def test_operator_library_is_complete() -> None:
     for op, entry in table.items():
         for file in entry["templates"].values():
             assert "${name}" in tr._template_file(file).template, (op, file)
+
+
+# ---------------------------------------------------------------------------------------
+# float64 and float16 (onnxruntime 1.32 runs onnx's float64 cases), zero-size axes
+
+_REDUCERS = {
+    "ReduceSum": lambda x: np.sum(x, axis=1, keepdims=True),
+    "ReduceMean": lambda x: np.mean(x, axis=1, keepdims=True),
+    "ReduceMax": lambda x: np.max(x, axis=1, keepdims=True),
+    "ReduceLogSumExp": lambda x: np.log(np.sum(np.exp(x), axis=1, keepdims=True)),
+}
+
+
+def _run_node(
+    node: onnx.NodeProto, types: Types, values: Mapping[str, np.ndarray], constants: dict
+) -> np.ndarray:
+    t = translate([node], types=types, constants=constants, outputs=[node.output[0]], opset=18)
+    (got,) = _run_tc(t, {**constants, **values})
+    return got
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float16])
+@pytest.mark.parametrize("op", sorted(_REDUCERS))
+def test_reduction_takes_float64_and_float16(op: str, dtype: type) -> None:
+    """NumPy is the oracle, in float64 for float64 and in float32 for float16 (the
+    language computes float16 in float32 and stores 16 bits)."""
+    x = np.random.default_rng(1).standard_normal((3, 40, 5)).astype(dtype)
+    node = helper.make_node(op, ["x", "axes"], ["y"], keepdims=1)
+    dt = np.dtype(dtype)
+    types = {"x": (dt, x.shape), "y": (dt, (3, 1, 5))}
+    got = _run_node(node, types, {"x": x}, {"axes": np.array([1], np.int64)})
+    wide = np.float64 if dtype == np.float64 else np.float32
+    assert_matches(got, _REDUCERS[op](x.astype(wide)).astype(dtype), f"{op} {dt.name}")
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float16])
+def test_elementwise_takes_float64_and_float16(dtype: type) -> None:
+    rng = np.random.default_rng(2)
+    dt = np.dtype(dtype)
+    a, b = rng.standard_normal((4, 3)).astype(dtype), rng.standard_normal(3).astype(dtype)
+    types = {"a": (dt, (4, 3)), "b": (dt, (3,)), "y": (dt, (4, 3)), "s": (dt, (4, 3))}
+    wide = np.float64 if dtype == np.float64 else np.float32
+    got = _run_node(helper.make_node("Add", ["a", "b"], ["y"]), types, {"a": a, "b": b}, {})
+    assert_matches(got, (a.astype(wide) + b.astype(wide)).astype(dtype), "Add")
+    got = _run_node(helper.make_node("Sigmoid", ["a"], ["s"]), types, {"a": a}, {})
+    assert_matches(got, (1 / (1 + np.exp(-a.astype(wide)))).astype(dtype), "Sigmoid")
+
+
+def test_mixed_operand_dtypes_are_refused() -> None:
+    types = {"a": (np.dtype(np.float64), (3,)), "b": (F32, (3,)), "y": (F32, (3,))}
+    reason = translatable(helper.make_node("Add", ["a", "b"], ["y"]), types, {})
+    assert reason is not None and "different dtypes (float32, float64)" in reason
+
+
+def test_reduction_over_a_zero_size_axis() -> None:
+    """Sums over nothing are 0 (so LogSum gives -inf, as onnxruntime does); a mean over
+    nothing is refused with its reason, before anything is compiled or measured."""
+    x = np.zeros((2, 0, 4), np.float32)
+    types = {"x": (F32, (2, 0, 4)), "y": (F32, (2, 1, 4))}
+    axes = {"axes": np.array([1], np.int64)}
+    node = helper.make_node("ReduceLogSum", ["x", "axes"], ["y"], keepdims=1)
+    assert_matches(_run_node(node, types, {"x": x}, axes), np.full((2, 1, 4), -np.inf, F32), "")
+    mean = helper.make_node("ReduceMean", ["x", "axes"], ["y"], keepdims=1)
+    reason = translatable(mean, types, axes, opset=18)
+    assert reason is not None and "a reduced axis has size 0" in reason
+
+
+def _softmax(x: np.ndarray) -> np.ndarray:
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float16])
+def test_contractions_take_float64_and_float16(dtype: type) -> None:
+    """MatMul, Gemm (bias, packed transposed weights), Softmax, BatchNormalization;
+    NumPy in float64 (float64) or float32 (float16) is the oracle."""
+    rng = np.random.default_rng(3)
+    dt = np.dtype(dtype)
+    wide = np.float64 if dtype == np.float64 else np.float32
+    a = rng.standard_normal((5, 64)).astype(dtype)
+    w = rng.standard_normal((7, 64)).astype(dtype)
+    c = rng.standard_normal(7).astype(dtype)
+    aw, ww, cw = a.astype(wide), w.astype(wide), c.astype(wide)
+    types = {"a": (dt, a.shape), "w": (dt, w.shape), "wt": (dt, (64, 7)), "c": (dt, (7,))}
+    types |= {"y": (dt, (5, 7)), "s": (dt, a.shape), "b": (dt, a.shape)}
+    matmul = helper.make_node("MatMul", ["a", "wt"], ["y"])
+    got = _run_node(matmul, types, {"a": a, "wt": np.ascontiguousarray(w.T)}, {})
+    assert_matches(got, (aw @ ww.T).astype(dtype), "MatMul")
+    gemm = helper.make_node("Gemm", ["a", "w", "c"], ["y"], transB=1, alpha=0.5)
+    got = _run_node(gemm, types, {"a": a}, {"w": w, "c": c})
+    assert_matches(got, (0.5 * aw @ ww.T + cw).astype(dtype), "Gemm")
+    softmax = helper.make_node("Softmax", ["a"], ["s"])
+    assert_matches(_run_node(softmax, types, {"a": a}, {}), _softmax(aw).astype(dtype), "Softmax")
+    stats = {k: rng.uniform(0.5, 1.5, 64).astype(dtype) for k in ("g", "o", "m", "v")}
+    types |= {k: (dt, (64,)) for k in stats}
+    bn = helper.make_node("BatchNormalization", ["a", "g", "o", "m", "v"], ["b"])
+    g, o, m, v = (stats[k].astype(wide) for k in "gomv")
+    want = ((aw - m) * g / np.sqrt(v + np.float32(1e-5)) + o).astype(dtype)
+    assert_matches(_run_node(bn, types, {"a": a, **stats}, {}), want, "BatchNormalization")
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float16])
+def test_conv_takes_float64_and_float16(dtype: type) -> None:
+    """Padded, with a bias; NumPy's windows in float64 (or float32 for float16) are the oracle."""
+    rng = np.random.default_rng(4)
+    dt = np.dtype(dtype)
+    wide = np.float64 if dtype == np.float64 else np.float32
+    x = rng.standard_normal((1, 4, 6, 6)).astype(dtype)
+    w = rng.standard_normal((3, 4, 3, 3)).astype(dtype)
+    b = rng.standard_normal(3).astype(dtype)
+    types = {"x": (dt, x.shape), "w": (dt, w.shape), "b": (dt, (3,)), "y": (dt, (1, 3, 6, 6))}
+    node = helper.make_node("Conv", ["x", "w", "b"], ["y"], pads=[1, 1, 1, 1])
+    padded = np.pad(x.astype(wide), ((0, 0), (0, 0), (1, 1), (1, 1)))
+    windows = np.lib.stride_tricks.sliding_window_view(padded, (3, 3), axis=(2, 3))
+    want = np.einsum("nchwij,fcij->nfhw", windows, w.astype(wide)) + b.astype(wide)[:, None, None]
+    assert_matches(_run_node(node, types, {"x": x, "w": w, "b": b}, {}), want.astype(dtype), "Conv")
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float16])
+def test_pools_take_float64_and_float16(dtype: type) -> None:
+    """MaxPool and AveragePool (padding not counted), 3x3 windows padded by 1."""
+    dt = np.dtype(dtype)
+    wide = np.float64 if dtype == np.float64 else np.float32
+    x = np.random.default_rng(5).standard_normal((1, 2, 5, 5)).astype(dtype)
+    types = {"x": (dt, x.shape), "y": (dt, x.shape)}
+    pads = ((0, 0), (0, 0), (1, 1), (1, 1))
+
+    def windows(a: np.ndarray, fill: float) -> np.ndarray:
+        padded = np.pad(a, pads, constant_values=fill)
+        return np.lib.stride_tricks.sliding_window_view(padded, (3, 3), axis=(2, 3))
+
+    xw = x.astype(wide)
+    counts = windows(np.ones_like(xw), 0.0).sum(axis=(-2, -1))
+    want = {
+        "MaxPool": windows(xw, -np.inf).max(axis=(-2, -1)),
+        "AveragePool": windows(xw, 0.0).sum(axis=(-2, -1)) / counts,
+    }
+    for op, expected in want.items():
+        node = helper.make_node(op, ["x"], ["y"], kernel_shape=[3, 3], pads=[1, 1, 1, 1])
+        assert_matches(_run_node(node, types, {"x": x}, {}), expected.astype(dtype), op)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float16])
+def test_layer_norm_takes_float64_and_float16(dtype: type) -> None:
+    """Y in X's dtype, Mean and InvStdDev in float32 (ONNX's U); NumPy is the oracle."""
+    rng = np.random.default_rng(6)
+    dt = np.dtype(dtype)
+    wide = np.float64 if dtype == np.float64 else np.float32
+    x, s, b = (rng.standard_normal(shape).astype(dtype) for shape in ((3, 16), (16,), (16,)))
+    types = {"x": (dt, (3, 16)), "s": (dt, (16,)), "b": (dt, (16,)), "y": (dt, (3, 16))}
+    types |= {"m": (F32, (3, 1)), "r": (F32, (3, 1))}
+    node = helper.make_node("LayerNormalization", ["x", "s", "b"], ["y", "m", "r"], axis=-1)
+    t = translate([node], types=types, constants={}, outputs=["y", "m", "r"], opset=18)
+    y, m, r = _run_tc(t, {"x": x, "s": s, "b": b})
+    xw = x.astype(wide)
+    mean = xw.mean(axis=1, keepdims=True)
+    inv = 1 / np.sqrt(((xw - mean) ** 2).mean(axis=1, keepdims=True) + np.float32(1e-5))
+    want = (xw - mean) * inv * s.astype(wide) + b.astype(wide)
+    assert_matches(y, want.astype(dtype), "Y")
+    assert_matches(m, mean.astype(np.float32), "Mean")
+    assert_matches(r, inv.astype(np.float32), "InvStdDev")
