@@ -540,8 +540,22 @@ def _dlopen_bytes(data: bytes, path: Path) -> Library:
             f"cannot load compiled kernel {path}: {exc}",
             hint="run `tc-graph cache clear` and try again",
         ) from None
+    _pin_openmp()
     weakref.finalize(lib, _unload, lib._handle, fd)
     return lib
+
+
+# OpenMP runtimes a kernel may pull in. Their worker threads outlive any kernel, so the
+# runtime must never be unloaded with the last kernel that needed it (a crash at exit).
+_OPENMP_RUNTIMES = ("libgomp.so.1", "libomp.so", "libomp.so.5", "libiomp5.so")
+
+
+def _pin_openmp() -> None:
+    """Mark every loaded OpenMP runtime never to be unloaded (RTLD_NOLOAD|RTLD_NODELETE)."""
+    mode = os.RTLD_NOW | os.RTLD_NOLOAD | os.RTLD_NODELETE
+    for name in _OPENMP_RUNTIMES:
+        with contextlib.suppress(OSError):
+            ctypes.CDLL(name, mode=mode)  # not loaded: OSError; loaded: now pinned
 
 
 def _unload(handle: int, fd: int) -> None:

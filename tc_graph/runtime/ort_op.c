@@ -545,6 +545,16 @@ static int meta_string(const char *meta, const char *name, char *out, size_t siz
     return 1;
 }
 
+/* Mark a loaded OpenMP runtime never to be unloaded: its worker threads outlive the kernel
+ * that pulled it in, and unloading it under them crashes the process (cc.py does the same). */
+static void pin_openmp(void) {
+    static const char *const names[] = {"libgomp.so.1", "libomp.so", "libomp.so.5", "libiomp5.so"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        void *h = dlopen(names[i], RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);
+        if (h) dlclose(h);
+    }
+}
+
 /* dlopen exactly these bytes: written to an anonymous memfd, so nothing on disk can be
  * swapped in between the check and the load. The memfd stays open (in *fd) until after
  * the dlclose: dlopen finds a loaded object by its name, /proc/self/fd/N, so N must not be
@@ -571,10 +581,12 @@ static void *dlopen_bytes(const unsigned char *data, size_t size, int *fd_out, c
             snprintf(why, why_size, "%s", e ? e : "dlopen failed");
         }
     }
-    if (handle)
+    if (handle) {
         *fd_out = fd;
-    else
+        pin_openmp();
+    } else {
         close(fd);
+    }
     return handle;
 }
 
