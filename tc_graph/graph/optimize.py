@@ -651,10 +651,9 @@ def _node_spec(node: onnx.NodeProto) -> _NodeSpec:
         )
     try:
         options = MappingOptions.from_json(text["options"])
-    except TcError:
-        raise
-    except (ValueError, TypeError, KeyError) as e:
-        raise _node_error(node, f"has invalid options: {e}") from None
+    except (TcError, ValueError, TypeError, KeyError) as e:
+        why = e.message if isinstance(e, TcError) else str(e)
+        raise _node_error(node, f"has invalid options: {why}") from None
     sides = [
         _side(node, raw, side, count)
         for side, count in (("input", len(node.input)), ("output", len(node.output)))
