@@ -770,6 +770,42 @@ static ort_status *load_metadata(tc_kernel *k) {
     return NULL;
 }
 
+/* What creating a kernel checks, in order: the key's form, the key against the node's
+ * attributes, the cache entry against its meta.json (then the load), the kernel's
+ * metadata, the node against the metadata. The first failure is returned. */
+static ort_status *open_kernel(tc_kernel *k, const ort_kernel_info *info) {
+    const ort_api *api = k->api;
+    ort_status *st = NULL;
+    k->key = string_attribute(api, info, "kernel_key", NULL, &st);
+    if (!st) k->entry = string_attribute(api, info, "entry", NULL, &st);
+    if (st) return st;
+    if (!valid_key(k->key))
+        return error(api, ORT_INVALID_ARGUMENT,
+                     "tc_graph kernel '%s': invalid kernel_key attribute '%.200s'", k->entry,
+                     k->key);
+    st = check_key(k, info);
+    if (st) return st;
+    char entry[4096], why[TC_MESSAGE_BYTES / 2];
+    int missing = 0;
+    if (!entry_path(entry, sizeof entry, k->key))
+        return error(api, ORT_FAIL, "tc_graph kernel '%s' (key %s): the cache path is too long",
+                     k->entry, k->key);
+    k->handle = load_verified(entry, k->key, &k->fd, &missing, why, sizeof why);
+    if (!k->handle && missing)
+        return error(api, ORT_FAIL,
+                     "tc_graph kernel '%s' (key %s) is not compiled on this machine: run "
+                     "tc_graph.prepare(model) or `tc-graph prepare MODEL.onnx`, or open the "
+                     "model with tc_graph.InferenceSession (looked for %s)",
+                     k->entry, k->key, entry);
+    if (!k->handle)
+        return error(api, ORT_FAIL,
+                     "tc_graph kernel '%s' (key %s): refusing to load the cache entry: %s; run "
+                     "tc_graph.prepare(model) or `tc-graph prepare MODEL.onnx` to rebuild it",
+                     k->entry, k->key, why);
+    st = load_metadata(k);
+    return st ? st : check_node(k, info);
+}
+
 static ort_status *create_kernel_v2(const tc_op *op, const ort_api *api,
                                     const ort_kernel_info *info, void **out) {
     (void)op;
@@ -778,50 +814,7 @@ static ort_status *create_kernel_v2(const tc_op *op, const ort_api *api,
     if (!k) return error(api, ORT_FAIL, "tc_graph: out of memory");
     k->api = api;
     k->fd = -1;
-    ort_status *st = NULL;
-    k->key = string_attribute(api, info, "kernel_key", NULL, &st);
-    if (!st) k->entry = string_attribute(api, info, "entry", NULL, &st);
-    if (st) {
-        destroy_kernel(k);
-        return st;
-    }
-    if (!valid_key(k->key)) {
-        st = error(api, ORT_INVALID_ARGUMENT,
-                   "tc_graph kernel '%s': invalid kernel_key attribute '%.200s'", k->entry, k->key);
-        destroy_kernel(k);
-        return st;
-    }
-    st = check_key(k, info);
-    if (st) {
-        destroy_kernel(k);
-        return st;
-    }
-    char entry[4096], why[TC_MESSAGE_BYTES / 2];
-    int missing = 0;
-    if (!entry_path(entry, sizeof entry, k->key)) {
-        st = error(api, ORT_FAIL, "tc_graph kernel '%s' (key %s): the cache path is too long",
-                   k->entry, k->key);
-        destroy_kernel(k);
-        return st;
-    }
-    k->handle = load_verified(entry, k->key, &k->fd, &missing, why, sizeof why);
-    if (!k->handle) {
-        if (missing)
-            st = error(api, ORT_FAIL,
-                       "tc_graph kernel '%s' (key %s) is not compiled on this machine: run "
-                       "tc_graph.prepare(model) or `tc-graph prepare MODEL.onnx`, or open the "
-                       "model with tc_graph.InferenceSession (looked for %s)",
-                       k->entry, k->key, entry);
-        else
-            st = error(api, ORT_FAIL,
-                       "tc_graph kernel '%s' (key %s): refusing to load the cache entry: %s; run "
-                       "tc_graph.prepare(model) or `tc-graph prepare MODEL.onnx` to rebuild it",
-                       k->entry, k->key, why);
-        destroy_kernel(k);
-        return st;
-    }
-    st = load_metadata(k);
-    if (!st) st = check_node(k, info);
+    ort_status *st = open_kernel(k, info);
     if (st) {
         destroy_kernel(k);
         return st;
