@@ -624,7 +624,9 @@ def _main(argv: Sequence[str] | None) -> int:
     tune.add_argument("--population", type=int, default=50)
     tune.add_argument("--seed", type=int, help="the same seed gives the same search")
     tune.add_argument(
-        "--plot", metavar="FILE.png", help="best and median runtime per generation (needs matplotlib)"
+        "--plot",
+        metavar="FILE.png",
+        help="best and median runtime per generation (needs matplotlib)",
     )
     prep = sub.add_parser(
         "prepare", help="compile a model's TcKernels into the cache for plain onnxruntime"

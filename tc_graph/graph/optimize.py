@@ -38,7 +38,7 @@ from ..runtime.kernel import code_version
 from . import translate as tr
 from .model import TC_DOMAIN, TC_OP, Graph
 from .partition import Group, candidate_groups, components, excluded, is_convex, make_group
-from .rewrite import NodeAttrs, make_tc_node, rewrite
+from .rewrite import KEY_INTS, KEY_STRINGS, NodeAttrs, kernel_key, make_tc_node, rewrite
 
 # A group must be at least this much faster (median of per-round ratios) to be fused:
 # measurements on a busy machine move by a few percent, and a near tie must stay unfused.
@@ -376,7 +376,7 @@ def _compile(g: Graph, group: Group, *, name: str, sample: bool) -> _Compiled:
         source=t.source,
         entry=t.entry,
         options=kernel.options.to_json(),
-        kernel_key=kernel.library.parent.name,
+        kernel_key="",
         inputs=t.inputs,
         outputs=t.outputs,
         input_dtypes=tuple(helper.np_dtype_to_tensor_dtype(a.dtype) for a in values),
@@ -385,6 +385,8 @@ def _compile(g: Graph, group: Group, *, name: str, sample: bool) -> _Compiled:
         output_shapes=tuple(tuple(s) for s in out_shapes),
         initializers=t.initializers,
     )
+    attrs = replace(attrs, kernel_key=kernel_key(attrs.attributes()))
+    cc.adopt(attrs.kernel_key, kernel.library, stamp=_stamp())
     return _Compiled(group, attrs, feeds, unsampled)
 
 
@@ -686,46 +688,188 @@ def _load(model: str | os.PathLike[str] | onnx.ModelProto) -> onnx.ModelProto:
     return proto
 
 
+@dataclass(frozen=True)
+class _NodeSpec:
+    """A TcKernel node's attributes, checked: what prepare compiles."""
+
+    key: str
+    source: str
+    entry: str
+    options: MappingOptions
+    dtypes: tuple[tuple[int, ...], tuple[int, ...]]  # inputs, outputs (ONNX codes)
+    shapes: tuple[tuple[tuple[int, ...], ...], tuple[tuple[int, ...], ...]]
+
+
+def _stamp() -> str:
+    """Which tc_graph and compiler build a node's kernel (kept in its cache entry): a
+    node key names the computation only, so another build must not reuse the entry."""
+    return cc.cache_key("tc_graph TcKernel build", code_version())
+
+
+def _node_error(node: onnx.NodeProto, what: str) -> TcError:
+    return TcError(
+        f"TcKernel node '{node.name}' {what}",
+        hint="re-run tc_graph.optimize on the original model; a TcKernel node's attributes "
+        "are written by tc_graph and must not be edited",
+    )
+
+
+def _node_spec(node: onnx.NodeProto) -> _NodeSpec:
+    """The node's attributes with every rule of docs/onnx.md checked (TcError otherwise):
+    types, lengths, dtype codes, and the kernel_key the other attributes give."""
+    found = {a.name: a for a in node.attribute}
+    raw: dict[str, Any] = {}
+    for name in ("kernel_key", *KEY_STRINGS):
+        a = found.get(name)
+        if a is None or a.type != onnx.AttributeProto.STRING:
+            raise _node_error(node, f"lacks the string attribute '{name}'")
+        raw[name] = a.s
+    for name in KEY_INTS:
+        a = found.get(name)
+        if a is None or a.type != onnx.AttributeProto.INTS:
+            raise _node_error(node, f"lacks the ints attribute '{name}'")
+        raw[name] = list(a.ints)
+    text = {}
+    for name in ("kernel_key", *KEY_STRINGS):
+        try:
+            text[name] = raw[name].decode("utf-8")
+        except UnicodeDecodeError:
+            raise _node_error(node, f"has invalid {name}: it is not UTF-8 text") from None
+    if kernel_key(raw) != text["kernel_key"]:
+        raise _node_error(
+            node,
+            f"has kernel_key {text['kernel_key'][:80]!r}, but its attributes give "
+            f"{kernel_key(raw)!r}: the key must name the kernel's own source, entry, options, "
+            "dtypes and shapes",
+        )
+    try:
+        options = MappingOptions.from_json(text["options"])
+    except (TcError, ValueError, TypeError, KeyError) as e:
+        why = e.message if isinstance(e, TcError) else str(e)
+        raise _node_error(node, f"has invalid options: {why}") from None
+    sides = [
+        _side(node, raw, side, count)
+        for side, count in (("input", len(node.input)), ("output", len(node.output)))
+    ]
+    return _NodeSpec(
+        key=text["kernel_key"],
+        source=text["source"],
+        entry=text["entry"],
+        options=options,
+        dtypes=(sides[0][0], sides[1][0]),
+        shapes=(sides[0][1], sides[1][1]),
+    )
+
+
+def _side(
+    node: onnx.NodeProto, raw: Mapping[str, list[int]], side: str, count: int
+) -> tuple[tuple[int, ...], tuple[tuple[int, ...], ...]]:
+    """One side's dtypes and shapes from the `<side>_dtypes/ranks/shapes` attributes."""
+    dtypes, ranks, dims = raw[f"{side}_dtypes"], raw[f"{side}_ranks"], raw[f"{side}_shapes"]
+    if not len(dtypes) == len(ranks) == count:
+        raise _node_error(
+            node,
+            f"has {count} {side}s but {len(dtypes)} {side}_dtypes and {len(ranks)} {side}_ranks",
+        )
+    for d in dtypes:
+        if d not in _KERNEL_DTYPES:
+            raise _node_error(node, f"has {side} element type code {d}, not one a kernel handles")
+    if any(r < 0 for r in ranks) or sum(ranks) != len(dims) or any(d < 0 for d in dims):
+        raise _node_error(node, f"has {side}_ranks and {side}_shapes that do not agree")
+    shapes, at = [], 0
+    for r in ranks:
+        shapes.append(tuple(dims[at : at + r]))
+        at += r
+    return tuple(dtypes), tuple(shapes)
+
+
+# The ONNX element types a TC kernel reads and writes (bool to float64; no strings).
+_KERNEL_DTYPES = frozenset(
+    int(getattr(onnx.TensorProto, n))
+    for n in (
+        "FLOAT", "UINT8", "INT8", "UINT16", "INT16", "INT32", "INT64", "BOOL", "FLOAT16",
+        "DOUBLE", "UINT32", "UINT64",
+    )
+)  # fmt: skip
+
+
+def _declared_types(model: onnx.ModelProto) -> dict[str, tuple[int, tuple[int | None, ...] | None]]:
+    """Element type and (partly known) shape of every value the graph declares."""
+    graph = model.graph
+    out: dict[str, tuple[int, tuple[int | None, ...] | None]] = {}
+    for t in graph.initializer:
+        out[t.name] = (t.data_type, tuple(t.dims))
+    for v in [*graph.input, *graph.output, *graph.value_info]:
+        if not v.type.HasField("tensor_type"):
+            continue
+        tt = v.type.tensor_type
+        shape = None
+        if tt.HasField("shape"):
+            shape = tuple(d.dim_value if d.HasField("dim_value") else None for d in tt.shape.dim)
+        out.setdefault(v.name, (tt.elem_type, shape))
+    return out
+
+
+def _check_declared(
+    node: onnx.NodeProto,
+    spec: _NodeSpec,
+    declared: Mapping[str, tuple[int, tuple[int | None, ...] | None]],
+) -> None:
+    """The graph's declared types of the node's values must be the kernel's: onnxruntime
+    allocates an output by the graph's type, and a kernel writing a wider type would
+    overflow it."""
+    for side, names in enumerate((node.input, node.output)):
+        for name, dtype, shape in zip(names, spec.dtypes[side], spec.shapes[side], strict=True):
+            if name not in declared:
+                continue
+            elem, dims = declared[name]
+            same_dims = dims is None or (
+                len(dims) == len(shape)
+                and all(d in (None, s) for d, s in zip(dims, shape, strict=True))
+            )
+            if (elem and elem != dtype) or not same_dims:
+                want = f"{helper.tensor_dtype_to_string(dtype)} {list(shape)}"
+                got = f"{helper.tensor_dtype_to_string(elem) if elem else '?'} {list(dims or [])}"
+                raise _node_error(
+                    node, f"computes '{name}' as {want}, but the graph declares it {got}"
+                )
+
+
+def _compile_node(node: onnx.NodeProto, spec: _NodeSpec) -> Path:
+    """Compile the node's source for its input types and check the outputs it gives."""
+    try:
+        arrays = [
+            np.zeros(shape, helper.tensor_dtype_to_np_dtype(dtype))
+            for dtype, shape in zip(spec.dtypes[0], spec.shapes[0], strict=True)
+        ]
+    except (MemoryError, ValueError) as e:
+        raise _node_error(node, f"declares inputs too large to compile for: {e}") from None
+    module = define(spec.source)
+    if spec.entry not in module:
+        raise _node_error(node, f"names entry '{spec.entry}', which its source does not define")
+    fn = module[spec.entry]
+    got_dtypes = tuple(helper.np_dtype_to_tensor_dtype(d) for d in fn.output_dtypes(*arrays))
+    got_shapes = tuple(tuple(s) for s in fn.output_shapes(*arrays))
+    if got_dtypes != spec.dtypes[1] or got_shapes != spec.shapes[1]:
+        raise _node_error(node, "declares output dtypes or shapes that its source does not compute")
+    return fn.compile(*arrays, options=spec.options).library
+
+
 def prepare(model: str | os.PathLike[str] | onnx.ModelProto) -> None:
     """Compile every TcKernel of the model into this machine's cache, under the key its
-    node names, so a plain onnxruntime session with the library registered can run it."""
-    for node in _tc_nodes(_load(model)):
-        attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
-        try:
-            key = attrs["kernel_key"].decode()
-            source = attrs["source"].decode()
-            entry = attrs["entry"].decode()
-            options = _node_options(node, attrs["options"])
-            dtypes, ranks = attrs["input_dtypes"], attrs["input_ranks"]
-            dims = list(attrs["input_shapes"])
-        except KeyError as e:
-            raise TcError(f"TcKernel node '{node.name}' lacks the attribute {e}") from None
-        if cc.lookup(key) is not None:
-            continue
-        arrays = []
-        for dtype, rank in zip(dtypes, ranks, strict=True):
-            shape, dims = tuple(dims[:rank]), dims[rank:]
-            arrays.append(np.zeros(shape, helper.tensor_dtype_to_np_dtype(dtype)))
-        kernel = define(source)[entry].compile(*arrays, options=options)
-        if kernel.library.parent.name != key:
-            # Compiled here by another tc_graph version: file it under the node's key.
-            cc.build(kernel.source, key)
+    node names, so a plain onnxruntime session with the library registered can run it.
 
-
-def _node_options(node: onnx.NodeProto, value: object) -> MappingOptions:
-    """A TcKernel's `options`, checked (bounds included) before anything compiles."""
-    try:
-        if not isinstance(value, bytes):
-            raise TcError(f"it is not a string attribute but {type(value).__name__}")
-        return MappingOptions.from_json(value.decode("utf-8"))
-    except UnicodeDecodeError:
-        problem = "it is not UTF-8 text"
-    except TcError as e:
-        problem = e.message if e.hint is None else f"{e.message} ({e.hint})"
-    raise TcError(
-        f"TcKernel node '{node.name}' has invalid options: {problem}",
-        hint="optimize the original model again (tg.optimize) to rebuild the node",
-    )
+    Every node is checked first (TcError otherwise): its kernel_key must be the one its
+    attributes give, and the graph's declared types of its values must be the kernel's."""
+    proto = _load(model)
+    declared = _declared_types(proto)
+    specs = [(node, _node_spec(node)) for node in _tc_nodes(proto)]
+    for node, spec in specs:
+        _check_declared(node, spec, declared)
+    stamp = _stamp()
+    for node, spec in specs:
+        if cc.lookup(spec.key, stamp) is None:
+            cc.adopt(spec.key, _compile_node(node, spec), stamp=stamp)
 
 
 def InferenceSession(

@@ -14,8 +14,9 @@ working.
 
 from __future__ import annotations
 
+import hashlib
 import heapq
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import onnx
@@ -26,6 +27,38 @@ from .model import check as check_model
 from .partition import Group
 
 TC_OPSET_VERSION = 1
+
+# The kernel_key rule, shared with ort_op.c (check_key): a key names what the node computes.
+_KEY_TAG = b"tc_graph TcKernel key 1"
+KEY_STRINGS = ("source", "entry", "options")
+KEY_INTS = (
+    "input_dtypes", "input_ranks", "input_shapes", "output_dtypes", "output_ranks",
+    "output_shapes",
+)  # fmt: skip
+
+
+def kernel_key(attributes: Mapping[str, object]) -> str:
+    """The kernel_key that a TcKernel node's other attributes give: "tck-" and 40 hex digits
+    of the sha256 of the source, entry and options strings (their bytes) and the six int
+    lists (as decimal text joined by commas), each preceded by its length in 8 bytes.
+
+    Deriving the key from the content, and checking it wherever a node is opened (prepare,
+    the native op), means a model cannot name another model's kernel: same key, same
+    source. The compiler and tc_graph version are not part of it, so a model carries its
+    keys to any machine; the cache entry records which build made it (cc.adopt)."""
+    h = hashlib.sha256()
+
+    def part(data: bytes) -> None:
+        h.update(len(data).to_bytes(8, "little"))
+        h.update(data)
+
+    part(_KEY_TAG)
+    for name in KEY_STRINGS:
+        value = attributes[name]
+        part(value if isinstance(value, bytes) else str(value).encode("utf-8", "surrogatepass"))
+    for name in KEY_INTS:
+        part(",".join(str(int(x)) for x in attributes[name]).encode())  # type: ignore[attr-defined]
+    return "tck-" + h.hexdigest()[:40]
 
 
 @dataclass(frozen=True)

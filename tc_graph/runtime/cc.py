@@ -2,16 +2,22 @@
 
 Cache layout (shared with the native onnxruntime library, see DESIGN.md "ONNX integration"):
 ``<cache>/<key>/`` holds ``kernel.c`` (kept for error messages and debugging), ``kernel.so``
-and ``meta.json`` (``sha256`` of kernel.so's bytes, ``source_sha256``, ``compiler``,
-``created``). Every file is written to a unique temporary name in the same directory and
-``os.replace``d into place, meta.json last, so concurrent processes never see half a file
-and an entry whose .so does not match its meta.json is simply rebuilt.
+and ``meta.json`` (``key``: the entry's own key, ``sha256`` of kernel.so's bytes,
+``source_sha256``, ``compiler``, ``created``, and for kernels filed under a TcKernel node's
+key a ``stamp`` naming the tc_graph and compiler that built them). Every file is written to
+a unique temporary name in the same directory and ``os.replace``d into place, meta.json
+last, so concurrent processes never see half a file and an entry whose .so does not match
+its meta.json is simply rebuilt. Only regular files of bounded size are read (a symlink to
+/dev/zero is a damaged entry, not an endless read), and a kernel is loaded from the very
+bytes whose sha256 was checked (through a memfd), so nothing on disk can change between.
 """
 
 from __future__ import annotations
 
+import _ctypes
 import contextlib
 import ctypes
+import errno
 import fcntl
 import hashlib
 import json
@@ -21,9 +27,11 @@ import re
 import secrets
 import shlex
 import shutil
+import stat
 import subprocess
 import threading
 import time
+import weakref
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TypedDict
@@ -32,6 +40,8 @@ from ..errors import TcError
 
 __all__ = [
     "CacheInfo",
+    "Library",
+    "adopt",
     "build",
     "cache_clear",
     "cache_dir",
@@ -64,6 +74,9 @@ SO_NAME = "kernel.so"
 SOURCE_NAME = "kernel.c"
 META_NAME = "meta.json"
 _LOCK_NAME = ".lock"
+# Bounds on what the cache may hand us (ort_op.c has the same): anything larger is damage.
+MAX_KERNEL_BYTES = 256 << 20
+MAX_META_BYTES = 64 << 10
 
 # Keys name directories: no separators, no leading dot (temp files and ".." start with one).
 _KEY_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
@@ -73,8 +86,6 @@ compilations: int = 0
 
 _identity_memo: dict[tuple[str | None, str | None], str] = {}
 _load_lock = threading.Lock()
-_handles: dict[tuple[str, str], ctypes.CDLL] = {}
-_dlopened_paths: set[str] = set()
 
 
 class CacheInfo(TypedDict):
@@ -228,49 +239,145 @@ def build(
 ) -> Path:
     """Path of a verified ``<cache>/<key>/kernel.so`` for ``c_source``, compiling on a miss.
 
-    A hit needs meta.json to parse, to name this source, and to hold the .so's sha256;
-    anything else (truncated, altered, missing meta, other source) is rebuilt. Builders of
-    one key take a lock so only one compiles, but correctness rests on the atomic renames:
-    without the lock (e.g. a filesystem without flock) concurrent builders still succeed.
-    ``extra_flags`` go after the compiler's flags, ``extra_libs`` after the source (the
-    onnxruntime library needs ``-fvisibility=hidden`` and ``-ldl``); the key must cover them.
+    A hit needs meta.json to parse, to name this key and this source, and to hold the .so's
+    sha256; anything else (truncated, altered, missing meta, other source) is rebuilt.
+    Builders of one key take a lock so only one compiles, but correctness rests on the
+    atomic renames: without the lock (e.g. a filesystem without flock) concurrent builders
+    still succeed. ``extra_flags`` go after the compiler's flags, ``extra_libs`` after the
+    source (the onnxruntime library needs ``-fvisibility=hidden`` and ``-ldl``); the key
+    must cover them.
     """
-    if not _KEY_RE.fullmatch(key):
-        raise ValueError(f"invalid cache key {key!r}")
-    entry = cache_dir() / key
+    entry = _entry(key)
     source_sha = _sha256(c_source.encode("utf-8", "surrogatepass"))
     if _is_valid(entry, source_sha):
         return entry / SO_NAME
-    entry.mkdir(mode=0o700, exist_ok=True)
-    with _locked(entry / _LOCK_NAME):
+    with _writing(entry), _locked(entry / _LOCK_NAME):
         if not _is_valid(entry, source_sha):  # someone may have built it while we waited
             _compile(c_source, entry, source_sha, extra_flags, extra_libs)
     return entry / SO_NAME
 
 
-def lookup(key: str) -> Path | None:
-    """The verified shared object of an entry built earlier (by any process), or None.
+def adopt(key: str, library: Path, *, stamp: str) -> Path:
+    """File the kernel of a verified entry (``library``, from build or lookup) under
+    another key as well, with ``stamp`` in its meta.json, without compiling it again.
+
+    TcKernel nodes name kernels by what they compute (graph/rewrite.py kernel_key), not by
+    this machine's compiler: the stamp says which tc_graph and compiler built the entry."""
+    entry = _entry(key)
+    if _is_valid(entry, None, stamp):
+        return entry / SO_NAME
+    source = Path(library).parent
+    try:
+        meta = _read_meta(source)
+        so_bytes = _read_regular(source / SO_NAME, MAX_KERNEL_BYTES)
+        c_bytes = _read_regular(source / SOURCE_NAME, MAX_KERNEL_BYTES)
+    except OSError as exc:
+        raise TcError(f"cannot read the compiled kernel in {source}: {exc}") from None
+    if meta.get("sha256") != _sha256(so_bytes):
+        raise TcError(
+            f"the compiled kernel in {source} does not match its meta.json",
+            hint="run `tc-graph cache clear` and try again",
+        )
+    with _writing(entry), _locked(entry / _LOCK_NAME):
+        _write_atomic(entry / SOURCE_NAME, c_bytes)
+        _write_atomic(entry / SO_NAME, so_bytes)
+        _write_meta(entry, so_bytes, _sha256(c_bytes), stamp=stamp)
+    return entry / SO_NAME
+
+
+def lookup(key: str, stamp: str | None = None) -> Path | None:
+    """The verified shared object of an entry built earlier (by any process), or None;
+    with ``stamp``, only an entry adopted with that stamp.
 
     This is the warm path: the key already covers the source, so nothing is generated."""
-    if not _KEY_RE.fullmatch(key):
-        raise ValueError(f"invalid cache key {key!r}")
-    entry = cache_dir() / key
-    return entry / SO_NAME if _is_valid(entry, None) else None
+    entry = _entry(key)
+    return entry / SO_NAME if _is_valid(entry, None, stamp) else None
 
 
-def _is_valid(entry: Path, source_sha: str | None) -> bool:
-    """Whether the entry's meta.json matches the .so's current bytes (and this source,
-    when one is given)."""
+def _entry(key: str) -> Path:
+    """The entry directory of a key; TcError for a key that is not a plain name."""
+    if not isinstance(key, str) or not _KEY_RE.fullmatch(key):
+        raise TcError(
+            f"invalid kernel cache key {key!r}: a key is 1 to 128 letters, digits, '_', '.' "
+            "or '-', not starting with '.' or '-'"
+        )
+    return cache_dir() / key
+
+
+@contextlib.contextmanager
+def _writing(entry: Path) -> Iterator[None]:
+    """Create the entry; a cache that cannot be written or a damaged entry (a file where a
+    directory belongs, a directory where a file belongs) is a TcError that says the fix."""
     try:
-        meta = json.loads((entry / META_NAME).read_text(encoding="utf-8"))
-        so_bytes = (entry / SO_NAME).read_bytes()
-    except (OSError, ValueError):
-        return False
-    if not isinstance(meta, dict):
+        entry.mkdir(mode=0o700, exist_ok=True)
+        yield
+    except OSError as exc:
+        raise TcError(
+            f"cannot write the kernel cache entry {entry}: {exc}",
+            hint="make the cache directory writable (or set TC_GRAPH_CACHE to one), or "
+            "remove the damaged entry with `tc-graph cache clear`",
+        ) from None
+
+
+def _read_regular(path: Path, limit: int) -> bytes:
+    """The bytes of a regular file of at most ``limit`` bytes. OSError for anything else:
+    a symlink (to /dev/zero, say), a device, a FIFO, a directory, a larger file."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", str(path))
+        if info.st_size > limit:
+            raise OSError(errno.EFBIG, f"larger than {limit} bytes", str(path))
+        chunks = []
+        size = 0
+        while chunk := os.read(fd, limit + 1 - size):
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > limit:
+                raise OSError(errno.EFBIG, f"larger than {limit} bytes", str(path))
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def _read_meta(entry: Path) -> dict[str, object]:
+    """meta.json of an entry, which must name the entry's own key (OSError otherwise)."""
+    try:
+        meta = json.loads(_read_regular(entry / META_NAME, MAX_META_BYTES))
+    except ValueError:
+        raise OSError(errno.EINVAL, "meta.json is not JSON", str(entry)) from None
+    if not isinstance(meta, dict) or meta.get("key") != entry.name:
+        raise OSError(errno.EINVAL, "meta.json does not describe this entry", str(entry))
+    return meta
+
+
+def _is_valid(entry: Path, source_sha: str | None, stamp: str | None = None) -> bool:
+    """Whether the entry's meta.json names the entry and matches the .so's current bytes
+    (and this source, and this stamp, when given)."""
+    try:
+        meta = _read_meta(entry)
+        so_bytes = _read_regular(entry / SO_NAME, MAX_KERNEL_BYTES)
+    except OSError:
         return False
     if source_sha is not None and meta.get("source_sha256") != source_sha:
         return False
+    if stamp is not None and meta.get("stamp") != stamp:
+        return False
     return meta.get("sha256") == _sha256(so_bytes)
+
+
+def _write_meta(entry: Path, so_bytes: bytes, source_sha: str, stamp: str | None = None) -> None:
+    meta = {
+        "key": entry.name,
+        "sha256": _sha256(so_bytes),
+        "source_sha256": source_sha,
+        "compiler": compiler_identity(),
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
+    if stamp is not None:
+        meta["stamp"] = stamp
+    _write_atomic(entry / META_NAME, (json.dumps(meta, indent=1) + "\n").encode())
 
 
 def _compile(
@@ -283,7 +390,6 @@ def _compile(
     """Run the compiler into a temp file, then rename the .so and then meta.json into place."""
     global compilations
     cc, args = compiler()
-    identity = compiler_identity()
     c_path = entry / SOURCE_NAME
     so_path = entry / SO_NAME
     _write_atomic(c_path, c_source.encode("utf-8", "surrogatepass"))
@@ -329,13 +435,7 @@ def _compile(
     finally:
         with contextlib.suppress(OSError):
             tmp_so.unlink()
-    meta = {
-        "sha256": _sha256(so_bytes),
-        "source_sha256": source_sha,
-        "compiler": identity,
-        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-    }
-    _write_atomic(entry / META_NAME, (json.dumps(meta, indent=1) + "\n").encode())
+    _write_meta(entry, so_bytes, source_sha)
 
 
 def _trim(text: str) -> str:
@@ -386,56 +486,84 @@ def _sha256(data: bytes) -> str:
 # --------------------------------------------------------------------------------- load
 
 
-def load(path: Path) -> ctypes.CDLL:
-    """dlopen a built kernel; memoized by (path, sha256) so a rebuilt object is reloaded.
+class Library(ctypes.CDLL):
+    """A loaded kernel, dlclosed when its last user goes: every function pointer taken
+    from it holds it (ctypes keeps that reference), and so does each `Kernel`."""
 
-    dlopen returns the already-loaded handle for a path it has seen, even when the file was
-    replaced since; so a path loaded before with other bytes is dlopened through a
-    per-process copy (removed right after dlopen, which keeps its mapping).
+
+def load(path: Path) -> Library:
+    """dlopen the kernel of a cache entry after checking its bytes against meta.json.
+
+    The checked bytes themselves are loaded (through a memfd: each load is a fresh object,
+    even when the file at ``path`` was replaced since an earlier load). Loads of the same
+    bytes share one library while any user holds it; it is dlclosed after the last.
     """
     path = Path(path).absolute()
     try:
-        data = path.read_bytes()
+        meta = _read_meta(path.parent)
+        data = _read_regular(path, MAX_KERNEL_BYTES)
     except OSError as exc:
-        raise TcError(f"cannot read compiled kernel {path}: {exc}") from None
+        raise TcError(
+            f"cannot read compiled kernel {path}: {exc}",
+            hint="run `tc-graph cache clear` and try again",
+        ) from None
     sha = _sha256(data)
-    memo_key = (str(path), sha)
+    if meta.get("sha256") != sha:
+        raise TcError(
+            f"the compiled kernel {path} does not match its meta.json: refusing to load it",
+            hint="run `tc-graph cache clear` and try again",
+        )
     with _load_lock:
-        lib = _handles.get(memo_key)
-        if lib is not None:
-            return lib
-        if str(path) in _dlopened_paths:
-            lib = _load_copy(path, data)
-        else:
-            lib = _dlopen(path)
-            _dlopened_paths.add(str(path))
-            with contextlib.suppress(OSError):
-                if _sha256(path.read_bytes()) != sha:
-                    # Replaced while we opened it: we cannot tell which bytes we got.
-                    lib = _load_copy(path, data)
-        _handles[memo_key] = lib
+        lib = _libraries.get(sha)
+        if lib is None:
+            lib = _dlopen_bytes(data, path)
+            _libraries[sha] = lib
         return lib
 
 
-def _load_copy(path: Path, data: bytes) -> ctypes.CDLL:
-    """dlopen exactly ``data`` under a fresh name beside ``path``."""
-    tmp = path.parent / f".{path.stem}.{os.getpid()}.{secrets.token_hex(6)}.so"
+def _dlopen_bytes(data: bytes, path: Path) -> Library:
+    """dlopen exactly ``data`` (read from ``path``) from an anonymous memfd. The memfd is
+    closed only after the dlclose: dlopen finds a loaded object by its name,
+    /proc/self/fd/N, so N must not be reused while the object lives."""
     try:
-        tmp.write_bytes(data)
-        return _dlopen(tmp)
-    finally:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-
-
-def _dlopen(path: Path) -> ctypes.CDLL:
-    try:
-        return ctypes.CDLL(str(path))
+        fd = os.memfd_create("tc_kernel", os.MFD_CLOEXEC)
     except OSError as exc:
+        raise TcError(f"cannot load compiled kernel {path}: memfd_create: {exc}") from None
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        lib = Library(f"/proc/self/fd/{fd}")
+    except OSError as exc:
+        os.close(fd)
         raise TcError(
             f"cannot load compiled kernel {path}: {exc}",
             hint="run `tc-graph cache clear` and try again",
         ) from None
+    _pin_openmp()
+    weakref.finalize(lib, _unload, lib._handle, fd)
+    return lib
+
+
+# OpenMP runtimes a kernel may pull in. Their worker threads outlive any kernel, so the
+# runtime must never be unloaded with the last kernel that needed it (a crash at exit).
+_OPENMP_RUNTIMES = ("libgomp.so.1", "libomp.so", "libomp.so.5", "libiomp5.so")
+
+
+def _pin_openmp() -> None:
+    """Mark every loaded OpenMP runtime never to be unloaded (RTLD_NOLOAD|RTLD_NODELETE)."""
+    mode = os.RTLD_NOW | os.RTLD_NOLOAD | os.RTLD_NODELETE
+    for name in _OPENMP_RUNTIMES:
+        with contextlib.suppress(OSError):
+            ctypes.CDLL(name, mode=mode)  # not loaded: OSError; loaded: now pinned
+
+
+def _unload(handle: int, fd: int) -> None:
+    _ctypes.dlclose(handle)
+    os.close(fd)
+
+
+_libraries: weakref.WeakValueDictionary[str, Library] = weakref.WeakValueDictionary()
 
 
 # -------------------------------------------------------------------------- maintenance

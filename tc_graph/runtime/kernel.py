@@ -86,6 +86,7 @@ class Kernel:
         self._checks = checked_accesses(program)
         self._sizes = dict(sizes)
         self._shapes = dict(shapes)
+        # The function pointer holds its library: the kernel is unloaded with this object.
         self._fn = cc.load(library)[ENTRY]
         self._fn.restype = ctypes.c_int
         self._fn.argtypes = [

@@ -2,9 +2,13 @@
  *
  * Each TcKernel node names a compiled kernel (<cache>/<kernel_key>/kernel.so) that follows
  * the library <-> kernel contract of docs/onnx.md (ABI version 1). Creating the kernel
- * dlopens that object and checks its metadata against the node; computing checks the inputs
- * against the metadata, allocates the outputs and temporaries and runs the kernel's phases
- * in order, handing every phase of more than one iteration to onnxruntime's thread pool.
+ * recomputes the node's kernel_key from its attributes (a key names its content, so a model
+ * cannot borrow another model's kernel), checks <key>/meta.json names that key and the
+ * sha256 of the kernel.so bytes it reads, dlopens exactly those bytes (from a memfd, so the
+ * file cannot change between the check and the load) and checks the kernel's metadata
+ * against the node. Computing checks the inputs and the outputs onnxruntime allocated
+ * against the metadata, allocates the temporaries and runs the kernel's phases in order,
+ * handing every phase of more than one iteration to onnxruntime's thread pool.
  *
  * onnxruntime's wheel ships no C header, so the few ABI pieces used here are declared below
  * from the facts in ORT_ABI.md (slot numbers, enum values, struct layout). Nothing is linked
@@ -17,6 +21,8 @@
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <pwd.h>
 #include <stdarg.h>
@@ -25,6 +31,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define TC_VISIBLE __attribute__((visibility("default")))
@@ -159,6 +167,7 @@ typedef int (*tc_phase_fn)(int32_t phase, void *const *args, void *const *temps,
 typedef struct {
     const ort_api *api;
     void *handle;
+    int fd; /* the memfd the kernel was loaded from, or -1 */
     char *key;
     char *entry;
     int32_t num_inputs, num_outputs, num_tensors, num_temps, num_phases;
@@ -227,11 +236,96 @@ static void release_status(const ort_api *api, ort_status *status) {
     if (status) ORT_CALL(api, SLOT_RELEASE_STATUS, release_status_fn)(status);
 }
 
+/* ------------------------------------------------------------------------------ sha256 */
+
+/* SHA-256 (FIPS 180-4), written here so the library needs nothing beyond libc and libdl:
+ * it hashes the kernel.so bytes it loads and the node attributes its key names. */
+typedef struct {
+    uint32_t h[8];
+    uint64_t bytes;
+    unsigned char block[64];
+    size_t used;
+} tc_sha256;
+
+static const uint32_t sha256_k[64] = {
+    0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4,
+    0xab1c5ed5, 0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe,
+    0x9bdc06a7, 0xc19bf174, 0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f,
+    0x4a7484aa, 0x5cb0a9dc, 0x76f988da, 0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7,
+    0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967, 0x27b70a85, 0x2e1b2138, 0x4d2c6dfc,
+    0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85, 0xa2bfe8a1, 0xa81a664b,
+    0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070, 0x19a4c116,
+    0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
+    0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7,
+    0xc67178f2,
+};
+
+static uint32_t rotr(uint32_t x, int n) { return (x >> n) | (x << (32 - n)); }
+
+static void sha256_block(tc_sha256 *s, const unsigned char *p) {
+    uint32_t w[64], v[8];
+    for (int i = 0; i < 16; i++)
+        w[i] = (uint32_t)p[4 * i] << 24 | (uint32_t)p[4 * i + 1] << 16 |
+               (uint32_t)p[4 * i + 2] << 8 | (uint32_t)p[4 * i + 3];
+    for (int i = 16; i < 64; i++) {
+        uint32_t s0 = rotr(w[i - 15], 7) ^ rotr(w[i - 15], 18) ^ (w[i - 15] >> 3);
+        uint32_t s1 = rotr(w[i - 2], 17) ^ rotr(w[i - 2], 19) ^ (w[i - 2] >> 10);
+        w[i] = w[i - 16] + s0 + w[i - 7] + s1;
+    }
+    memcpy(v, s->h, sizeof v);
+    for (int i = 0; i < 64; i++) {
+        uint32_t e = v[4], a = v[0];
+        uint32_t t1 = v[7] + (rotr(e, 6) ^ rotr(e, 11) ^ rotr(e, 25)) + ((e & v[5]) ^ (~e & v[6])) +
+                      sha256_k[i] + w[i];
+        uint32_t t2 = (rotr(a, 2) ^ rotr(a, 13) ^ rotr(a, 22)) +
+                      ((a & v[1]) ^ (a & v[2]) ^ (v[1] & v[2]));
+        memmove(v + 1, v, 7 * sizeof v[0]);
+        v[4] += t1;
+        v[0] = t1 + t2;
+    }
+    for (int i = 0; i < 8; i++) s->h[i] += v[i];
+}
+
+static void sha256_init(tc_sha256 *s) {
+    static const uint32_t h0[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
+                                   0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
+    memcpy(s->h, h0, sizeof h0);
+    s->bytes = 0;
+    s->used = 0;
+}
+
+static void sha256_update(tc_sha256 *s, const void *data, size_t n) {
+    const unsigned char *p = data;
+    s->bytes += n;
+    while (n > 0) {
+        size_t take = 64 - s->used < n ? 64 - s->used : n;
+        memcpy(s->block + s->used, p, take);
+        s->used += take;
+        p += take;
+        n -= take;
+        if (s->used == 64) {
+            sha256_block(s, s->block);
+            s->used = 0;
+        }
+    }
+}
+
+/* The digest as 64 lowercase hex digits and a NUL. */
+static void sha256_hex(tc_sha256 *s, char out[65]) {
+    uint64_t bits = s->bytes * 8;
+    unsigned char pad[72] = {0x80};
+    size_t n = (s->used < 56 ? 56 : 120) - s->used;
+    for (int i = 0; i < 8; i++) pad[n + (size_t)i] = (unsigned char)(bits >> (56 - 8 * i));
+    sha256_update(s, pad, n + 8);
+    for (int i = 0; i < 8; i++) snprintf(out + 8 * i, 9, "%08x", s->h[i]);
+}
+
 /* --------------------------------------------------------------------- kernel creation */
 
-/* A string attribute in fresh malloc'd memory, or NULL with *status set. */
+/* A string attribute in fresh malloc'd memory (NUL-terminated; its length, which counts
+ * any NUL bytes inside it, in *length when not NULL), or NULL with *status set. */
 static char *string_attribute(const ort_api *api, const ort_kernel_info *info, const char *name,
-                              ort_status **status) {
+                              size_t *length, ort_status **status) {
     attr_string_fn get = ORT_CALL(api, SLOT_KERNEL_INFO_GET_ATTRIBUTE_STRING, attr_string_fn);
     size_t size = 0;
     ort_status *st = get(info, name, NULL, &size);
@@ -252,6 +346,7 @@ static char *string_attribute(const ort_api *api, const ort_kernel_info *info, c
         *status = st;
         return NULL;
     }
+    if (length) *length = size ? size - 1 : 0; /* size counts the terminating NUL */
     return text;
 }
 
@@ -303,37 +398,237 @@ static const char *home_dir(char *buf, size_t size) {
     return "";
 }
 
-/* <cache>/<key>/kernel.so with the cache found as tc_graph.runtime.cc.cache_dir finds it:
+/* <cache>/<key> with the cache found as tc_graph.runtime.cc.cache_dir finds it:
  * TC_GRAPH_CACHE (with ~ expanded), else $XDG_CACHE_HOME/tc_graph, else ~/.cache/tc_graph.
  * Returns 0 when the path does not fit. */
-static int kernel_path(char *out, size_t size, const char *key) {
+static int entry_path(char *out, size_t size, const char *key) {
     char pwbuf[4096];
     const char *override = getenv("TC_GRAPH_CACHE");
     const char *xdg = getenv("XDG_CACHE_HOME");
     int n;
     if (override && *override) {
         if (override[0] == '~' && (override[1] == '/' || override[1] == '\0'))
-            n = snprintf(out, size, "%s%s/%s/kernel.so", home_dir(pwbuf, sizeof pwbuf),
-                         override + 1, key);
+            n = snprintf(out, size, "%s%s/%s", home_dir(pwbuf, sizeof pwbuf), override + 1,
+                         key);
         else
-            n = snprintf(out, size, "%s/%s/kernel.so", override, key);
+            n = snprintf(out, size, "%s/%s", override, key);
     } else if (xdg && *xdg) {
         if (xdg[0] == '~' && (xdg[1] == '/' || xdg[1] == '\0'))
-            n = snprintf(out, size, "%s%s/tc_graph/%s/kernel.so", home_dir(pwbuf, sizeof pwbuf),
+            n = snprintf(out, size, "%s%s/tc_graph/%s", home_dir(pwbuf, sizeof pwbuf),
                          xdg + 1, key);
         else
-            n = snprintf(out, size, "%s/tc_graph/%s/kernel.so", xdg, key);
+            n = snprintf(out, size, "%s/tc_graph/%s", xdg, key);
     } else {
-        n = snprintf(out, size, "%s/.cache/tc_graph/%s/kernel.so", home_dir(pwbuf, sizeof pwbuf),
-                     key);
+        n = snprintf(out, size, "%s/.cache/tc_graph/%s", home_dir(pwbuf, sizeof pwbuf), key);
     }
     return n > 0 && (size_t)n < size;
+}
+
+/* --------------------------------------------------------------- the key and the cache */
+
+/* The kernel_key rule shared with tc_graph/graph/rewrite.py (kernel_key): "tck-" and the
+ * first 40 hex digits of the sha256 of these parts, each preceded by its length in 8
+ * little-endian bytes; int lists are hashed as decimal text joined by commas. */
+#define TC_KEY_TAG "tc_graph TcKernel key 1"
+static const char *const key_strings[3] = {"source", "entry", "options"};
+static const char *const key_ints[6] = {"input_dtypes",  "input_ranks",  "input_shapes",
+                                        "output_dtypes", "output_ranks", "output_shapes"};
+
+static void hash_part(tc_sha256 *s, const void *data, size_t n) {
+    unsigned char len[8];
+    for (int i = 0; i < 8; i++) len[i] = (unsigned char)((uint64_t)n >> (8 * i));
+    sha256_update(s, len, sizeof len);
+    sha256_update(s, data, n);
+}
+
+/* Hash one ints attribute as its text; 0 when the node lacks it. */
+static int hash_ints(const ort_api *api, const ort_kernel_info *info, const char *name,
+                     tc_sha256 *s) {
+    size_t n = 0;
+    int64_t *values = ints_attribute(api, info, name, &n);
+    if (!values) return 0;
+    char *text = malloc(n * 22 + 1);
+    if (!text) {
+        free(values);
+        return 0;
+    }
+    size_t used = 0;
+    for (size_t i = 0; i < n; i++)
+        used += (size_t)snprintf(text + used, 22, i ? ",%" PRId64 : "%" PRId64, values[i]);
+    hash_part(s, text, used);
+    free(text);
+    free(values);
+    return 1;
+}
+
+/* The node's kernel_key must be the one its attributes give: a key names its content. */
+static ort_status *check_key(const tc_kernel *k, const ort_kernel_info *info) {
+    tc_sha256 s;
+    sha256_init(&s);
+    hash_part(&s, TC_KEY_TAG, strlen(TC_KEY_TAG));
+    for (int i = 0; i < 3; i++) {
+        ort_status *st = NULL;
+        size_t n = 0;
+        char *text = string_attribute(k->api, info, key_strings[i], &n, &st);
+        if (!text) return st;
+        hash_part(&s, text, n);
+        free(text);
+    }
+    for (int i = 0; i < 6; i++)
+        if (!hash_ints(k->api, info, key_ints[i], &s))
+            return error(k->api, ORT_INVALID_ARGUMENT,
+                         "tc_graph kernel '%s': the TcKernel node has no ints attribute '%s'",
+                         k->entry, key_ints[i]);
+    char hex[65], want[64];
+    sha256_hex(&s, hex);
+    snprintf(want, sizeof want, "tck-%.40s", hex);
+    if (strcmp(want, k->key) == 0) return NULL;
+    return error(k->api, ORT_INVALID_ARGUMENT,
+                 "tc_graph kernel '%s': the node's kernel_key %s does not match its attributes "
+                 "(they give %s): the model was edited or made by another tc_graph version; "
+                 "re-run tc_graph.optimize on the original model",
+                 k->entry, k->key, want);
+}
+
+#define TC_MAX_KERNEL_BYTES ((size_t)256 << 20) /* same bounds as cc.py */
+#define TC_MAX_META_BYTES ((size_t)64 << 10)
+
+/* The bytes of a regular file (a symlink, device or FIFO is refused) of at most max bytes,
+ * in fresh malloc'd memory with a NUL after them; NULL with *why filled on failure. */
+static unsigned char *read_regular(const char *path, size_t max, size_t *size, char *why,
+                                   size_t why_size) {
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) {
+        snprintf(why, why_size, "cannot open %s: %s", path, strerror(errno));
+        return NULL;
+    }
+    struct stat st;
+    unsigned char *data = NULL;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        snprintf(why, why_size, "%s is not a regular file", path);
+    } else if ((uint64_t)st.st_size > max) {
+        snprintf(why, why_size, "%s is larger than %zu bytes", path, max);
+    } else if (!(data = malloc((size_t)st.st_size + 1))) {
+        snprintf(why, why_size, "out of memory reading %s", path);
+    } else {
+        size_t got = 0, want = (size_t)st.st_size;
+        ssize_t n = 1;
+        while (got < want && (n = read(fd, data + got, want - got)) > 0) got += (size_t)n;
+        if (got != want || read(fd, &(char){0}, 1) != 0) {
+            snprintf(why, why_size, "%s changed while it was read", path);
+            free(data);
+            data = NULL;
+        } else {
+            data[got] = 0;
+            *size = got;
+        }
+    }
+    close(fd);
+    return data;
+}
+
+/* The string value of "name" in meta.json's text (tc_graph writes it; no escapes). */
+static int meta_string(const char *meta, const char *name, char *out, size_t size) {
+    char quoted[64];
+    snprintf(quoted, sizeof quoted, "\"%s\"", name);
+    const char *p = strstr(meta, quoted);
+    if (!p) return 0;
+    p += strlen(quoted);
+    while (*p == ' ' || *p == '\n' || *p == '\t' || *p == '\r') p++;
+    if (*p++ != ':') return 0;
+    while (*p == ' ' || *p == '\n' || *p == '\t' || *p == '\r') p++;
+    if (*p++ != '"') return 0;
+    const char *end = strchr(p, '"');
+    if (!end || (size_t)(end - p) >= size) return 0;
+    memcpy(out, p, (size_t)(end - p));
+    out[end - p] = 0;
+    return 1;
+}
+
+/* Mark a loaded OpenMP runtime never to be unloaded: its worker threads outlive the kernel
+ * that pulled it in, and unloading it under them crashes the process (cc.py does the same). */
+static void pin_openmp(void) {
+    static const char *const names[] = {"libgomp.so.1", "libomp.so", "libomp.so.5", "libiomp5.so"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        void *h = dlopen(names[i], RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);
+        if (h) dlclose(h);
+    }
+}
+
+/* dlopen exactly these bytes: written to an anonymous memfd, so nothing on disk can be
+ * swapped in between the check and the load. The memfd stays open (in *fd) until after
+ * the dlclose: dlopen finds a loaded object by its name, /proc/self/fd/N, so N must not be
+ * reused while the object lives. NULL with *why filled on failure. */
+static void *dlopen_bytes(const unsigned char *data, size_t size, int *fd_out, char *why,
+                          size_t why_size) {
+    int fd = memfd_create("tc_kernel", MFD_CLOEXEC);
+    if (fd < 0) {
+        snprintf(why, why_size, "memfd_create: %s", strerror(errno));
+        return NULL;
+    }
+    size_t done = 0;
+    ssize_t n = 1;
+    while (done < size && (n = write(fd, data + done, size - done)) > 0) done += (size_t)n;
+    void *handle = NULL;
+    if (done != size) {
+        snprintf(why, why_size, "cannot write a memfd: %s", strerror(errno));
+    } else {
+        char path[64];
+        snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+        handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+        if (!handle) {
+            const char *e = dlerror();
+            snprintf(why, why_size, "%s", e ? e : "dlopen failed");
+        }
+    }
+    if (handle) {
+        *fd_out = fd;
+        pin_openmp();
+    } else {
+        close(fd);
+    }
+    return handle;
+}
+
+/* Load <entry>/kernel.so after checking <entry>/meta.json names this key and the sha256 of
+ * the very bytes loaded. NULL with *why filled (and *missing set when there is no entry). */
+static void *load_verified(const char *entry, const char *key, int *fd, int *missing, char *why,
+                           size_t why_size) {
+    char path[4200];
+    size_t meta_size = 0, so_size = 0;
+    snprintf(path, sizeof path, "%s/meta.json", entry);
+    *missing = access(entry, F_OK) != 0;
+    unsigned char *meta = read_regular(path, TC_MAX_META_BYTES, &meta_size, why, why_size);
+    if (!meta) return NULL;
+    char meta_key[160], meta_sha[80], sha[65];
+    int named = meta_string((const char *)meta, "key", meta_key, sizeof meta_key) &&
+                meta_string((const char *)meta, "sha256", meta_sha, sizeof meta_sha);
+    free(meta);
+    if (!named || strcmp(meta_key, key) != 0) {
+        snprintf(why, why_size, "%.300s does not describe the kernel %.130s", path, key);
+        return NULL;
+    }
+    snprintf(path, sizeof path, "%s/kernel.so", entry);
+    unsigned char *so = read_regular(path, TC_MAX_KERNEL_BYTES, &so_size, why, why_size);
+    if (!so) return NULL;
+    tc_sha256 s;
+    sha256_init(&s);
+    sha256_update(&s, so, so_size);
+    sha256_hex(&s, sha);
+    void *handle = NULL;
+    if (strcmp(sha, meta_sha) != 0)
+        snprintf(why, why_size, "%.300s does not match the sha256 in its meta.json", path);
+    else
+        handle = dlopen_bytes(so, so_size, fd, why, why_size);
+    free(so);
+    return handle;
 }
 
 static void destroy_kernel(void *p) {
     tc_kernel *k = p;
     if (!k) return;
     if (k->handle) dlclose(k->handle);
+    if (k->fd >= 0) close(k->fd); /* after dlclose: see dlopen_bytes */
     free(k->key);
     free(k->entry);
     free(k->dims_offset);
@@ -353,12 +648,14 @@ static const void *kernel_symbol(tc_kernel *k, const char *name, ort_status **st
     return p;
 }
 
-/* One of the node's ints attributes against the kernel's metadata (skipped when absent). */
+/* One of the node's ints attributes against the kernel's metadata. */
 static ort_status *check_ints(tc_kernel *k, const ort_kernel_info *info, const char *name,
                               const int64_t *expected, size_t count) {
     size_t n = 0;
     int64_t *got = ints_attribute(k->api, info, name, &n);
-    if (!got) return NULL;
+    if (!got)
+        return error(k->api, ORT_INVALID_ARGUMENT,
+                     "tc_graph kernel '%s': cannot read the ints attribute '%s'", k->entry, name);
     int same = n == count;
     for (size_t i = 0; same && i < n; i++) same = got[i] == expected[i];
     free(got);
@@ -473,6 +770,42 @@ static ort_status *load_metadata(tc_kernel *k) {
     return NULL;
 }
 
+/* What creating a kernel checks, in order: the key's form, the key against the node's
+ * attributes, the cache entry against its meta.json (then the load), the kernel's
+ * metadata, the node against the metadata. The first failure is returned. */
+static ort_status *open_kernel(tc_kernel *k, const ort_kernel_info *info) {
+    const ort_api *api = k->api;
+    ort_status *st = NULL;
+    k->key = string_attribute(api, info, "kernel_key", NULL, &st);
+    if (!st) k->entry = string_attribute(api, info, "entry", NULL, &st);
+    if (st) return st;
+    if (!valid_key(k->key))
+        return error(api, ORT_INVALID_ARGUMENT,
+                     "tc_graph kernel '%s': invalid kernel_key attribute '%.200s'", k->entry,
+                     k->key);
+    st = check_key(k, info);
+    if (st) return st;
+    char entry[4096], why[TC_MESSAGE_BYTES / 2];
+    int missing = 0;
+    if (!entry_path(entry, sizeof entry, k->key))
+        return error(api, ORT_FAIL, "tc_graph kernel '%s' (key %s): the cache path is too long",
+                     k->entry, k->key);
+    k->handle = load_verified(entry, k->key, &k->fd, &missing, why, sizeof why);
+    if (!k->handle && missing)
+        return error(api, ORT_FAIL,
+                     "tc_graph kernel '%s' (key %s) is not compiled on this machine: run "
+                     "tc_graph.prepare(model) or `tc-graph prepare MODEL.onnx`, or open the "
+                     "model with tc_graph.InferenceSession (looked for %s)",
+                     k->entry, k->key, entry);
+    if (!k->handle)
+        return error(api, ORT_FAIL,
+                     "tc_graph kernel '%s' (key %s): refusing to load the cache entry: %s; run "
+                     "tc_graph.prepare(model) or `tc-graph prepare MODEL.onnx` to rebuild it",
+                     k->entry, k->key, why);
+    st = load_metadata(k);
+    return st ? st : check_node(k, info);
+}
+
 static ort_status *create_kernel_v2(const tc_op *op, const ort_api *api,
                                     const ort_kernel_info *info, void **out) {
     (void)op;
@@ -480,47 +813,8 @@ static ort_status *create_kernel_v2(const tc_op *op, const ort_api *api,
     tc_kernel *k = calloc(1, sizeof *k);
     if (!k) return error(api, ORT_FAIL, "tc_graph: out of memory");
     k->api = api;
-    ort_status *st = NULL;
-    k->key = string_attribute(api, info, "kernel_key", &st);
-    if (!st) k->entry = string_attribute(api, info, "entry", &st);
-    if (st) {
-        destroy_kernel(k);
-        return st;
-    }
-    if (!valid_key(k->key)) {
-        st = error(api, ORT_INVALID_ARGUMENT,
-                   "tc_graph kernel '%s': invalid kernel_key attribute '%.200s'", k->entry, k->key);
-        destroy_kernel(k);
-        return st;
-    }
-    char path[4096];
-    if (!kernel_path(path, sizeof path, k->key)) {
-        st = error(api, ORT_FAIL, "tc_graph kernel '%s' (key %s): the cache path is too long",
-                   k->entry, k->key);
-        destroy_kernel(k);
-        return st;
-    }
-    if (access(path, F_OK) != 0) {
-        st = error(api, ORT_FAIL,
-                   "tc_graph kernel '%s' (key %s) is not compiled on this machine: run "
-                   "tc_graph.prepare(model) or `tc-graph prepare MODEL.onnx`, or open the model "
-                   "with tc_graph.InferenceSession (looked for %s)",
-                   k->entry, k->key, path);
-        destroy_kernel(k);
-        return st;
-    }
-    k->handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    if (!k->handle) {
-        const char *why = dlerror();
-        st = error(api, ORT_FAIL,
-                   "tc_graph kernel '%s' (key %s): cannot load %s: %s; run `tc-graph cache "
-                   "clear` and then tc_graph.prepare(model) or `tc-graph prepare MODEL.onnx`",
-                   k->entry, k->key, path, why ? why : "unknown error");
-        destroy_kernel(k);
-        return st;
-    }
-    st = load_metadata(k);
-    if (!st) st = check_node(k, info);
+    k->fd = -1;
+    ort_status *st = open_kernel(k, info);
     if (st) {
         destroy_kernel(k);
         return st;
@@ -636,16 +930,47 @@ static ort_status *bind_input(const tc_kernel *k, const ort_kernel_context *ctx,
     return ORT_CALL(api, SLOT_GET_TENSOR_MUTABLE_DATA, mutable_data_fn)((ort_value *)value, data);
 }
 
+/* Output o, allocated by onnxruntime with the kernel's dimensions, and its element type
+ * checked against the kernel's before anything is written: the graph may declare another
+ * type (a float64 kernel writing into a uint8 tensor would overflow it). */
 static ort_status *bind_output(const tc_kernel *k, ort_kernel_context *ctx, int32_t o,
                                void **data) {
+    const ort_api *api = k->api;
     int32_t t = k->num_inputs + o;
     ort_value *value = NULL;
-    ort_status *st = ORT_CALL(k->api, SLOT_KERNEL_CONTEXT_GET_OUTPUT, context_output_fn)(
+    ort_status *st = ORT_CALL(api, SLOT_KERNEL_CONTEXT_GET_OUTPUT, context_output_fn)(
         ctx, (size_t)o, k->dims + k->dims_offset[t], (size_t)k->ranks[t], &value);
     if (st) return st;
-    st = ORT_CALL(k->api, SLOT_GET_TENSOR_MUTABLE_DATA, mutable_data_fn)(value, data);
+    if (!value)
+        return error(api, ORT_FAIL, "tc_graph kernel '%s': output %d is missing", k->entry,
+                     (int)o);
+    ort_type_shape *info = NULL;
+    st = ORT_CALL(api, SLOT_GET_TENSOR_TYPE_AND_SHAPE, type_and_shape_fn)(value, &info);
     if (st) return st;
-    if (k->output_zero[o] && k->tensor_bytes[t] && *data) memset(*data, 0, k->tensor_bytes[t]);
+    int dtype = 0;
+    size_t rank = 0;
+    int64_t dims[TC_MAX_RANK];
+    st = ORT_CALL(api, SLOT_GET_TENSOR_ELEMENT_TYPE, element_type_fn)(info, &dtype);
+    if (!st) st = ORT_CALL(api, SLOT_GET_DIMENSIONS_COUNT, dims_count_fn)(info, &rank);
+    if (!st && rank <= TC_MAX_RANK)
+        st = ORT_CALL(api, SLOT_GET_DIMENSIONS, dims_fn)(info, dims, rank);
+    ORT_CALL(api, SLOT_RELEASE_TENSOR_TYPE_AND_SHAPE, release_type_shape_fn)(info);
+    if (st) return st;
+    const int64_t *want = k->dims + k->dims_offset[t];
+    int same = dtype == k->dtypes[t] && rank == (size_t)k->ranks[t];
+    for (size_t d = 0; same && d < rank; d++) same = dims[d] == want[d];
+    if (!same)
+        return error(api, ORT_INVALID_ARGUMENT,
+                     "tc_graph kernel '%s' (key %s): output %d is %s, the graph makes it %s: "
+                     "the model declares a type the kernel does not compute; re-run "
+                     "tc_graph.optimize on the original model",
+                     k->entry, k->key, (int)o, dtype_name(k->dtypes[t]), dtype_name(dtype));
+    st = ORT_CALL(api, SLOT_GET_TENSOR_MUTABLE_DATA, mutable_data_fn)(value, data);
+    if (st) return st;
+    if (k->tensor_bytes[t] && !*data)
+        return error(api, ORT_FAIL, "tc_graph kernel '%s': output %d has no buffer", k->entry,
+                     (int)o);
+    if (k->output_zero[o] && k->tensor_bytes[t]) memset(*data, 0, k->tensor_bytes[t]);
     return NULL;
 }
 

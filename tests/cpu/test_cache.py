@@ -296,7 +296,7 @@ def test_cache_key(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TC_GRAPH_CFLAGS", "-DX=1")
     assert cc.cache_key("a", "bc") != key  # the compiler identity is part of the key
     assert "-DX=1" in cc.compiler_identity()
-    with pytest.raises(ValueError):
+    with pytest.raises(TcError, match="invalid kernel cache key"):  # not a ValueError
         cc.build(ANSWER_C, "../escape")
 
 
@@ -345,3 +345,55 @@ def test_cache_dir_not_a_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     monkeypatch.setenv("TC_GRAPH_CACHE", str(tmp_path / "file"))
     with pytest.raises(TcError, match="not a directory"):
         cc.cache_dir()
+
+
+def _kernel_mappings(cache: Path) -> int:
+    """Mappings of this process that belong to loaded kernels (from the cache or a memfd)."""
+    lines = Path("/proc/self/maps").read_text().splitlines()
+    return sum(str(cache) in line or "memfd:tc_kernel" in line for line in lines)
+
+
+@needs_cc
+def test_kernels_are_unloaded_with_their_last_user(cache: Path) -> None:
+    """Issue 12: 300 distinct kernels left 1,500 mappings, never dlclosed."""
+    import gc
+
+    sources = [f"int answer(void) {{ return {k}; }}\n" for k in range(100, 106)]
+    paths = [cc.build(text, f"unload-{k}") for k, text in enumerate(sources)]
+    gc.collect()
+    before = _kernel_mappings(cache)
+    fns = [cc.load(path).answer for path in paths]  # a function pointer holds its library
+    gc.collect()
+    assert _kernel_mappings(cache) >= before + len(paths)
+    assert [fn() for fn in fns] == list(range(100, 106))
+    del fns
+    gc.collect()
+    assert _kernel_mappings(cache) == before
+    assert answer(paths[0]) == 100  # loaded again after the unload
+
+
+@needs_cc
+def test_load_refuses_bytes_that_do_not_match_meta(cache: Path) -> None:
+    path = cc.build(ANSWER_C, KEY)
+    other = cc.build(OTHER_C, "other")
+    shutil.copyfile(other, path)
+    with pytest.raises(TcError, match=r"does not match its meta\.json"):
+        cc.load(path)
+    (path.parent / "meta.json").unlink()
+    (path.parent / "meta.json").symlink_to("/dev/zero")
+    with pytest.raises(TcError, match="cannot read compiled kernel"):
+        cc.load(path)
+    assert answer(cc.build(ANSWER_C, KEY)) == 42  # rebuilt
+
+
+@needs_cc
+def test_damaged_entries_are_tc_errors(cache: Path) -> None:
+    path = cc.build(ANSWER_C, KEY)
+    path.unlink()
+    path.mkdir()  # a directory where kernel.so belongs
+    with pytest.raises(TcError, match="cannot write the kernel cache entry"):
+        cc.build(ANSWER_C, KEY)
+    shutil.rmtree(path.parent)
+    path.parent.write_text("")  # a file where the entry belongs
+    with pytest.raises(TcError, match="tc-graph cache clear"):
+        cc.build(ANSWER_C, KEY)

@@ -31,6 +31,7 @@ from onnx import helper, numpy_helper
 
 import tc_graph as tg
 from tc_graph.graph import models
+from tc_graph.graph.rewrite import kernel_key
 from tc_graph.graph.translate import TRANSLATABLE
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -404,6 +405,9 @@ def test_bad_options_in_a_model_are_refused_before_compiling(
         attr.s = json.dumps({**json.loads(attr.s), **options}).encode()
     else:
         attr.s = options.encode() if isinstance(options, str) else options  # type: ignore[assignment]
+    # The key names the content (a node with a stale key is refused before its options).
+    (key,) = [a for a in node.attribute if a.name == "kernel_key"]
+    key.s = kernel_key({a.name: helper.get_attribute_value(a) for a in node.attribute}).encode()
     for call in (tg.prepare, tg.InferenceSession):
         with pytest.raises(tg.TcError, match=f"TcKernel node '{node.name}' has invalid options"):
             call(model)

@@ -24,6 +24,7 @@ import pytest
 from onnx import helper
 
 import tc_graph as tg
+from tc_graph.graph.rewrite import kernel_key
 from tc_graph.runtime import cc
 from tc_graph.runtime import ort as tort
 
@@ -36,7 +37,7 @@ def _tensor_type(dtype: np.dtype) -> int:
 
 def tc_model(
     *,
-    key: str,
+    key: str | None = None,
     entry: str,
     inputs: Sequence[tuple[str, np.dtype, tuple[int, ...]]],
     outputs: Sequence[tuple[str, np.dtype, tuple[int, ...]]],
@@ -48,12 +49,12 @@ def tc_model(
     """A one-node TcKernel model with the attributes docs/onnx.md lists.
 
     ``dynamic`` leaves the graph inputs' shapes unknown, so onnxruntime passes any shape
-    through and the library's own checks are what rejects a wrong one."""
+    through and the library's own checks are what rejects a wrong one. The key is the one
+    the attributes give unless ``key`` says otherwise."""
     attrs: dict[str, object] = {
         "source": source,
         "entry": entry,
         "options": options,
-        "kernel_key": key,
         "input_dtypes": [_tensor_type(d) for _, d, _ in inputs],
         "output_dtypes": [_tensor_type(d) for _, d, _ in outputs],
         "input_ranks": [len(s) for _, _, s in inputs],
@@ -62,6 +63,7 @@ def tc_model(
         "output_shapes": [x for _, _, s in outputs for x in s],
     }
     attrs.update(attributes or {})
+    attrs["kernel_key"] = kernel_key(attrs) if key is None else key
     node = helper.make_node(
         "TcKernel",
         [n for n, _, _ in inputs],
@@ -104,7 +106,6 @@ def kernel_model(
     outs = list(got) if isinstance(got, tuple) else [got]
     program = kernel.program
     model = tc_model(
-        key=kernel.library.parent.name,
         entry=entry,
         source=source,
         options=kernel.options.to_json(),
@@ -112,6 +113,11 @@ def kernel_model(
         outputs=[(n, o.dtype, o.shape) for n, o in zip(program.outputs, outs, strict=True)],
         **kw,  # type: ignore[arg-type]
     )
+    key = next(
+        a.s.decode() for a in onnx.load_from_string(model).graph.node[0].attribute
+        if a.name == "kernel_key"
+    )  # fmt: skip
+    cc.adopt(key, kernel.library, stamp="test")  # filed under the node's key, as prepare does
     return model, outs
 
 
@@ -194,20 +200,33 @@ GATHER_INPUTS = [("T", np.dtype(np.float32), (5, 3)), ("I", np.dtype(np.int64), 
 GATHER_OUTPUTS = [("O", np.dtype(np.float32), (6, 3))]
 
 
-def _hand_key(name: str, text: str) -> str:
-    key = f"test-{name}-{cc.cache_key(text)}"
+def hand_kernel(
+    name: str,
+    text: str,
+    entry: str,
+    inputs: Sequence[tuple[str, np.dtype, tuple[int, ...]]],
+    outputs: Sequence[tuple[str, np.dtype, tuple[int, ...]]],
+    attributes: dict[str, object] | None = None,
+) -> str:
+    """Build a hand-written kernel under the key of the node that runs it (its source
+    attribute a label, ``name``); return that label for tc_model's ``source``."""
+    source = f"hand-written {name}"
+    model = onnx.load_from_string(
+        tc_model(source=source, entry=entry, inputs=inputs, outputs=outputs, attributes=attributes)
+    )
+    key = next(a.s.decode() for a in model.graph.node[0].attribute if a.name == "kernel_key")
     cc.build(text, key)
-    return key
+    return source
 
 
 @pytest.fixture(scope="module")
-def add_relu_key() -> str:
-    return _hand_key("addrelu", ADD_RELU_C)
+def add_relu_source() -> str:
+    return hand_kernel("addrelu", ADD_RELU_C, "addrelu", ADD_RELU_INPUTS, ADD_RELU_OUTPUTS)
 
 
 @pytest.fixture(scope="module")
-def gather_key() -> str:
-    return _hand_key("gather", GATHER_C.replace("ABI", "1"))
+def gather_source() -> str:
+    return hand_kernel("gather", GATHER_C.replace("ABI", "1"), "g", GATHER_INPUTS, GATHER_OUTPUTS)
 
 
 def _add_relu_feeds(seed: int) -> dict[str, np.ndarray]:
@@ -249,9 +268,9 @@ def test_library_is_rebuilt_when_the_cache_entry_is_gone() -> None:
 
 
 @pytest.mark.parametrize("threads", [1, 2])
-def test_phases_temporaries_and_zero_filled_outputs(add_relu_key: str, threads: int) -> None:
+def test_phases_temporaries_and_zero_filled_outputs(add_relu_source: str, threads: int) -> None:
     model = tc_model(
-        key=add_relu_key, entry="addrelu", inputs=ADD_RELU_INPUTS, outputs=ADD_RELU_OUTPUTS
+        source=add_relu_source, entry="addrelu", inputs=ADD_RELU_INPUTS, outputs=ADD_RELU_OUTPUTS
     )
     sess = session(model, threads)
     for seed in range(3):  # S accumulates: a second run must start from zero again
@@ -262,8 +281,8 @@ def test_phases_temporaries_and_zero_filled_outputs(add_relu_key: str, threads: 
         np.testing.assert_allclose(s, want_s, rtol=1e-5, atol=1e-5)
 
 
-def test_hand_gather_reports_the_bad_index_and_stays_usable(gather_key: str) -> None:
-    model = tc_model(key=gather_key, entry="g", inputs=GATHER_INPUTS, outputs=GATHER_OUTPUTS)
+def test_hand_gather_reports_the_bad_index_and_stays_usable(gather_source: str) -> None:
+    model = tc_model(source=gather_source, entry="g", inputs=GATHER_INPUTS, outputs=GATHER_OUTPUTS)
     sess = session(model, 2)
     t = np.arange(15, dtype=np.float32).reshape(5, 3)
     good = np.array([4, 0, 2, 1, 3, 3])
@@ -281,15 +300,16 @@ def test_hand_gather_reports_the_bad_index_and_stays_usable(gather_key: str) -> 
 
 def test_missing_kernel_fails_session_creation_with_the_fix() -> None:
     model = tc_model(
-        key="0123456789abcdef0123456789abcdef",
-        entry="addrelu",
-        inputs=ADD_RELU_INPUTS,
-        outputs=ADD_RELU_OUTPUTS,
+        source="never built", entry="addrelu", inputs=ADD_RELU_INPUTS, outputs=ADD_RELU_OUTPUTS
     )
+    key = next(
+        a.s.decode() for a in onnx.load_from_string(model).graph.node[0].attribute
+        if a.name == "kernel_key"
+    )  # fmt: skip
     with pytest.raises(Exception) as info:
         session(model)
     message = str(info.value)
-    assert "tc_graph kernel 'addrelu' (key 0123456789abcdef0123456789abcdef)" in message
+    assert f"tc_graph kernel 'addrelu' (key {key})" in message
     assert "is not compiled on this machine" in message
     assert "tc_graph.prepare(model)" in message
     assert "`tc-graph prepare MODEL.onnx`" in message
@@ -328,43 +348,43 @@ def test_node_without_kernel_key_is_an_error() -> None:
         ("input_shapes", [5, 3]),
     ],
 )
-def test_node_attributes_must_match_the_kernel(
-    gather_key: str, attribute: str, value: list[int]
-) -> None:
-    model = tc_model(
-        key=gather_key,
-        entry="g",
-        inputs=GATHER_INPUTS,
-        outputs=GATHER_OUTPUTS,
-        attributes={attribute: value},
-    )
+def test_node_attributes_must_match_the_kernel(attribute: str, value: list[int]) -> None:
+    # The gather kernel filed under the key of a node that describes it wrongly.
+    io = {"entry": "g", "inputs": GATHER_INPUTS, "outputs": GATHER_OUTPUTS}
+    text = GATHER_C.replace("ABI", "1")
+    source = hand_kernel(f"gather-{attribute}", text, **io, attributes={attribute: value})
+    model = tc_model(source=source, **io, attributes={attribute: value})  # type: ignore[arg-type]
     with pytest.raises(Exception, match=f"node's {attribute} attribute does not match"):
         session(model)
 
 
-def test_node_arity_must_match_the_kernel(gather_key: str) -> None:
-    model = tc_model(key=gather_key, entry="g", inputs=GATHER_INPUTS[:1], outputs=GATHER_OUTPUTS)
+def test_node_arity_must_match_the_kernel() -> None:
+    io = {"entry": "g", "inputs": GATHER_INPUTS[:1], "outputs": GATHER_OUTPUTS}
+    source = hand_kernel("gather-arity", GATHER_C.replace("ABI", "1"), **io)  # type: ignore[arg-type]
+    model = tc_model(source=source, **io)  # type: ignore[arg-type]
     with pytest.raises(Exception, match="takes 2 inputs and 1 outputs, the node has 1 and 1"):
         session(model)
 
 
 def test_other_abi_version_is_refused() -> None:
-    key = _hand_key("gather-abi2", GATHER_C.replace("ABI", "2"))
-    model = tc_model(key=key, entry="g", inputs=GATHER_INPUTS, outputs=GATHER_OUTPUTS)
+    text = GATHER_C.replace("ABI", "2")
+    source = hand_kernel("gather-abi2", text, "g", GATHER_INPUTS, GATHER_OUTPUTS)
+    model = tc_model(source=source, entry="g", inputs=GATHER_INPUTS, outputs=GATHER_OUTPUTS)
     with pytest.raises(Exception, match="ABI version 2, this library expects 1"):
         session(model)
 
 
 def test_kernel_without_the_phase_entry_point_is_refused() -> None:
-    key = _hand_key("no-phase", "int tc_kernel(void) { return 0; }\n")
-    model = tc_model(key=key, entry="g", inputs=GATHER_INPUTS, outputs=GATHER_OUTPUTS)
+    text = "int tc_kernel(void) { return 0; }\n"
+    source = hand_kernel("no-phase", text, "g", GATHER_INPUTS, GATHER_OUTPUTS)
+    model = tc_model(source=source, entry="g", inputs=GATHER_INPUTS, outputs=GATHER_OUTPUTS)
     with pytest.raises(Exception, match="lacks the symbol tc_abi_version"):
         session(model)
 
 
-def test_wrong_input_shape_or_dtype_is_an_error_at_run(gather_key: str) -> None:
+def test_wrong_input_shape_or_dtype_is_an_error_at_run(gather_source: str) -> None:
     model = tc_model(
-        key=gather_key, entry="g", inputs=GATHER_INPUTS, outputs=GATHER_OUTPUTS, dynamic=True
+        source=gather_source, entry="g", inputs=GATHER_INPUTS, outputs=GATHER_OUTPUTS, dynamic=True
     )
     sess = session(model)
     t = np.arange(15, dtype=np.float32).reshape(5, 3)
@@ -380,12 +400,12 @@ def test_wrong_input_shape_or_dtype_is_an_error_at_run(gather_key: str) -> None:
     np.testing.assert_array_equal(sess.run(None, {"T": t, "I": i})[0], t[i])
 
 
-def test_wrong_input_dtype_is_an_error_at_run(gather_key: str) -> None:
+def test_wrong_input_dtype_is_an_error_at_run(gather_source: str) -> None:
     # The graph declares I as int32 (the node's attributes still say int64): onnxruntime
     # accepts the model, the library refuses the run.
     inputs = [GATHER_INPUTS[0], ("I", np.dtype(np.int32), (6,))]
     model = tc_model(
-        key=gather_key,
+        source=gather_source,
         entry="g",
         inputs=inputs,
         outputs=GATHER_OUTPUTS,
@@ -401,14 +421,17 @@ def test_wrong_input_dtype_is_an_error_at_run(gather_key: str) -> None:
 
 
 def _gather_in(cache: Path) -> str:
-    """Build the hand gather kernel into another cache root; return its key."""
+    """Build the hand gather kernel into another cache root; return its source label."""
     text = GATHER_C.replace("ABI", "1")
-    key = f"test-gather-{cc.cache_key(text)}"
-    entry = cache / key
-    entry.mkdir(parents=True)
-    cc_path = cc.build(text, key)  # the suite's cache, then copied: cc.build follows env
-    (entry / "kernel.so").write_bytes(cc_path.read_bytes())
-    return key
+    source = hand_kernel("gather", text, "g", GATHER_INPUTS, GATHER_OUTPUTS)
+    model = tc_model(source=source, entry="g", inputs=GATHER_INPUTS, outputs=GATHER_OUTPUTS)
+    key = next(
+        a.s.decode() for a in onnx.load_from_string(model).graph.node[0].attribute
+        if a.name == "kernel_key"
+    )  # fmt: skip
+    # Built in the suite's cache (cc.build follows the environment), then copied.
+    shutil.copytree(cc.cache_dir() / key, cache / key)
+    return source
 
 
 @pytest.mark.parametrize("variable", ["TC_GRAPH_CACHE", "XDG_CACHE_HOME", "HOME"])
@@ -421,7 +444,7 @@ def test_the_library_finds_the_cache_as_the_runtime_does(
         "XDG_CACHE_HOME": tmp_path / "xdg" / "tc_graph",
         "HOME": tmp_path / ".cache" / "tc_graph",
     }[variable]
-    key = _gather_in(root)
+    source = _gather_in(root)
     if variable == "TC_GRAPH_CACHE":
         monkeypatch.setenv("HOME", str(tmp_path))
         monkeypatch.setenv("TC_GRAPH_CACHE", "~/custom")  # ~ is expanded, as in cc.py
@@ -433,7 +456,7 @@ def test_the_library_finds_the_cache_as_the_runtime_does(
             monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
             monkeypatch.setenv("HOME", str(tmp_path))
     assert cc.cache_dir() == root
-    model = tc_model(key=key, entry="g", inputs=GATHER_INPUTS, outputs=GATHER_OUTPUTS)
+    model = tc_model(source=source, entry="g", inputs=GATHER_INPUTS, outputs=GATHER_OUTPUTS)
     so = ort.SessionOptions()
     so.register_custom_ops_library(library)
     sess = ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
