@@ -1207,6 +1207,7 @@ class _Printer:
             for c, name, values in meta
         ]
         quoted = [f'"{t}"' for t in texts] or ["0"]
+        lines.append(f"const int32_t tc_num_checks = {len(texts)};")
         lines.append(f"const char *const tc_check_text[] = {{{', '.join(quoted)}}};")
         return "\n".join([*lines, "", *self.lines])
 

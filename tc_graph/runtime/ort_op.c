@@ -174,6 +174,7 @@ typedef struct {
     const int32_t *dtypes, *ranks, *output_zero, *temp_zero;
     const int64_t *dims, *temp_bytes, *phase_trips;
     const char *const *check_text;
+    int32_t num_checks; /* entries of check_text; 0 when the kernel declares none */
     tc_phase_fn phase;
     int64_t *dims_offset; /* where each tensor's dimensions start in dims */
     size_t *tensor_bytes; /* bytes of each tensor */
@@ -735,6 +736,8 @@ static ort_status *load_metadata(tc_kernel *k) {
         if (st) return st;
     }
     k->check_text = dlsym(k->handle, "tc_check_text");
+    const int32_t *n_checks = dlsym(k->handle, "tc_num_checks");
+    k->num_checks = k->check_text && n_checks && *n_checks > 0 ? *n_checks : 0;
     if (k->num_inputs < 0 || k->num_outputs < 1 || k->num_temps < 0 || k->num_phases < 0 ||
         k->num_inputs > 65536 || k->num_outputs > 65536 || k->num_temps > 65536)
         return error(k->api, ORT_FAIL, "tc_graph kernel '%s' (key %s) has corrupt metadata",
@@ -850,7 +853,8 @@ static ort_status *phase_error(const tc_kernel *k, int code, int64_t value) {
         return error(k->api, ORT_RUNTIME_EXCEPTION,
                      "tc_graph kernel '%s' (key %s): internal error %d in a phase; this is a "
                      "tc_graph bug, please report it", k->entry, k->key, code);
-    const char *what = k->check_text ? k->check_text[code - 1] : NULL;
+    /* The code indexes the table only where the kernel says the table reaches. */
+    const char *what = code <= k->num_checks ? k->check_text[code - 1] : NULL;
     return error(k->api, ORT_INVALID_ARGUMENT,
                  "tc_graph kernel '%s': index %" PRId64 " out of range: %s", k->entry, value,
                  what ? what : "an indirect subscript");

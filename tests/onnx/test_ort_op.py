@@ -181,6 +181,7 @@ const int32_t tc_output_zero[] = {0};
 const int32_t tc_num_temps = 0;
 const int32_t tc_num_phases = 1;
 const int64_t tc_phase_trips[] = {6};
+const int32_t tc_num_checks = 1;
 const char *const tc_check_text[] = {"subscript 0 of 'T' (extent 5)"};
 int tc_phase(int32_t phase, void *const *args, void *const *temps, int64_t lo, int64_t hi,
              int64_t *err) {
@@ -293,6 +294,18 @@ def test_hand_gather_reports_the_bad_index_and_stays_usable(gather_source: str) 
     with pytest.raises(Exception, match=r"index -[1-5] out of range"):
         sess.run(None, {"T": t, "I": -good - 1})
     np.testing.assert_array_equal(sess.run(None, {"T": t, "I": good})[0], t[good])
+
+
+def test_a_check_code_beyond_the_kernels_texts_reads_no_text() -> None:
+    """A phase's failure code indexes tc_check_text only below tc_num_checks: a code past
+    the table (a kernel bug) gives the generic message, not a read past the array."""
+    text = GATHER_C.replace("ABI", "1").replace("*err = i; return 1;", "*err = i; return 1000000;")
+    source = hand_kernel("gather-bad-code", text, "g", GATHER_INPUTS, GATHER_OUTPUTS)
+    model = tc_model(source=source, entry="g", inputs=GATHER_INPUTS, outputs=GATHER_OUTPUTS)
+    sess = session(model, 1)
+    t = np.zeros((5, 3), np.float32)
+    with pytest.raises(Exception, match=r"index 7 out of range: an indirect subscript"):
+        sess.run(None, {"T": t, "I": np.array([0, 7, 0, 0, 0, 0])})
 
 
 # ------------------------------------------------------------------ hand-written: errors
