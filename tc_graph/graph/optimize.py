@@ -839,11 +839,11 @@ def _compile_node(node: onnx.NodeProto, spec: _NodeSpec) -> Path:
     """Compile the node's source for its input types and check the outputs it gives."""
     try:
         arrays = [
-            np.zeros(shape, helper.tensor_dtype_to_np_dtype(dtype))
+            _placeholder(np.dtype(helper.tensor_dtype_to_np_dtype(dtype)), shape)
             for dtype, shape in zip(spec.dtypes[0], spec.shapes[0], strict=True)
         ]
-    except (MemoryError, ValueError) as e:
-        raise _node_error(node, f"declares inputs too large to compile for: {e}") from None
+    except TcError as e:
+        raise _node_error(node, f"declares inputs too large to compile for: {e.message}") from None
     module = define(spec.source)
     if spec.entry not in module:
         raise _node_error(node, f"names entry '{spec.entry}', which its source does not define")

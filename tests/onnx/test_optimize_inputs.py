@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 import onnx
@@ -21,6 +22,7 @@ import tc_graph as tg
 from tc_graph.graph import models
 from tc_graph.graph import optimize as opt
 from tc_graph.graph.model import TC_DOMAIN, TC_OP, Graph
+from tc_graph.graph.rewrite import kernel_key
 
 
 def _model(
@@ -89,6 +91,17 @@ def test_force_allocates_no_sample_inputs() -> None:
     assert [d["why"] for d in _decisions(optimized)] == ["forced"]
 
 
+def test_prepare_compiles_for_huge_declared_inputs_without_allocating_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Compiling reads only shapes and dtypes, so prepare (and a session) of a forced
+    model with a 4 TiB input compiles its kernel; it used to allocate the input first."""
+    optimized = tg.optimize(_huge_model(), force=True)
+    monkeypatch.setenv("TC_GRAPH_CACHE", str(tmp_path))
+    tg.prepare(optimized)
+    assert any(tmp_path.glob("tck-*/kernel.so"))
+
+
 def test_inputs_too_large_to_sample_are_not_measured() -> None:
     optimized = tg.optimize(_huge_model())
     assert _fused(optimized) == 0
@@ -151,8 +164,13 @@ def test_missing_entry_is_a_tc_error(tmp_path, monkeypatch) -> None:
         for a in node.attribute:
             if a.name == "entry":
                 a.s = b"nope"
+        # The key names the content: an edited node with a stale key is refused sooner.
+        attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+        for a in node.attribute:
+            if a.name == "kernel_key":
+                a.s = kernel_key(attrs).encode()
     monkeypatch.setenv("TC_GRAPH_CACHE", str(tmp_path / "fresh"))
-    with pytest.raises(tg.TcError, match="no def named 'nope'"):
+    with pytest.raises(tg.TcError, match="names entry 'nope', which its source does not define"):
         tg.prepare(optimized)
     with pytest.raises(tg.TcError, match="no def named 'g'"):
         tg.define("def f(float(N) A) -> (B) { B(i) = A(i) }")["g"]
