@@ -155,9 +155,9 @@ def snapshot_in_place(program: ir.Program) -> ir.Program:
         )
         rhs = ir.map_expr(
             st.rhs,
-            lambda e, t=st.tensor, o=old: replace(e, tensor=o)
-            if isinstance(e, ir.Read) and e.tensor == t
-            else e,
+            lambda e, t=st.tensor, o=old: (
+                replace(e, tensor=o) if isinstance(e, ir.Read) and e.tensor == t else e
+            ),
         )
         statements.append(replace(st, rhs=rhs))
     return replace(program, statements=tuple(statements), tensors=tensors)
