@@ -55,7 +55,13 @@ def generate_c(
     options: MappingOptions,
 ) -> str:
     """The C source of a program for these sizes."""
-    scop = build_scop(program, sizes, shapes, contractions=options.register_tile > 0)
+    scop = build_scop(
+        program,
+        sizes,
+        shapes,
+        contractions=options.register_tile > 0,
+        kernels=not options.allow_skewing,
+    )
     schedule = map_cpu(build_schedule(scop, options), scop, options)
     return emit(scop, schedule, options, name=ENTRY)
 
