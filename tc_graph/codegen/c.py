@@ -161,8 +161,8 @@ class _Printer:
         self.mode = "omp"
         self.loops_open = 0
         self.phase_trips: int | None = None
-        # Printing an `annotated_ast` (poly/proof.py): the schedule depth of the band under
-        # each enclosing mark (poly/cpu.py sets it; None for marks without one).
+        # Printing an `annotated_ast` (poly/proof.py), the schedule depth of the band under
+        # each enclosing mark (poly/cpu.py records it in the mark); None otherwise.
         self.proved = proved
         self.mark_depth: dict[str, int | None] = {}
 
