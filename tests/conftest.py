@@ -13,6 +13,9 @@ import pytest
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+# Every parallel or simd loop of every kernel the tests generate is proved against isl's
+# dependences (tc_graph/poly/proof.py): an unproved one fails the test.
+os.environ.setdefault("TC_GRAPH_CHECK_MARKS", "1")
 
 # An undefined-behaviour report aborts the process rather than scrolling past in the log.
 SANITIZE_CFLAGS = "-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer"

@@ -24,6 +24,7 @@ import numpy as np
 from .. import ir
 from ..lang.types import compute_type, promote
 from ..options import MappingOptions
+from ..poly.proof import annotated_ast, loop_depth, loop_parallel, refuse
 from ..poly.scop import Scop, ScopStmt, indirect_reads
 
 C_TYPES = {
@@ -178,7 +179,9 @@ C_OPENMP = Dialect()
 
 
 class _Printer:
-    def __init__(self, scop: Scop, options: MappingOptions, dialect: Dialect) -> None:
+    def __init__(
+        self, scop: Scop, options: MappingOptions, dialect: Dialect, *, proved: bool = False
+    ) -> None:
         self.scop = scop
         self.options = options
         self.dialect = dialect
@@ -194,6 +197,10 @@ class _Printer:
         self.mode = "omp"
         self.loops_open = 0
         self.phase_trips: int | None = None
+        # Printing an `annotated_ast` (poly/proof.py), the schedule depth of the band under
+        # each enclosing mark (poly/cpu.py records it in the mark); None otherwise.
+        self.proved = proved
+        self.mark_depth: dict[str, int | None] = {}
 
     def out(self, depth: int, text: str) -> None:
         self.lines.append("  " * depth + text)
@@ -988,20 +995,21 @@ class _Printer:
                 self.node(node.for_get_body(), depth + 1)
                 self.out(depth, "}")
                 return
-            if "reduce" in marks and "parallel" not in marks and self.reduction_loop(node, depth):
+            here = self.proved_marks(node, marks)
+            if "reduce" in here and "parallel" not in here and self.reduction_loop(node, depth):
                 return
-            if "regtile" in marks and "parallel" not in marks and self.register_tile(node, depth):
+            if "regtile" in here and "parallel" not in here and self.register_tile(node, depth):
                 return
-            if "parallel" not in marks and self.row_tile(node, depth):
+            if "parallel" not in here and self.row_tile(node, depth):
                 return
-            if "dottile" in marks and "parallel" not in marks and self.inner_dot(node, depth):
+            if "dottile" in here and "parallel" not in here and self.inner_dot(node, depth):
                 return
             private: list[tuple[str, int]] = []
-            if "parallel" in marks:
+            if "parallel" in here:
                 private = self.privatizable(node)
-                self.parallel_for(node, depth, simd="simd" in marks)
+                self.parallel_for(node, depth, simd="simd" in here)
             else:
-                if "simd" in marks:
+                if "simd" in here:
                     self.out(depth, self.dialect.simd_pragma())
                 self.out(depth, self.for_header(node) + " {")
             it = node.for_get_iterator().to_C_str()
@@ -1030,7 +1038,11 @@ class _Printer:
             if node.mark_get_id().get_name() == "contract":
                 self.contraction(node.mark_get_node(), depth)
                 return
-            self.node(node.mark_get_node(), depth, marks | {node.mark_get_id().get_name()})
+            mark = node.mark_get_id()
+            saved = self.mark_depth.get(mark.get_name())
+            self.mark_depth[mark.get_name()] = mark.get_user() if self.proved else None
+            self.node(node.mark_get_node(), depth, marks | {mark.get_name()})
+            self.mark_depth[mark.get_name()] = saved
         elif t == isl.ast_node_type.user:
             st, args = self.user(node)
             self.statement(st, args, depth)
@@ -1038,6 +1050,21 @@ class _Printer:
             raise TypeError(f"unexpected isl AST node {t}")
 
     # -- temporaries ------------------------------------------------------
+    def proved_marks(self, node: isl.AstNode, marks: frozenset[str]) -> frozenset[str]:
+        """The marks of this loop. In an `annotated_ast` (poly/proof.py), a mark applies
+        to the loop of its band's depth only: a loop further in means isl printed no
+        loop for the band here (a piece where it has one value), and the mark ends. Then
+        `parallel` and `simd` stay only where isl's dependences prove the loop parallel."""
+        if not self.proved:
+            return marks
+        depth = loop_depth(node)
+        here = {m for m in marks if self.mark_depth.get(m) in (None, depth)}
+        for m in ("parallel", "simd"):
+            if m in here and not loop_parallel(node):
+                refuse(m, node)
+                here.discard(m)
+        return frozenset(here)
+
     def users_under(self, node: isl.AstNode) -> list[tuple[ScopStmt, list[str]]]:
         t = node.get_type()
         if t == isl.ast_node_type.user:
@@ -1389,10 +1416,7 @@ def emit(
 ) -> str:
     """The C source of one kernel: `int name(void *const *args, int check, int64_t *err)`,
     args = inputs then outputs; returns 0, or k > 0 when check k failed (value in *err)."""
-    build = isl.AstBuild.from_context(
-        isl.Set.universe(isl.Space.params_alloc(isl.DEFAULT_CONTEXT, 0))
-    )
-    ast = build.node_from_schedule(schedule) if scop.statements else None
-    printer = _Printer(scop, options, dialect)
+    ast = annotated_ast(scop, schedule) if scop.statements else None
+    printer = _Printer(scop, options, dialect, proved=True)
     main = printer.kernel(ast, name)
     return f"{_prelude(options.vector_width)}\n\n{main}\n\n{printer.phase_kernel(ast)}\n"

@@ -118,7 +118,7 @@ def map_cpu(schedule: isl.Schedule, scop: Scop, options: MappingOptions) -> isl.
             scop.statement(n).kind == "contract" for n in _names(node)
         ):
             # The printer writes the whole nest (tiles, parallel loop, vectors).
-            return node.insert_mark(isl.Id("contract", context=_CTX))
+            return _mark(node, "contract")
         if node.get_type() == _BAND and not any(n.startswith("K") for n in _names(node)):
             if node.band_n_member() > 1 and _trip_count(node) <= 1:
                 # isl prints no loop for a one-iteration member: a mark above it would
@@ -140,7 +140,7 @@ def map_cpu(schedule: isl.Schedule, scop: Scop, options: MappingOptions) -> isl.
                     and options.tile[0] < _trip_count(node)
                 ):
                     node = _tile(node, options.tile)
-                node = node.insert_mark(isl.Id("parallel", context=_CTX)).child(0)
+                node = _mark(node, "parallel").child(0)
                 down += 1
                 parallel_done = True
             innermost = options.register_tile and not _has_band_below(node)
@@ -157,7 +157,7 @@ def map_cpu(schedule: isl.Schedule, scop: Scop, options: MappingOptions) -> isl.
                     node = node.band_split(split).child(0)
                     down += 1
                 mark = "dottile" if dot is not None else "regtile"
-                node = node.insert_mark(isl.Id(mark, context=_CTX)).child(0)
+                node = _mark(node, mark).child(0)
                 down += 1
             elif not _has_band_below(node):
                 n = node.band_n_member()
@@ -169,10 +169,10 @@ def map_cpu(schedule: isl.Schedule, scop: Scop, options: MappingOptions) -> isl.
                 elif _trip_count(node) <= 1:
                     pass
                 elif node.band_member_get_coincident(0):
-                    node = node.insert_mark(isl.Id("simd", context=_CTX)).child(0)
+                    node = _mark(node, "simd").child(0)
                     down += 1
                 elif _is_reduction_member(node, scop):
-                    node = node.insert_mark(isl.Id("reduce", context=_CTX)).child(0)
+                    node = _mark(node, "reduce").child(0)
                     down += 1
         for i in range(node.n_children()):
             node = walk(node.child(i), parallel_done).parent()
@@ -182,6 +182,13 @@ def map_cpu(schedule: isl.Schedule, scop: Scop, options: MappingOptions) -> isl.
 
     root = walk(schedule.get_root(), False)
     return root.get_schedule()
+
+
+def _mark(node: isl.ScheduleNode, name: str) -> isl.ScheduleNode:
+    """node under a mark that records its schedule depth: the printer applies the mark to
+    the loop of that depth only (poly/proof.py)."""
+    depth = node.get_schedule_depth()
+    return node.insert_mark(isl.Id(name, user=depth, context=_CTX))
 
 
 def _trip_count(node: isl.ScheduleNode) -> int:

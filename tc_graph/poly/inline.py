@@ -1,7 +1,14 @@
-"""Copies inlined into their readers: a temporary defined by one plain `=` statement over
+"""Temporaries in and out before scheduling.
+
+Copies inlined into their readers: a temporary defined by one plain `=` statement over
 its whole shape whose right side is one read (a transpose, a gather, a cast) is replaced
-by its definition wherever it is read, so no buffer is written and read back. ONNX translations produce these at every
-Transpose and Gather; hand-written TCs rarely do."""
+by its definition wherever it is read, so no buffer is written and read back. ONNX
+translations produce these at every Transpose and Gather; hand-written TCs rarely do.
+
+Snapshots of in-place reductions: a reduction that reads its own left tensor must see
+the values from before the statement (the right side is read in full first), which a
+loop nest that initialises and accumulates in place cannot give; those reads go to a
+copy taken just before (`snapshot_in_place`)."""
 
 from __future__ import annotations
 
@@ -98,3 +105,59 @@ def _inline(program: ir.Program, k: int) -> ir.Program:
     )
     tensors = {n: t for n, t in program.tensors.items() if n != temp.name}
     return replace(program, statements=statements, tensors=tensors)
+
+
+def _needs_snapshot(st: ir.Statement) -> bool:
+    """st reads its own left tensor and writes some element before its last such read:
+    the `!` overwrites first, or a reduction index updates each element many times.
+    (A pointwise update reads each element once, right before writing it.)"""
+    if st.op == "=" or not _reads_tensor(st, st.tensor):
+        return False
+    return st.init or bool(st.reduction_vars)
+
+
+def _fresh(taken: set[str], base: str) -> str:
+    name, k = f"{base}_old", 1
+    while name in taken:
+        name, k = f"{base}_old{k}", k + 1
+    return name
+
+
+def snapshot_in_place(program: ir.Program) -> ir.Program:
+    """program with every in-place reduction that needs the old values (see
+    _needs_snapshot) reading a copy of its left region, taken by a `=` statement
+    right before it. The copy is a temporary, written wherever it is read."""
+    statements: list[ir.Statement] = []
+    tensors = dict(program.tensors)
+    for st in program.statements:
+        if not _needs_snapshot(st):
+            statements.append(st)
+            continue
+        target = tensors[st.tensor]
+        old = _fresh({*tensors, *program.params}, st.tensor)
+        tensors[old] = ir.Tensor(old, target.dtype, "temp", target.shape, zero_fill=False)
+        # Sema's in-place rule: every read of the left tensor uses the left-hand indices,
+        # whose distinct names come first among the iterators.
+        n = len(dict.fromkeys(st.lhs))
+        copy = ir.Read(st.tensor, tuple(ir.Index(v) for v in st.lhs), target.dtype)
+        statements.append(
+            ir.Statement(
+                old,
+                st.lhs,
+                st.iterators[:n],
+                "=",
+                False,
+                copy,
+                st.domain.project_out(isl.dim_type.set, n, len(st.iterators) - n),
+                st.bounds[:n],
+                st.span,
+            )
+        )
+        rhs = ir.map_expr(
+            st.rhs,
+            lambda e, t=st.tensor, o=old: (
+                replace(e, tensor=o) if isinstance(e, ir.Read) and e.tensor == t else e
+            ),
+        )
+        statements.append(replace(st, rhs=rhs))
+    return replace(program, statements=tuple(statements), tensors=tensors)

@@ -156,9 +156,12 @@ def build_scop(
     shapes: Mapping[str, tuple[int, ...]],
     *,
     contractions: bool = True,
+    kernels: bool = True,
 ) -> Scop:
     """The scop of program for concrete sizes (`shapes` holds every tensor's shape).
-    With `contractions`, dot-product contractions become single "contract" statements."""
+    With `contractions`, dot products get their tiled forms: with `kernels` too, the
+    long ones become single "contract" statements, which need a nest of their own (our
+    scheduler gives them one; isl's may fuse or skew them, so it is given none)."""
     point = ir.param_point(program, sizes)
     checks: list[ScopStmt] = []
     body: list[ScopStmt] = []
@@ -171,7 +174,7 @@ def build_scop(
         shape = shapes[st.tensor]
         nl = len(st.lhs)
         trips = {v: max(0, hi - lo) for v, (lo, hi) in zip(st.iterators, ranges, strict=True)}
-        contract = plan(program, st, trips) if contractions else None
+        contract = plan(program, st, trips) if contractions and kernels else None
         inner = inner_plan(program, st, trips) if contractions and not contract else None
         if st.init and contract is None:
             dom = _box(f"S{n}_init", st.lhs, ranges[:nl])

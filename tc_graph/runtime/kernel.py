@@ -23,7 +23,7 @@ from ..lang.canonical import canonical
 from ..lang.sema import CheckedDef
 from ..options import MappingOptions
 from ..poly.cpu import map_cpu
-from ..poly.inline import inline_copies
+from ..poly.inline import inline_copies, snapshot_in_place
 from ..poly.schedule import build_schedule
 from ..poly.scop import build_scop, checked_accesses
 from . import cc
@@ -55,7 +55,13 @@ def generate_c(
     options: MappingOptions,
 ) -> str:
     """The C source of a program for these sizes."""
-    scop = build_scop(program, sizes, shapes, contractions=options.register_tile > 0)
+    scop = build_scop(
+        program,
+        sizes,
+        shapes,
+        contractions=options.register_tile > 0,
+        kernels=not options.allow_skewing,
+    )
     schedule = map_cpu(build_schedule(scop, options), scop, options)
     return emit(scop, schedule, options, name=ENTRY)
 
@@ -199,6 +205,7 @@ def compile_kernel(
         raise TcError(f"target '{target}' cannot compile yet", hint="use target='cpu'")
     arrays, sizes = binding.bind_inputs(checked, args)
     binding.check_preconditions(program, sizes)
+    program = snapshot_in_place(program)
     shapes = {**{n: a.shape for n, a in arrays.items()}, **binding.tensor_shapes(program, sizes)}
     program = inline_copies(program, {**sizes, **program.constants})
     text, _ = canonical(program.source)

@@ -416,3 +416,47 @@ def test_prefetched_lookups_under_row_tiles_compile_and_match_numpy() -> None:
     kernel = tg.define(LUT).lut.compile(table, index, options=options)
     assert kernel.source.count("__builtin_prefetch(&t_T[") >= 4
     np.testing.assert_allclose(kernel(table, index), table[index].sum(axis=1), rtol=1e-5, atol=1e-4)
+
+
+CONTRACTION_THEN_LOOKUP = """
+def f(float(B, M) A, float(N, M) W) -> (C) {
+  T1(b, n) +=! A(b, m) * W(n, m)
+  C(b, n) = T1(b, n) * A(b, n % M)
+}
+"""
+
+
+@pytest.mark.parametrize("fusion", ["max", "preserve3coincident", "min"])
+def test_isl_scheduler_with_a_dot_product_contraction(fusion: str) -> None:
+    """allow_skewing on a long dot product followed by a statement isl fuses it with
+    (issue 12, item 9: an AssertionError, "a contraction is one perfect nest")."""
+    rng = np.random.default_rng(9)
+    a = rng.standard_normal((8, 64)).astype(np.float32)
+    w = rng.standard_normal((16, 64)).astype(np.float32)
+    fn = tg.define(CONTRACTION_THEN_LOOKUP).f
+    want = fn(a, w, target="reference")
+    got = fn(a, w, options=tg.MappingOptions(allow_skewing=True, fusion=fusion))
+    assert_matches(got, want, "f")
+
+
+REDUCTION_BESIDE_A_LONGER_NEST = """
+def f(float(N,M) B, float(K) A) -> (O, P) {
+  O(i) +=! B(r, k) where exists A(i)
+  P(i, j) = A(j) where i in 0:M + 1
+}
+"""
+
+
+def test_a_reduction_fused_at_one_value_of_a_parallel_loop_stays_serial() -> None:
+    """The outer loop is parallel: O's nest has one value of it (r = 0), so isl prints
+    O's loops apart, and the parallel mark fell on O's reduction loop k (issue 12,
+    item 6: two threads summed into O at once). The conftest's mark check fails the
+    kernel too."""
+    b = np.ones((1, 4000), np.float32)
+    a = np.ones(64, np.float32)
+    fn = tg.define(REDUCTION_BESIDE_A_LONGER_NEST).f
+    want = fn(b, a, target="reference")
+    kernel = fn.compile(b, a, options=tg.MappingOptions(threads=2))
+    for _ in range(20):  # a race shows up as a wrong sum now and then
+        for g, w in zip(kernel(b, a), want, strict=True):
+            np.testing.assert_array_equal(g, w)

@@ -1,0 +1,101 @@
+"""Loops proved parallel: the AST of a mapped schedule, each loop annotated with what isl's
+dependences say about it.
+
+The marks of cpu.py are decisions on the schedule tree; what runs is the loops isl's AST
+generator prints for them, which may differ: a band member may be split into pieces, one
+of them without a loop (a statement for which it has one value). So every loop printed
+`parallel` or `simd` is proved again on the AST: no dependence between two instances
+inside it, at the same iteration of the loops around it, crosses its iterations. The
+proof uses the AST build's own schedule at the loop (its instances to the values of the
+loops that enclose them, this one last).
+
+A loop that a mark asks for but the proof refuses is printed sequential; with
+`TC_GRAPH_CHECK_MARKS=1` (set by the test suite) it is an error instead, so that every
+kernel the tests generate checks its marks.
+"""
+
+from __future__ import annotations
+
+import os
+
+import islpy as isl
+
+from .scop import Scop
+
+_CTX = isl.DEFAULT_CONTEXT
+
+
+def _flat(umap: isl.UnionMap) -> isl.UnionMap:
+    """The build's schedule with its nested ranges flattened (one tuple of loop values)."""
+    maps: list[isl.Map] = []
+    umap.foreach_map(maps.append)
+    out = isl.UnionMap.empty(umap.get_space())
+    for m in maps:
+        out = out.union(isl.UnionMap.from_map(m.flatten_range()))
+    return out
+
+
+def carries_nothing(schedule: isl.UnionMap, deps: isl.UnionMap) -> bool:
+    """The last dimension of `schedule` (instances -> enclosing loop values, flat) sees
+    no dependence between instances that agree on the dimensions before it and not on it."""
+    dom = schedule.domain()
+    inside = deps.intersect_domain(dom).intersect_range(dom)
+    if inside.is_empty():
+        return True
+    pairs: list[isl.Map] = []
+    inside.apply_domain(schedule).apply_range(schedule).foreach_map(pairs.append)
+    for m in pairs:
+        n = m.dim(isl.dim_type.in_)
+        same = isl.Map.universe(m.get_space())
+        for k in range(n - 1):
+            same = same.equate(isl.dim_type.in_, k, isl.dim_type.out, k)
+        lt = same.order_lt(isl.dim_type.in_, n - 1, isl.dim_type.out, n - 1)
+        gt = same.order_gt(isl.dim_type.in_, n - 1, isl.dim_type.out, n - 1)
+        if not m.intersect(lt.union(gt)).is_empty():
+            return False
+    return True
+
+
+def _depth(schedule: isl.Schedule) -> int:
+    maps: list[isl.Map] = []
+    schedule.get_map().foreach_map(maps.append)
+    return max((m.dim(isl.dim_type.out) for m in maps), default=0)
+
+
+def annotated_ast(scop: Scop, schedule: isl.Schedule) -> isl.AstNode:
+    """The AST of schedule: each loop's iterator id holds its depth (loop_depth), its
+    annotation the proof (loop_parallel)."""
+    build = isl.AstBuild.from_context(isl.Set.universe(isl.Space.params_alloc(_CTX, 0)))
+    ids = isl.IdList.alloc(_CTX, 0)
+    for k in range(_depth(schedule)):
+        ids = ids.add(isl.Id(f"c{k}", user=k, context=_CTX))
+    build = build.set_iterators(ids)
+    deps = scop.dependences
+
+    def before_for(b: isl.AstBuild) -> isl.Id:
+        return isl.Id("parallel", user=carries_nothing(_flat(b.get_schedule()), deps))
+
+    build, _handle = build.set_before_each_for(before_for)
+    return build.node_from_schedule(schedule)
+
+
+def loop_depth(node: isl.AstNode) -> int:
+    """The schedule dimension a loop of an `annotated_ast` counts (where its marks sit)."""
+    depth = node.for_get_iterator().get_id().get_user()
+    assert isinstance(depth, int)
+    return depth
+
+
+def loop_parallel(node: isl.AstNode) -> bool:
+    """A loop of an `annotated_ast` carries no dependence."""
+    return node.get_annotation().get_user() is True
+
+
+def refuse(what: str, node: isl.AstNode) -> None:
+    """A mark asked for a loop the proof refuses: an error when marks are checked, else
+    the caller prints the loop sequential."""
+    if os.environ.get("TC_GRAPH_CHECK_MARKS") == "1":
+        raise AssertionError(
+            f"a '{what}' mark on loop {node.for_get_iterator().to_C_str()}, which carries a "
+            "dependence"
+        )
