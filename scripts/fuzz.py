@@ -6,10 +6,11 @@ on a compiled target against the NumPy reference (tests/fuzz_oracle.py).
 
 Programs (seed, start), (seed, start + 1), ... run until the time is up; each compiled
 kernel runs in a child process, so a crash is counted, not fatal. Prints the counts
-(programs, valid, compared, both raising, refused options, mismatches, crashes, timeouts,
-non-TcError exceptions) and writes each finding, shrunk, as a standalone script to DIR
-(default fuzz-findings/). --include-known also generates the features of the known bugs
-(tests.fuzz_programs.KNOWN). Kernels go to a fresh temporary TC_GRAPH_CACHE unless one is set.
+(programs, valid, compared, both raising, refused options, unsupported on the target,
+mismatches, crashes, timeouts, non-TcError exceptions) and writes each finding, shrunk, as
+a standalone script (and an .npz of its larger inputs) to DIR (default fuzz-findings/).
+--include-known also generates the features of the known bugs (tests.fuzz_programs.KNOWN).
+Kernels go to a fresh temporary TC_GRAPH_CACHE unless one is set.
 """
 
 from __future__ import annotations
@@ -66,18 +67,24 @@ def main() -> int:
                 if large_inputs(small):
                     np.savez(npz, **large_inputs(small))
                 path.write_text(reproducer(small, again, a.target, str(npz.resolve())))
-                print(f"[{index}] {outcome.kind}: {outcome.detail.strip().splitlines()[-1]}"
-                      f"\n    -> {path}", flush=True)  # fmt: skip
+                print(
+                    f"[{index}] {outcome.kind}: {outcome.detail.strip().splitlines()[-1]}"
+                    f"\n    -> {path}",
+                    flush=True,
+                )
             index += 1
     finally:
         fuzzer.close()
     valid = counts["programs"] - counts["invalid"]
-    print(f"target {a.target}, options {a.options}, seed {a.seed}, programs {a.start}.."
-          f"{index - 1}: programs {counts['programs']}, valid {valid}, "
-          f"compared {counts['ok']}, both raise TcError {counts['raises']}, "
-          f"refused options {counts['refused']}, mismatches {counts['mismatch']}, "
-          f"crashes {counts['crash']}, timeouts {counts['timeout']}, "
-          f"non-TcError exceptions {counts['exception']}")  # fmt: skip
+    print(
+        f"target {a.target}, options {a.options}, seed {a.seed}, programs {a.start}.."
+        f"{index - 1}: programs {counts['programs']}, valid {valid}, "
+        f"compared {counts['ok']}, both raise TcError {counts['raises']}, "
+        f"refused options {counts['refused']}, unsupported {counts['unsupported']}, "
+        f"mismatches {counts['mismatch']}, "
+        f"crashes {counts['crash']}, timeouts {counts['timeout']}, "
+        f"non-TcError exceptions {counts['exception']}"
+    )
     findings = sum(counts[k] for k in ("mismatch", "crash", "timeout", "exception"))
     return 1 if findings else 0
 

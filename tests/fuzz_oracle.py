@@ -6,7 +6,8 @@ Allowed: the same outputs (dtypes and shapes exactly, integers exactly, floats w
 tolerance); both raise tg.TcError (a hostile index value, a precondition); a TcError from
 `define` (the generator wrote an invalid program: counted as invalid); a TcError from the
 target under random options when the default options give the reference's values (an
-option refused with a reason). Anything else is a finding: a mismatch, one side raising
+option refused with a reason); a target TcError that names a documented limit of the
+target (UNSUPPORTED). Anything else is a finding: a mismatch, one side raising
 TcError and the other not, any other exception, a dead or hung child.
 
 `Fuzzer.reduce` shrinks a finding (drops statements, outputs, unused inputs, the options)
@@ -30,13 +31,17 @@ from tests.tolerances import TOLERANCES
 
 _BUILTIN = re.compile(rf"\b({'|'.join(BUILTINS)})f?\(")
 
+UNSUPPORTED = re.compile(r"need the cl_khr_fp(16|64) extension|has no opencl equivalent")
+"""Target TcErrors that name a documented limit of the target or device (float16 or float64
+without the OpenCL extension, a builtin OpenCL lacks): counted as unsupported."""
+
 FINDINGS = ("mismatch", "crash", "timeout", "exception")
 """Outcome kinds that are bugs (the others: ok, raises, refused, invalid)."""
 
 
 @dataclass(frozen=True)
 class Outcome:
-    kind: str  # ok, raises (both TcError), refused, invalid, or one of FINDINGS
+    kind: str  # ok, raises (both TcError), refused, unsupported, invalid, or a FINDING
     detail: str = ""
 
     @property
@@ -48,8 +53,9 @@ def _as_tuple(x: Any) -> tuple[np.ndarray, ...]:
     return x if isinstance(x, tuple) else (x,)
 
 
-def run_compiled(source: str, entry: str, args: tuple[Any, ...], target: str,
-                 options: dict[str, Any] | None) -> tuple[str, Any]:  # fmt: skip
+def run_compiled(
+    source: str, entry: str, args: tuple[Any, ...], target: str, options: dict[str, Any] | None
+) -> tuple[str, Any]:
     """In the child: ("ok", outputs), ("tcerror", message) or ("exception", traceback)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -93,8 +99,9 @@ def loosest_float(source: str) -> np.dtype:
     return np.dtype(np.float64)
 
 
-def compare(got: tuple[np.ndarray, ...], want: tuple[np.ndarray, ...],
-            loosest: np.dtype | None = None) -> str | None:  # fmt: skip
+def compare(
+    got: tuple[np.ndarray, ...], want: tuple[np.ndarray, ...], loosest: np.dtype | None = None
+) -> str | None:
     """None when they agree, else what differs. Floats: NaN and infinities in the same
     places, finite values within TOLERANCES of the output's dtype or of `loosest` (the
     program's least precise float type) if looser, the absolute part scaled by the
@@ -121,8 +128,10 @@ def compare(got: tuple[np.ndarray, ...], want: tuple[np.ndarray, ...],
             bad = ~(close | same)
         if bad.any():
             at = tuple(int(i) for i in np.argwhere(bad)[0])
-            return (f"output {k} differs at {int(bad.sum())} of {w.size} elements, first at "
-                    f"{at}: got {g[at]!r}, reference {w[at]!r}")  # fmt: skip
+            return (
+                f"output {k} differs at {int(bad.sum())} of {w.size} elements, first at "
+                f"{at}: got {g[at]!r}, reference {w[at]!r}"
+            )
     return None
 
 
@@ -139,8 +148,15 @@ class Fuzzer:
 
     def _target(self, case: Case, options: dict[str, Any] | None) -> tuple[str, Any]:
         try:
-            return self.box.call(run_compiled, case.source, case.entry, case.args,
-                                 self.target, options, timeout=self.timeout)  # fmt: skip
+            return self.box.call(
+                run_compiled,
+                case.source,
+                case.entry,
+                case.args,
+                self.target,
+                options,
+                timeout=self.timeout,
+            )
         except SandboxError as e:
             kind = "timeout" if "timed out" in str(e) else "crash"
             return kind, str(e)
@@ -150,6 +166,8 @@ class Fuzzer:
         if ref in ("invalid", "exception"):
             return Outcome(ref, want)
         kind, got = self._target(case, case.options)
+        if kind == "tcerror" and ref == "ok" and UNSUPPORTED.search(got):
+            return Outcome("unsupported", got)
         if kind == "tcerror" and ref == "ok" and case.options is not None:
             again, values = self._target(case, None)
             if again == "ok" and compare(values, want, loosest_float(case.source)) is None:
@@ -216,8 +234,9 @@ def _candidates(case: Case) -> list[Case]:
         if not re.search(rf"\b{re.escape(name)}\b", body):
             smaller = replace(main, params=main.params[:k] + main.params[k + 1 :])
             args = case.args[:k] + case.args[k + 1 :]
-            out.append(replace(case.with_defs(
-                tuple(smaller if x is main else x for x in defs)), args=args))  # fmt: skip
+            out.append(
+                replace(case.with_defs(tuple(smaller if x is main else x for x in defs)), args=args)
+            )
     return out
 
 
@@ -235,16 +254,17 @@ def _literal(k: int, a: Any) -> str:
 
 def large_inputs(case: Case) -> dict[str, np.ndarray]:
     """The inputs a reproducer loads from its .npz file, by name."""
-    return {f"a{k}": a for k, a in enumerate(case.args)
-            if isinstance(a, np.ndarray) and a.size > INLINE_ELEMENTS}  # fmt: skip
+    return {
+        f"a{k}": a
+        for k, a in enumerate(case.args)
+        if isinstance(a, np.ndarray) and a.size > INLINE_ELEMENTS
+    }
 
 
 def reproducer(case: Case, outcome: Outcome, target: str, npz: str = "") -> str:
     """A standalone script that shows the finding (large inputs loaded from `npz`, written
     with `np.savez(npz, **large_inputs(case))`)."""
-    shapes = ", ".join(
-        f"{np.asarray(a).dtype}{tuple(np.shape(a))}" for a in case.args
-    )  # fmt: skip
+    shapes = ", ".join(f"{np.asarray(a).dtype}{tuple(np.shape(a))}" for a in case.args)
     detail = "\n".join(f"# {line}" for line in outcome.detail.strip().splitlines()[-12:])
     options = "None" if case.options is None else f"tg.MappingOptions(**{case.options!r})"
     args = ",\n    ".join(_literal(k, a) for k, a in enumerate(case.args))
@@ -272,6 +292,7 @@ print({target!r}, fn(*args, target={target!r}, options=options))
 def summary(case: Case) -> str:
     """The source, inputs and options of a case, for a test failure message."""
     shapes = ", ".join(f"{np.asarray(a).dtype}{tuple(np.shape(a))}" for a in case.args)
-    return (f"generate({case.seed}, {case.index}); inputs {shapes}; options "
-            f"{case.options}\n{case.source}")  # fmt: skip
-
+    return (
+        f"generate({case.seed}, {case.index}); inputs {shapes}; options "
+        f"{case.options}\n{case.source}"
+    )

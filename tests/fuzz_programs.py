@@ -70,9 +70,10 @@ KNOWN: dict[str, str] = {
     "huge_options": "issue 12 item 4 (unvalidated huge options)",
     # Found by this fuzzer, not yet in issue 12 (reported to the lead; delete each entry
     # with its fix):
-    # normcdfinv(x) outside [0, 1] is -inf/+inf on the CPU, NaN in the reference (and in
-    # CUDA's normcdfinvf). Guard: its argument is clamped into [0, 1].
-    "normcdfinv_domain": "fuzzer finding: normcdfinv outside [0, 1]",
+    # erfinv, erfcinv and normcdfinv outside their domains ([-1, 1], [0, 2], [0, 1]) are
+    # -inf/+inf on the CPU, NaN in the reference (and in CUDA). Guard: their argument is
+    # clamped into the domain.
+    "inverse_erf_domain": "fuzzer finding: erfinv/erfcinv/normcdfinv outside their domain",
     # min(a, b) / max(a, b) on floats with a NaN: the CPU returns the other operand when
     # the first is NaN, the reference (np.minimum) NaN. Guard: on float operands they are
     # written fmin/fmax.
@@ -85,6 +86,14 @@ KNOWN: dict[str, str] = {
     # indices in float16 (a partial product overflows to inf), the reference and 0-d
     # reductions in float32. Guard: no `*` reductions over variables into float16.
     "half_accumulator": "fuzzer finding: float16 reductions accumulate in float16 on the CPU",
+    # OpenCL: `c ? a : b` with a float or double c is printed as is, and OpenCL C rejects a
+    # floating-point condition ("used type 'float' where floating point type is not
+    # allowed"): a TcError for a valid program. Guard: a float condition is written c != 0.
+    "opencl_float_condition": "fuzzer finding: float ?: conditions rejected by OpenCL",
+    # OpenCL: abs() of a signed integer is OpenCL's abs, which returns the unsigned type:
+    # abs(INT_MIN) / 2 is 1073741824 there, -1073741824 in C and the reference. Guard: abs
+    # of a signed 32/64-bit integer is written max(x, -x).
+    "opencl_abs_int": "fuzzer finding: abs(INT_MIN) on OpenCL",
 }
 
 # ----------------------------------------------------------------------------- types
@@ -94,8 +103,14 @@ SIGNED = ("int8", "int16", "int32", "int64")
 UNSIGNED = ("uint8", "uint16", "uint32", "uint64")
 INTEGERS = SIGNED + UNSIGNED
 DTYPES = ("bool", *INTEGERS, *FLOATS)
-ALIASES = {"float32": "float", "float64": "double", "float16": "half", "int32": "int",
-           "int64": "long", "uint8": "byte"}  # fmt: skip
+ALIASES = {
+    "float32": "float",
+    "float64": "double",
+    "float16": "half",
+    "int32": "int",
+    "int64": "long",
+    "uint8": "byte",
+}
 
 
 def _bits(t: str) -> int:
@@ -136,15 +151,60 @@ def lossy_store(value: str, tensor: str) -> bool:
 # --------------------------------------------------------------------------- builtins
 
 # Continuous functions with bounded slopes on moderate arguments: any operand.
-SMOOTH_1 = ("sin", "cos", "tanh", "atan", "erf", "erfc", "fabs", "asinh", "cbrt", "sinpi",
-            "cospi", "normcdf", "exp", "expm1", "exp2", "sinh", "cosh")  # fmt: skip
+SMOOTH_1 = (
+    "sin",
+    "cos",
+    "tanh",
+    "atan",
+    "erf",
+    "erfc",
+    "fabs",
+    "asinh",
+    "cbrt",
+    "sinpi",
+    "cospi",
+    "normcdf",
+    "exp",
+    "expm1",
+    "exp2",
+    "sinh",
+    "cosh",
+)
 SMOOTH_2 = ("fmax", "fmin", "hypot", "fdim")
 SMOOTH_3 = ("fma", "norm3d")
 # Discontinuous, or defined on part of the line: exact operands only.
-EXACT_1 = ("floor", "ceil", "trunc", "round", "rint", "nearbyint", "log", "log2", "log10",
-           "log1p", "sqrt", "rsqrt", "acos", "asin", "acosh", "atanh", "lgamma", "tgamma",
-           "j0", "j1", "y0", "y1", "erfinv", "erfcinv", "erfcx", "logb", "normcdfinv",
-           "rcbrt", "tan", "exp10")  # fmt: skip
+EXACT_1 = (
+    "floor",
+    "ceil",
+    "trunc",
+    "round",
+    "rint",
+    "nearbyint",
+    "log",
+    "log2",
+    "log10",
+    "log1p",
+    "sqrt",
+    "rsqrt",
+    "acos",
+    "asin",
+    "acosh",
+    "atanh",
+    "lgamma",
+    "tgamma",
+    "j0",
+    "j1",
+    "y0",
+    "y1",
+    "erfinv",
+    "erfcinv",
+    "erfcx",
+    "logb",
+    "normcdfinv",
+    "rcbrt",
+    "tan",
+    "exp10",
+)
 EXACT_2 = ("pow", "fmod", "remainder", "copysign", "nextafter", "atan2", "rhypot")
 EXACT_3 = ("rnorm3d",)
 EXACT_4 = ("norm4d", "rnorm4d")
@@ -184,7 +244,8 @@ class Def:
 
     def render(self) -> str:
         body = "".join(f"  {s}\n" for s in self.statements)
-        return f"def {self.name}({', '.join(self.params)}) -> ({', '.join(self.outputs)}) {{\n{body}}}\n"
+        head = f"def {self.name}({', '.join(self.params)}) -> ({', '.join(self.outputs)})"
+        return f"{head} {{\n{body}}}\n"
 
 
 @dataclass(frozen=True)
@@ -259,14 +320,35 @@ class _Gen:
         return pairs[int(self.rng.choice(len(pairs), p=w / w.sum()))][0]
 
     def dtype(self) -> str:
-        return self.weighted([("float32", 8), ("float64", 3), ("float16", 2), ("int32", 4),
-                              ("int64", 2), ("uint8", 1.5), ("int8", 1), ("int16", 1),
-                              ("uint16", 0.7), ("uint32", 1), ("uint64", 0.7), ("bool", 1)])  # fmt: skip
+        return self.weighted(
+            [
+                ("float32", 8),
+                ("float64", 3),
+                ("float16", 2),
+                ("int32", 4),
+                ("int64", 2),
+                ("uint8", 1.5),
+                ("int8", 1),
+                ("int16", 1),
+                ("uint16", 0.7),
+                ("uint32", 1),
+                ("uint64", 0.7),
+                ("bool", 1),
+            ]
+        )
 
     def size_value(self) -> int:
-        return int(self.weighted([(0, 0.05), (1, 0.15), (int(self.rng.integers(2, 9)), 0.55),
-                                  (int(self.rng.integers(9, 41)), 0.2),
-                                  (int(self.rng.integers(60, 131)), 0.05)]))  # fmt: skip
+        return int(
+            self.weighted(
+                [
+                    (0, 0.05),
+                    (1, 0.15),
+                    (int(self.rng.integers(2, 9)), 0.55),
+                    (int(self.rng.integers(9, 41)), 0.2),
+                    (int(self.rng.integers(60, 131)), 0.05),
+                ]
+            )
+        )
 
     # -- the program
     def case(self) -> Case:
@@ -293,8 +375,11 @@ class _Gen:
         while not env.statements:
             self.statement(env, allow_call=False)
         written = [t for t in env.tensors.values() if t.role == "written"]
-        outputs = [t.declared or t.name for t in written
-                   if t.declared or t.name == env.last or self.chance(0.4)]  # fmt: skip
+        outputs = [
+            t.declared or t.name
+            for t in written
+            if t.declared or t.name == env.last or self.chance(0.4)
+        ]
         main = Def("main", env.params, outputs, env.statements)
         defs = (self.helper, main) if self.helper else (main,)
         if self.helper and self.chance(0.5):
@@ -305,8 +390,7 @@ class _Gen:
 
     # -- parameters
     def add_input(self, env: _Env, name: str) -> None:
-        rank = int(self.weighted([(0, 0.08 if env.tensors else 0), (1, 0.35), (2, 0.4),
-                                  (3, 0.17)]))  # fmt: skip
+        rank = int(self.weighted([(0, 0.08 if env.tensors else 0), (1, 0.35), (2, 0.4), (3, 0.17)]))
         size_classes = list(env.extent)
         classes = tuple(self.pick(size_classes) for _ in range(rank))
         dt = self.dtype()
@@ -348,14 +432,28 @@ class _Gen:
         anything (mode "clamp", read through min/max) or in bounds but for one hostile
         value (mode "hostile": every target must raise TcError)."""
         for t in env.tensors.values():
-            if (t.role == "index" and t.classes == classes and t.bound == bound
-                    and t.mode == mode == "in" and self.chance(0.5)):  # fmt: skip
+            if (
+                t.role == "index"
+                and t.classes == classes
+                and t.bound == bound
+                and t.mode == mode == "in"
+                and self.chance(0.5)
+            ):
                 return t
         if bound > 127:
             dt = self.pick(["int32", "int64", "int16", "uint32"])
         else:
-            dt = self.weighted([("int32", 6), ("int64", 2), ("uint8", 1), ("int8", 1),
-                                ("uint32", 1), ("int16", 0.5), ("uint64", 0.5)])  # fmt: skip
+            dt = self.weighted(
+                [
+                    ("int32", 6),
+                    ("int64", 2),
+                    ("uint8", 1),
+                    ("int8", 1),
+                    ("uint32", 1),
+                    ("int16", 0.5),
+                    ("uint64", 0.5),
+                ]
+            )
         name = env.fresh("I")
         t = Tensor(name, dt, classes, "index", bound=bound, mode=mode)
         env.tensors[name] = t
@@ -371,8 +469,7 @@ class _Gen:
     # -- statements
     def statement(self, env: _Env, allow_call: bool) -> None:
         written = [t for t in env.tensors.values() if t.role == "written" and not t.frozen]
-        kinds: list[tuple[str, float]] = [("map", 3), ("reduce", 3), ("shape", 0.6),
-                                          ("fill", 0.4)]  # fmt: skip
+        kinds: list[tuple[str, float]] = [("map", 3), ("reduce", 3), ("shape", 0.6), ("fill", 0.4)]
         if written:
             kinds += [("accumulate", 1.5), ("reinit", 0.6), ("inplace", 1.2)]
         if allow_call and self.helper is None:
@@ -391,8 +488,9 @@ class _Gen:
             self.update_statement(env, self.pick(written), kind)
 
     def new_lhs(self, env: _Env, rank: int) -> Tensor:
-        classes = tuple(self.pick([c for c in env.extent if env.extent[c] < 1000])
-                        for _ in range(rank))  # fmt: skip
+        classes = tuple(
+            self.pick([c for c in env.extent if env.extent[c] < 1000]) for _ in range(rank)
+        )
         return Tensor(env.fresh("T"), "", classes, "written")
 
     def declare(self, env: _Env, t: Tensor) -> None:
@@ -412,12 +510,10 @@ class _Gen:
     def new_tensor_statement(self, env: _Env, reduce: bool) -> None:
         """Mostly shaped after one tensor it reads (its anchor), as `O(i, j) = f(A(i, j))`
         or `O(i) +=! A(i, k) * ...` with some of the anchor's dimensions reduced."""
-        readable = [t for t in env.tensors.values() if t.role in ("input", "written")
-                    and t.classes]  # fmt: skip
+        readable = [t for t in env.tensors.values() if t.role in ("input", "written") and t.classes]
         anchor = self.pick(readable) if readable and self.chance(0.85) else None
         if anchor is None:
-            rank = int(self.weighted([(0, 0.1 if reduce else 0.03), (1, 0.4), (2, 0.4),
-                                      (3, 0.1)]))  # fmt: skip
+            rank = int(self.weighted([(0, 0.1 if reduce else 0.03), (1, 0.4), (2, 0.4), (3, 0.1)]))
             t = self.new_lhs(env, rank)
             red_classes = [self.pick(list(env.extent)) for _ in range(int(reduce))]
             anchor_vars: list[str] = []
@@ -432,8 +528,9 @@ class _Gen:
                 kept = self.rng.permutation(kept).tolist()
             classes = [anchor.classes[d] for d in kept]
             if self.chance(0.15) and len(classes) < 3:
-                classes.insert(int(self.rng.integers(len(classes) + 1)),
-                               self.pick(list(env.extent)))  # fmt: skip
+                classes.insert(
+                    int(self.rng.integers(len(classes) + 1)), self.pick(list(env.extent))
+                )
             t = Tensor(env.fresh("T"), "", tuple(classes), "written")
             red_classes = [anchor.classes[d] for d in sorted(reduced)]
             if reduce and not reduced:
@@ -465,9 +562,18 @@ class _Gen:
         self.features.add(f"update:{op}")
         self.emit(env, t, op, lhs_vars, red_vars, new=False, inplace=kind == "inplace")
 
-    def emit(self, env: _Env, t: Tensor, op: str, lhs_vars: dict[str, str],
-             red_vars: dict[str, str], *, new: bool, inplace: bool = False,
-             force: tuple[Tensor, list[str]] | None = None) -> None:  # fmt: skip
+    def emit(
+        self,
+        env: _Env,
+        t: Tensor,
+        op: str,
+        lhs_vars: dict[str, str],
+        red_vars: dict[str, str],
+        *,
+        new: bool,
+        inplace: bool = False,
+        force: tuple[Tensor, list[str]] | None = None,
+    ) -> None:
         """Write `t(lhs) op rhs where ...`: the right side from random reads of the
         statement's variables; every variable no plain read anchors gets a `where`."""
         ctx = _Stmt(self, env, {**lhs_vars, **red_vars}, t)
@@ -495,8 +601,11 @@ class _Gen:
         rhs = self.fit(rhs, t.dtype, op)
         if t.dtype == "float16" and op[0] == "*" and red_vars and "half_accumulator" in self.known:
             op = "+" + op[1:]
-        t.exact = t.exact and rhs.exact and (op in ("=", "min=!", "max=!", "min=", "max=")
-                                             or t.dtype not in FLOATS)  # fmt: skip
+        t.exact = (
+            t.exact
+            and rhs.exact
+            and (op in ("=", "min=!", "max=!", "min=", "max=") or t.dtype not in FLOATS)
+        )
         t.nan_free = t.nan_free and rhs.nan_free
         where = lets + ctx.anchors(new)
         lhs = f"{t.name}({', '.join(lhs_vars)})" if lhs_vars or self.chance(0.5) else t.name
@@ -517,10 +626,16 @@ class _Gen:
         if op in ("min=", "max=", "min=!", "max=!"):
             if dt in FLOATS and "nan_minmax" in self.known:
                 big = "60000.0" if dt == "float16" else "1e30"
-                rhs = Expr(f"fmax(fmin({rhs.text}, {big}), -{big})",
-                           promote(rhs.dtype, "float32"), rhs.exact)  # fmt: skip
-            if (dt not in FLOATS and "mixed_width_reduction" in self.known
-                    and promote(rhs.dtype, dt) != arith(dt)):  # fmt: skip
+                rhs = Expr(
+                    f"fmax(fmin({rhs.text}, {big}), -{big})",
+                    promote(rhs.dtype, "float32"),
+                    rhs.exact,
+                )
+            if (
+                dt not in FLOATS
+                and "mixed_width_reduction" in self.known
+                and promote(rhs.dtype, dt) != arith(dt)
+            ):
                 rhs = self.cast(rhs, dt)
         if lossy_store(rhs.dtype, dt) or (rhs.dtype != dt and self.chance(0.15)):
             rhs = self.cast(rhs, dt)
@@ -534,19 +649,21 @@ class _Gen:
         if e.dtype in FLOATS and dt not in FLOATS and dt != "bool":
             self.features.add("cast:float->int")
             if "float_int_cast" in self.known:
-                info = np.iinfo(dt)
-                hi = {64: "1e18"}.get(_bits(dt), f"{int(info.max)}.0")
-                lo = "0.0" if info.min == 0 else f"-{hi}"
-                if dt == "uint64":
-                    hi = "1e19"
+                # Bounds a float32 holds exactly (2147483647.0 rounds up to 2^31).
+                hi = {
+                    "int32": "2147483520.0",
+                    "uint32": "4294967040.0",
+                    "int64": "1e18",
+                    "uint64": "1e19",
+                }.get(dt, f"{int(np.iinfo(dt).max)}.0")
+                lo = "0.0" if dt in UNSIGNED else f"-{hi}"
                 text = f"fmax(fmin({text}, {hi}), {lo})"
         return Expr(f"{self.type_name(dt)}({text})", dt, e.exact, True)
 
     def shape_statement(self, env: _Env) -> None:
         """A new rank-1 tensor from a shifted, strided or windowed read: its extent is a
         new class, which later statements read like any other."""
-        srcs = [t for t in env.tensors.values()
-                if t.role != "index" and len(t.classes) == 1]  # fmt: skip
+        srcs = [t for t in env.tensors.values() if t.role != "index" and len(t.classes) == 1]
         if not srcs:
             self.new_tensor_statement(env, reduce=False)
             return
@@ -601,8 +718,11 @@ class _Gen:
         """A helper def over some of main's tensors, and `(H...) = helper(args)`."""
         # Not a literal-only tensor: a call sees it untyped ("expects float32 for 'X0', but
         # 'F1' has dtype " at define: reported, issue 12 fuzzer findings).
-        cands = [t for t in env.tensors.values()
-                 if t.role in ("input", "written") and t.classes and not t.frozen]  # fmt: skip
+        cands = [
+            t
+            for t in env.tensors.values()
+            if t.role in ("input", "written") and t.classes and not t.frozen
+        ]
         if not cands:
             self.new_tensor_statement(env, reduce=False)
             return
@@ -620,8 +740,9 @@ class _Gen:
         for k, a in enumerate(args):
             name = f"X{k}"
             classes = tuple(rename[c] for c in a.classes)
-            sub.tensors[name] = Tensor(name, a.dtype, classes, "input", exact=a.exact,
-                                       nan_free=a.nan_free)  # fmt: skip
+            sub.tensors[name] = Tensor(
+                name, a.dtype, classes, "input", exact=a.exact, nan_free=a.nan_free
+            )
             sub.params.append(f"{a.dtype}({', '.join(classes)}) {name}")
         for _ in range(int(self.rng.integers(1, 4))):
             self.statement(sub, allow_call=False)
@@ -631,10 +752,14 @@ class _Gen:
             return
         # After a statement that ends in a name (`... where i in 0:N`), `(X, Y) = f(A)`
         # reads as N(X, Y): then one result, written `X = f(A)`.
-        bare = bool(env.statements) and (env.statements[-1][-1].isalnum()
-                                         or env.statements[-1][-1] in "_.")  # fmt: skip
-        results = [t for t in written if t.name == sub.last
-                   or (not bare and (t.declared or self.chance(0.3)))]  # fmt: skip
+        bare = bool(env.statements) and (
+            env.statements[-1][-1].isalnum() or env.statements[-1][-1] in "_."
+        )
+        results = [
+            t
+            for t in written
+            if t.name == sub.last or (not bare and (t.declared or self.chance(0.3)))
+        ]
         back = {v: k for k, v in rename.items()}
         names = []
         for r in results:
@@ -647,8 +772,9 @@ class _Gen:
                     cls = f"{name}.{d}"
                     env.extent[cls], env.class_text[cls] = sub.extent[c], cls
                     classes.append(cls)
-            env.tensors[name] = Tensor(name, r.dtype, tuple(classes), "written",
-                                       exact=r.exact, nan_free=r.nan_free)  # fmt: skip
+            env.tensors[name] = Tensor(
+                name, r.dtype, tuple(classes), "written", exact=r.exact, nan_free=r.nan_free
+            )
             names.append(name)
         passed = [a.name for a in args]
         for ix in sub.index_inputs:
@@ -659,8 +785,9 @@ class _Gen:
             dims = ", ".join(env.class_text[c] for c in t.classes)
             env.params.append(f"{t.dtype}({dims}) {name}")
             passed.append(name)
-        self.helper = Def("helper", sub.params, [r.declared or r.name for r in results],
-                          sub.statements)  # fmt: skip
+        self.helper = Def(
+            "helper", sub.params, [r.declared or r.name for r in results], sub.statements
+        )
         lhs = names[0] if bare else f"({', '.join(names)})"
         env.statements.append(f"{lhs} = helper({', '.join(passed)})")
         env.last = names[0]
@@ -727,26 +854,29 @@ class _Gen:
         sizes = [v for v in env.extent.values() if v > 0] or [1]
         top = max(sizes)
         pow2 = [1 << k for k in range(top.bit_length() + 1) if 1 << k <= max(top, 1)]
-        tiles = sorted({*pow2, *sizes, *(-(-s // k) for s in sizes for k in range(2, 9)),
-                        3, 5, 7})  # fmt: skip
+        tiles = sorted({*pow2, *sizes, *(-(-s // k) for s in sizes for k in range(2, 9)), 3, 5, 7})
         o: dict[str, Any] = {
             "fusion": self.pick(["max", "preserve3coincident", "min"]),
             "tile": tuple(int(self.pick(tiles)) for _ in range(int(self.rng.integers(0, 4)))),
             "unroll": int(self.pick([1, 1, 2, 4, 8, 16, 32, 128])),
             "parallel_depth": int(self.pick([0, 1, 1])),
-            "vector_width": int(self.weighted([(4, 3), (8, 3), (16, 3), (1, 1), (2, 1),
-                                               (32, 0.5), (64, 0.5)])),  # fmt: skip
+            "vector_width": int(
+                self.weighted([(4, 3), (8, 3), (16, 3), (1, 1), (2, 1), (32, 0.5), (64, 0.5)])
+            ),
             "register_tile": int(self.pick([0, 1, 2, 4, 8])),
-            "dot_tile": self.pick([(1, 8), (2, 4), (2, 8), (3, 4), (4, 4), (4, 6), (8, 3),
-                                   (1, 1), (5, 4)]),  # fmt: skip
+            "dot_tile": self.pick(
+                [(1, 8), (2, 4), (2, 8), (3, 4), (4, 4), (4, 6), (8, 3), (1, 1), (5, 4)]
+            ),
             "reduction_chunk": int(self.pick([0, 0, 1, 2, 3, 64, 128])),
             "prefetch_distance": int(self.pick([0, 2, 4, 8, 16, 32])),
-            "threads": int(self.pick([0, 1] if "parallel_reduction_race" in self.known
-                                     else [0, 1, 2, 3, 4])),  # fmt: skip
+            "threads": int(
+                self.pick([0, 1] if "parallel_reduction_race" in self.known else [0, 1, 2, 3, 4])
+            ),
             "allow_skewing": self.chance(0.3) and "skewing_errors" not in self.known,
             "allow_negative": self.chance(0.2),
-            "block": self.pick([(32, 8), (32,), (16, 4), (8, 8, 2), (64, 2), (1,), (128, 4),
-                                (4, 4, 4)]),  # fmt: skip
+            "block": self.pick(
+                [(32, 8), (32,), (16, 4), (8, 8, 2), (64, 2), (1,), (128, 4), (4, 4, 4)]
+            ),
             "grid": self.pick([(), (), (8,), (16, 4), (1,), (1024,)]),
             "use_shared_memory": self.chance(0.5),
             "use_private_memory": self.chance(0.5),
@@ -790,8 +920,11 @@ class _Stmt:
             lhs_var = v.startswith("i")
             if lhs_var and not new and v not in self.mentioned and self.g.chance(0.5):
                 continue  # ranges over the tensor's extent
-            ones = [t for t in self.env.tensors.values() if t.classes == (c,)
-                    and t.role != "index" and t.name != self.lhs.name]  # fmt: skip
+            ones = [
+                t
+                for t in self.env.tensors.values()
+                if t.classes == (c,) and t.role != "index" and t.name != self.lhs.name
+            ]
             if ones and self.g.chance(0.25):
                 out.append(f"exists {self.g.pick(ones).name}({v})")
                 self.g.features.add("exists")
@@ -804,10 +937,15 @@ class _Stmt:
     # -- leaves
     def read(self, want_exact: bool) -> Expr | None:
         env = self.env
-        cands = [t for t in env.tensors.values()
-                 if t.role in ("input", "written") and t.name not in env.int_sizes
-                 and (t.name != self.lhs.name or self.self_read)
-                 and (t.exact or not want_exact) and t.name in env.tensors]  # fmt: skip
+        cands = [
+            t
+            for t in env.tensors.values()
+            if t.role in ("input", "written")
+            and t.name not in env.int_sizes
+            and (t.name != self.lhs.name or self.self_read)
+            and (t.exact or not want_exact)
+            and t.name in env.tensors
+        ]
         if not self.self_read:
             cands = [t for t in cands if t.name != self.lhs.name]
         if self.force is not None and (self.force[0].exact or not want_exact):
@@ -823,15 +961,18 @@ class _Stmt:
         # statement's unused variables.
         unused = {c for v, c in self.vars.items() if v not in self.mentioned}
         have = set(self.vars.values())
-        scored = [(t, 1.0 + 6 * (set(t.classes) <= have) + 3 * len(unused & set(t.classes)))
-                  for t in cands]  # fmt: skip
+        scored = [
+            (t, 1.0 + 6 * (set(t.classes) <= have) + 3 * len(unused & set(t.classes)))
+            for t in cands
+        ]
         t = self.g.weighted(scored)
         if t.name == self.lhs.name:
             self.reads += 1
             subs = list(self.vars)[: len(t.classes)]
             self.mentioned.update(subs)
-            return Expr(f"{t.name}({', '.join(subs)})" if subs else t.name, t.dtype, t.exact,
-                        t.nan_free)  # fmt: skip
+            return Expr(
+                f"{t.name}({', '.join(subs)})" if subs else t.name, t.dtype, t.exact, t.nan_free
+            )
         self.reads += 1
         if not t.classes:
             return Expr(t.name, t.dtype, t.exact, t.nan_free)
@@ -881,9 +1022,11 @@ class _Stmt:
         by a variable (depth 1) or by another indirect read (nested)."""
         g, env = self.g, self.env
         ext, text = env.extent[cls], env.class_text[cls]
-        computed = [t for t in env.tensors.values()
-                    if t.role == "written" and t.dtype in INTEGERS and t.classes
-                    and t.name != self.lhs.name]  # fmt: skip
+        computed = [
+            t
+            for t in env.tensors.values()
+            if t.role == "written" and t.dtype in INTEGERS and t.classes and t.name != self.lhs.name
+        ]
         if outer and computed and g.chance(0.25):
             t = g.pick(computed)
             subs = ", ".join(self.subscript(c) for c in t.classes)
@@ -915,8 +1058,7 @@ class _Stmt:
             inner = f"{ix.name}({v})"
             g.features.add("self_nested")
         else:
-            mid = g.pick([c for c in env.sizes if env.extent[c] >= 1]
-                         or [self.vars[usable[0]]])  # fmt: skip
+            mid = g.pick([c for c in env.sizes if env.extent[c] >= 1] or [self.vars[usable[0]]])
             ix = g.index_tensor(env, (mid,), ext, mode)
             inner = self.indirect(mid, depth - 1, False)
         read = f"{ix.name}({inner})"
@@ -958,9 +1100,24 @@ class _Stmt:
             c = g.pick(sorted(self.env.sizes) or ["0"])
             if c != "0":
                 return Expr(c, "int32", True)
-        lit = g.weighted([("1", 2), ("2", 2), ("0", 1), ("-3", 1), ("7", 1), ("0.5", 2),
-                          ("2.", 1), (".25", 1), ("3E-1", 1), ("1e-3", 0.5), ("1e30", 0.2),
-                          ("2147483647", 0.2), ("100", 0.5), ("-1", 1)])  # fmt: skip
+        lit = g.weighted(
+            [
+                ("1", 2),
+                ("2", 2),
+                ("0", 1),
+                ("-3", 1),
+                ("7", 1),
+                ("0.5", 2),
+                ("2.", 1),
+                (".25", 1),
+                ("3E-1", 1),
+                ("1e-3", 0.5),
+                ("1e30", 0.2),
+                ("2147483647", 0.2),
+                ("100", 0.5),
+                ("-1", 1),
+            ]
+        )
         dt = "float32" if any(ch in lit for ch in ".eE") else "int32"
         return Expr(lit, dt, True)
 
@@ -968,11 +1125,23 @@ class _Stmt:
         g = self.g
         if depth <= 0 or g.chance(0.35 if not need_read else 0.2):
             return self.leaf(want_exact, need_read)
-        kinds = [("arith", 5), ("builtin", 2), ("unary", 0.5), ("cast", 0.6), ("compare", 0.4),
-                 ("select", 0.4), ("intdiv", 0.6), ("minmax", 0.6), ("logic", 0.2)]  # fmt: skip
+        kinds = [
+            ("arith", 5),
+            ("builtin", 2),
+            ("unary", 0.5),
+            ("cast", 0.6),
+            ("compare", 0.4),
+            ("select", 0.4),
+            ("intdiv", 0.6),
+            ("minmax", 0.6),
+            ("logic", 0.2),
+        ]
         if want_exact:
-            kinds = [(k, w) for k, w in kinds if k in ("unary", "cast", "minmax", "intdiv",
-                                                       "compare", "select", "logic")]  # fmt: skip
+            kinds = [
+                (k, w)
+                for k, w in kinds
+                if k in ("unary", "cast", "minmax", "intdiv", "compare", "select", "logic")
+            ]
         kind = g.weighted(kinds)
         g.features.add(f"expr:{kind}")
         return getattr(self, f"e_{kind}")(depth - 1, want_exact, need_read)
@@ -985,8 +1154,9 @@ class _Stmt:
         if t in FLOATS and op == "*" and self.g.chance(0.5):
             op = "/"
             self.g.features.add("float_div")
-        return Expr(f"({a.text} {op} {b.text})", t, exact, a.nan_free and b.nan_free
-                    and t not in FLOATS)  # fmt: skip
+        return Expr(
+            f"({a.text} {op} {b.text})", t, exact, a.nan_free and b.nan_free and t not in FLOATS
+        )
 
     def e_intdiv(self, d: int, want_exact: bool, need_read: bool) -> Expr:
         a = self.int_expr(d, need_read)
@@ -1009,8 +1179,12 @@ class _Stmt:
     def e_unary(self, d: int, want_exact: bool, need_read: bool) -> Expr:
         if self.g.chance(0.7):
             a = self.expr(d, want_exact, need_read)
-            return Expr(f"-{a.text}" if not a.text.startswith("-") else f"-({a.text})",
-                        arith(a.dtype), a.exact, a.nan_free)  # fmt: skip
+            return Expr(
+                f"-{a.text}" if not a.text.startswith("-") else f"-({a.text})",
+                arith(a.dtype),
+                a.exact,
+                a.nan_free,
+            )
         a = self.expr(d, True, need_read)
         return Expr(f"!{a.text}", "bool", True)
 
@@ -1030,38 +1204,57 @@ class _Stmt:
 
     def e_select(self, d: int, want_exact: bool, need_read: bool) -> Expr:
         c = self.expr(d, True)
+        if c.dtype in FLOATS and "opencl_float_condition" in self.g.known:
+            c = Expr(f"({c.text} != 0)", "bool", True)
         a, b = self.expr(d, want_exact, need_read), self.expr(d, want_exact)
         t = promote(a.dtype, b.dtype)
-        return Expr(f"({c.text} ? {a.text} : {b.text})", t, a.exact and b.exact,
-                    a.nan_free and b.nan_free)  # fmt: skip
+        return Expr(
+            f"({c.text} ? {a.text} : {b.text})", t, a.exact and b.exact, a.nan_free and b.nan_free
+        )
 
     def e_minmax(self, d: int, want_exact: bool, need_read: bool) -> Expr:
         a, b = self.expr(d, want_exact, need_read), self.expr(d, want_exact)
         fn = self.g.pick(["min", "max", "abs"])
         if fn == "abs":
-            return Expr(f"abs({a.text})", arith(a.dtype), a.exact, a.nan_free)
+            t = arith(a.dtype)
+            if t in ("int32", "int64") and "opencl_abs_int" in self.g.known:
+                return Expr(f"max({a.text}, -({a.text}))", t, a.exact)
+            return Expr(f"abs({a.text})", t, a.exact, a.nan_free)
         t = promote(a.dtype, b.dtype)
         if t in FLOATS and "nan_minmax_builtin" in self.g.known:
             fn = "f" + fn
             t = "float64" if t == "float64" else "float32"
-        return Expr(f"{fn}({a.text}, {b.text})", t, a.exact and b.exact,
-                    a.nan_free and b.nan_free)  # fmt: skip
+        return Expr(f"{fn}({a.text}, {b.text})", t, a.exact and b.exact, a.nan_free and b.nan_free)
 
     def e_builtin(self, d: int, _exact: bool, need_read: bool) -> Expr:
         g = self.g
-        table = [(SMOOTH_1, 5), (SMOOTH_2, 2), (SMOOTH_3, 0.5), (EXACT_1, 4), (EXACT_2, 2),
-                 (EXACT_3, 0.3), (EXACT_4, 0.3)]  # fmt: skip
+        table = [
+            (SMOOTH_1, 5),
+            (SMOOTH_2, 2),
+            (SMOOTH_3, 0.5),
+            (EXACT_1, 4),
+            (EXACT_2, 2),
+            (EXACT_3, 0.3),
+            (EXACT_4, 0.3),
+        ]
         names = g.weighted([(t, w) for t, w in table])
         fn = g.pick([n for n in names if not (n == "remainder" and "remainder" in g.known)])
-        arity = 1 if names in (SMOOTH_1, EXACT_1) else 2 if names in (SMOOTH_2, EXACT_2) else (
-            3 if names in (SMOOTH_3, EXACT_3) else 4)
+        arity = (
+            1
+            if names in (SMOOTH_1, EXACT_1)
+            else 2
+            if names in (SMOOTH_2, EXACT_2)
+            else (3 if names in (SMOOTH_3, EXACT_3) else 4)
+        )
         exact_args = names in (EXACT_1, EXACT_2, EXACT_3, EXACT_4)
         args = [self.expr(d, exact_args, need_read and k == 0) for k in range(arity)]
         texts = [a.text for a in args]
         if fn == "erfcx" and "erfcx_large" in g.known:
             texts = [f"fmin({texts[0]}, 8.0)"]
-        if fn == "normcdfinv" and "normcdfinv_domain" in g.known:
-            texts = [f"fmin(fmax({texts[0]}, 0.0), 1.0)"]
+        domain = {"erfinv": (-1, 1), "erfcinv": (0, 2), "normcdfinv": (0, 1)}
+        if fn in domain and "inverse_erf_domain" in g.known:
+            lo, hi = domain[fn]
+            texts = [f"fmin(fmax({texts[0]}, {lo}.0), {hi}.0)"]
         if g.chance(0.15) and fn not in ("fabs", "round", "rint"):
             fn += "f"  # the C-style alias
         g.features.add(f"builtin:{fn}")
@@ -1069,8 +1262,9 @@ class _Stmt:
         return Expr(f"{fn}({', '.join(texts)})", t, False, False)
 
 
-def generate(seed: int, index: int, *, known: frozenset[str] | None = None,
-             options: str = "random") -> Case:  # fmt: skip
+def generate(
+    seed: int, index: int, *, known: frozenset[str] | None = None, options: str = "random"
+) -> Case:
     """The program (seed, index); `known` (default: KNOWN's keys) are the known-bug
     features to guard; options "random" draws MappingOptions, "default" leaves them."""
     known = frozenset(KNOWN) if known is None else known
