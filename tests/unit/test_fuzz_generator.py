@@ -49,7 +49,7 @@ def test_the_slice_covers_the_features() -> None:
         "index:clamp", "index:hostile", "sub:clamp", "sub:const", "sub:reverse", "sub:wrap",
         "sub:computed_index", "typed_output", "scalar_param", "int_size_param", "size0",
         "size1", "special_floats", "int_extremes", "update:+=", "update:max=", "update:*=",
-        "option:skewing", "expr:select", "expr:intdiv", "expr:builtin",
+        "expr:select", "expr:intdiv", "expr:builtin",
         *(f"input:{t}" for t in fp.DTYPES),
     }  # fmt: skip
     assert wanted <= seen, sorted(wanted - seen)
