@@ -36,27 +36,6 @@ from typing import Any
 import numpy as np
 
 KNOWN: dict[str, str] = {
-    # item 5: `C(i) += C(i) * W(k)` and `C(i) max=! C(i) * 2` read partial updates. Guard:
-    # a reduction (with reduction variables or `!`) never reads its own left side.
-    "self_read_reduction": "issue 12 item 5 (in-place reductions read their own updates)",
-    # item 6: a reduction loop marked `omp parallel for` races. Guard: one OpenMP thread
-    # and MappingOptions.threads in {0, 1}.
-    "parallel_reduction_race": "issue 12 item 6 (parallel marks on reduction loops)",
-    # item 7: INT_MIN / -1 and INT_MIN % -1 trap. Guard: a signed 32/64-bit divisor of -1
-    # is replaced by 1 in the program text (`d == -1 ? 1 : d`).
-    "int_min_div": "issue 12 item 7 (INT_MIN / -1 SIGFPE)",
-    # item 8: erfcx(x) is inf/NaN on the CPU for x >~ 9. Guard: its argument is fmin(x, 8).
-    "erfcx_large": "issue 12 item 8 (erfcx for large x)",
-    # item 10: out-of-range float->int casts are undefined in C. Guard: a float cast to an
-    # integer type is clamped into that type's range first (fmin/fmax, which drop NaN).
-    "float_int_cast": "issue 12 item 10 (out-of-range float->int casts)",
-    # item 14: NaN in max=/min= differs between targets. Guard: float min=/max= right
-    # sides go through fmax/fmin (NaN dropped), and accumulating ones (no `!`) into a
-    # tensor that may hold NaN are not generated.
-    "nan_minmax": "issue 12 item 14 (NaN in max=/min=)",
-    # item 12: `T(i) max=! A(k)` with int32 T and uint32 A raises OverflowError in the
-    # reference. Guard: integer min=/max= right sides are cast to the left side's dtype.
-    "mixed_width_reduction": "issue 12 item 12 (mixed-width reductions in the reference)",
     # item 11: the reference checks subscripts over empty domains. Guard: when a size is
     # 0, no subscript without an index variable and no hostile index values. The mirror
     # image, found by this fuzzer: the CPU checks index values a program computes over
@@ -64,14 +43,6 @@ KNOWN: dict[str, str] = {
     # (`T6(i, j) max=! B(i, j) < H(max(min(T4(i), N - 1), 0))` with N = 0 raises). Guard:
     # when a size is 0, no computed index tensors in subscripts.
     "empty_domain_ref": "issue 12 item 11 (empty domains in the reference)",
-    # item 13: `remainder(1e9, 3)` is wrong in the reference. Guard: no remainder().
-    "remainder": "issue 12 item 13 (remainder in the reference)",
-    # item 2: nested indirect subscripts are checked only at the outermost level.
-    # Guard: inner index tensors of a nested lookup hold in-bounds values only.
-    "nested_indirect_unchecked": "issue 12 item 2 (nested indirect subscripts unchecked)",
-    # item 4: huge threads/unroll crash or take minutes. Guard: options stay within the
-    # autotuner's ranges (threads <= 4, unroll <= 128).
-    "huge_options": "issue 12 item 4 (unvalidated huge options)",
     # Found by this fuzzer, not yet in issue 12 (reported to the lead; delete each entry
     # with its fix):
     # erfinv, erfcinv and normcdfinv outside their domains ([-1, 1], [0, 2], [0, 1]) are

@@ -890,6 +890,26 @@ static ort_status *run_phases(const tc_kernel *k, ort_kernel_context *ctx, void 
     return NULL;
 }
 
+/* The element type and dimensions onnxruntime gives a value, and whether they are tensor
+ * t's in the kernel (dims is left unread past TC_MAX_RANK: rank says so). */
+static ort_status *value_matches(const tc_kernel *k, const ort_value *value, int32_t t,
+                                 int *dtype, size_t *rank, int64_t *dims, int *same) {
+    const ort_api *api = k->api;
+    ort_type_shape *info = NULL;
+    ort_status *st = ORT_CALL(api, SLOT_GET_TENSOR_TYPE_AND_SHAPE, type_and_shape_fn)(value, &info);
+    if (st) return st;
+    st = ORT_CALL(api, SLOT_GET_TENSOR_ELEMENT_TYPE, element_type_fn)(info, dtype);
+    if (!st) st = ORT_CALL(api, SLOT_GET_DIMENSIONS_COUNT, dims_count_fn)(info, rank);
+    if (!st && *rank <= TC_MAX_RANK)
+        st = ORT_CALL(api, SLOT_GET_DIMENSIONS, dims_fn)(info, dims, *rank);
+    ORT_CALL(api, SLOT_RELEASE_TENSOR_TYPE_AND_SHAPE, release_type_shape_fn)(info);
+    if (st) return st;
+    const int64_t *want = k->dims + k->dims_offset[t];
+    *same = *dtype == k->dtypes[t] && *rank == (size_t)k->ranks[t];
+    for (size_t d = 0; *same && d < *rank; d++) *same = dims[d] == want[d];
+    return NULL;
+}
+
 /* Input i's element type and dimensions against the kernel's; its data pointer in *data. */
 static ort_status *bind_input(const tc_kernel *k, const ort_kernel_context *ctx, int32_t i,
                               void **data) {
@@ -901,24 +921,14 @@ static ort_status *bind_input(const tc_kernel *k, const ort_kernel_context *ctx,
     if (!value)
         return error(api, ORT_INVALID_ARGUMENT, "tc_graph kernel '%s': input %d is missing",
                      k->entry, (int)i);
-    ort_type_shape *info = NULL;
-    st = ORT_CALL(api, SLOT_GET_TENSOR_TYPE_AND_SHAPE, type_and_shape_fn)(value, &info);
-    if (st) return st;
-    int dtype = 0;
+    int dtype = 0, same = 0;
     size_t rank = 0;
     int64_t dims[TC_MAX_RANK];
-    st = ORT_CALL(api, SLOT_GET_TENSOR_ELEMENT_TYPE, element_type_fn)(info, &dtype);
-    if (!st) st = ORT_CALL(api, SLOT_GET_DIMENSIONS_COUNT, dims_count_fn)(info, &rank);
-    if (!st && rank <= TC_MAX_RANK)
-        st = ORT_CALL(api, SLOT_GET_DIMENSIONS, dims_fn)(info, dims, rank);
-    ORT_CALL(api, SLOT_RELEASE_TENSOR_TYPE_AND_SHAPE, release_type_shape_fn)(info);
+    st = value_matches(k, value, i, &dtype, &rank, dims, &same);
     if (st) return st;
-
-    const int64_t *want = k->dims + k->dims_offset[i];
-    size_t want_rank = (size_t)k->ranks[i];
-    int same = dtype == k->dtypes[i] && rank == want_rank;
-    for (size_t d = 0; same && d < rank; d++) same = dims[d] == want[d];
     if (!same) {
+        const int64_t *want = k->dims + k->dims_offset[i];
+        size_t want_rank = (size_t)k->ranks[i];
         char got_shape[256], want_shape[256];
         if (rank <= TC_MAX_RANK)
             format_shape(got_shape, sizeof got_shape, dims, rank);
@@ -948,21 +958,11 @@ static ort_status *bind_output(const tc_kernel *k, ort_kernel_context *ctx, int3
     if (!value)
         return error(api, ORT_FAIL, "tc_graph kernel '%s': output %d is missing", k->entry,
                      (int)o);
-    ort_type_shape *info = NULL;
-    st = ORT_CALL(api, SLOT_GET_TENSOR_TYPE_AND_SHAPE, type_and_shape_fn)(value, &info);
-    if (st) return st;
-    int dtype = 0;
+    int dtype = 0, same = 0;
     size_t rank = 0;
     int64_t dims[TC_MAX_RANK];
-    st = ORT_CALL(api, SLOT_GET_TENSOR_ELEMENT_TYPE, element_type_fn)(info, &dtype);
-    if (!st) st = ORT_CALL(api, SLOT_GET_DIMENSIONS_COUNT, dims_count_fn)(info, &rank);
-    if (!st && rank <= TC_MAX_RANK)
-        st = ORT_CALL(api, SLOT_GET_DIMENSIONS, dims_fn)(info, dims, rank);
-    ORT_CALL(api, SLOT_RELEASE_TENSOR_TYPE_AND_SHAPE, release_type_shape_fn)(info);
+    st = value_matches(k, value, t, &dtype, &rank, dims, &same);
     if (st) return st;
-    const int64_t *want = k->dims + k->dims_offset[t];
-    int same = dtype == k->dtypes[t] && rank == (size_t)k->ranks[t];
-    for (size_t d = 0; same && d < rank; d++) same = dims[d] == want[d];
     if (!same)
         return error(api, ORT_INVALID_ARGUMENT,
                      "tc_graph kernel '%s' (key %s): output %d is %s, the graph makes it %s: "
