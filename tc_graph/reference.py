@@ -230,7 +230,9 @@ def _check_indirect(
             if inner and all(x.tensor in program.inputs for x in inner):
                 used = tuple(v for v in st.iterators if v in ir.index_names(sub))
                 box = [ranges[st.iterators.index(v)] for v in used]
-                if all(hi > lo for lo, hi in box):
+                # Over the statement's whole domain: none when any of its ranges is empty,
+                # though the subscript's own variables have values (issue 12 item 12).
+                if all(hi > lo for lo, hi in ranges):
                     _Evaluator(program, tensors, sizes, _grids(used, box)).subscript(r, k)
 
 

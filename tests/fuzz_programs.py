@@ -36,13 +36,6 @@ from typing import Any
 import numpy as np
 
 KNOWN: dict[str, str] = {
-    # item 11: the reference checks subscripts over empty domains. Guard: when a size is
-    # 0, no subscript without an index variable and no hostile index values. The mirror
-    # image, found by this fuzzer: the CPU checks index values a program computes over
-    # the subscript's own variables even when another range of the statement is empty
-    # (`T6(i, j) max=! B(i, j) < H(max(min(T4(i), N - 1), 0))` with N = 0 raises). Guard:
-    # when a size is 0, no computed index tensors in subscripts.
-    "empty_domain_ref": "issue 12 item 11 (empty domains in the reference)",
     # Found by this fuzzer, not yet in issue 12 (reported to the lead; delete each entry
     # with its fix):
     # erfinv, erfcinv and normcdfinv outside their domains ([-1, 1], [0, 2], [0, 1]) are
@@ -964,11 +957,10 @@ class _Stmt:
         g, env = self.g, self.env
         same = [v for v, c in self.vars.items() if c == cls]
         ext, text = env.extent[cls], env.class_text[cls]
-        zero_guard = "empty_domain_ref" in g.known and g.has_zero
         forms: list[tuple[str, float]] = [("indirect", 1), ("clamp", 0.6)]
         if same:
             forms += [("plain", 14), ("reverse", 0.4), ("wrap", 0.4)]
-        if ext >= 1 and not zero_guard:
+        if ext >= 1:
             forms.append(("const", 0.3))
         form = g.weighted(forms)
         g.features.add(f"sub:{form}")
@@ -1001,13 +993,12 @@ class _Stmt:
         by a variable (depth 1) or by another indirect read (nested)."""
         g, env = self.g, self.env
         ext, text = env.extent[cls], env.class_text[cls]
-        zero_guard = g.has_zero and "empty_domain_ref" in g.known
         computed = [
             t
             for t in env.tensors.values()
             if t.role == "written" and t.dtype in INTEGERS and t.classes and t.name != self.lhs.name
         ]
-        if outer and computed and g.chance(0.25) and not zero_guard:
+        if outer and computed and g.chance(0.25):
             t = g.pick(computed)
             subs = ", ".join(self.subscript(c) for c in t.classes)
             g.features.add("sub:computed_index")
@@ -1017,9 +1008,7 @@ class _Stmt:
             if form == "wrap":
                 return f"{t.name}({subs}) % {text}"
             return f"max(min({t.name}({subs}), {text} - 1), 0)"
-        hostile_ok = not zero_guard
-        if not outer and "nested_indirect_unchecked" in g.known:
-            hostile_ok = False
+        hostile_ok = outer or "nested_indirect_unchecked" not in g.known
         mode = g.weighted([("in", 6), ("clamp", 2), ("hostile", 1 if hostile_ok else 0)])
         g.features.add("indirect" if depth == 1 else f"nested{depth}")
         usable = [v for v, c in self.vars.items() if c in env.sizes]

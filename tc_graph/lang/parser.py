@@ -72,6 +72,21 @@ class _Parser:
         """Def names may be numbers-looking words like `2LUT`; the lexer already made those ids."""
         return self.name("a def name")
 
+    def opens_call_statement(self) -> bool:
+        """Whether the `(` here begins `(X, Y) = f(...)`. No expression goes on with
+        `(names) =`, so after a statement that ends in a name (`where i in 0:N`) this `(`
+        starts the next statement rather than an access `N(X, Y)` (issue 12 item 10)."""
+        k = 1
+        while self.peek(k).kind == "id":
+            nxt = self.peek(k + 1)
+            if nxt.text == ")" and nxt.kind == "op":
+                after = self.peek(k + 2)
+                return after.kind == "op" and after.text == "="
+            if nxt.text != "," or nxt.kind != "op":
+                return False
+            k += 2
+        return False
+
     # -- module and defs -----------------------------------------------
     def module(self) -> ast.Module:
         defs = []
@@ -306,7 +321,7 @@ class _Parser:
             return _number(t, self.source)
         if t.kind == "id":
             self.advance()
-            if self.at("("):
+            if self.at("(") and not self.opens_call_statement():
                 self.advance()
                 args: list[ast.Expr] = []
                 while not self.at(")"):

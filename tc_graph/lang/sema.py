@@ -447,6 +447,11 @@ class _DefChecker:
                     f"undefined tensor '{arg.name}' passed to '{callee_name}'",
                     arg.span,
                 )
+            if actual.dtype == "" and arg.name in self.weak:
+                # A literal-only tensor that a call reads takes its literal's type here: the
+                # call fixes it, like a typed statement would (issue 12 item 9).
+                actual = replace(actual, dtype=self.weak[arg.name])
+                self.tensors[arg.name] = actual
             if actual.dtype != param.dtype:
                 raise self.err(
                     f"'{callee_name}' expects {param.dtype} for '{param_name}', but "

@@ -66,12 +66,45 @@ def _candidate(program: ir.Program, point: isl.Set) -> int | None:
         )
         if not whole:
             continue
+        if _has_indirect(st.rhs) and not all(
+            _reads_all(program, stmts[j], t, point) for j in readers
+        ):
+            continue
         # Nothing it reads may change before its last reader has read it.
         sources = {r.tensor for r in ir.reads(st.rhs)}
         if any(s.tensor in sources for s in stmts[k + 1 : readers[-1] + 1]):
             continue
         return k
     return None
+
+
+def _has_indirect(e: ir.Expr) -> bool:
+    return any(
+        isinstance(x, ir.Read) for r in ir.reads(e) for sub in r.subscripts for x in ir.walk(sub)
+    )
+
+
+def _reads_all(program: ir.Program, reader: ir.Statement, t: ir.Tensor, point: isl.Set) -> bool:
+    """Whether reader reads every element of t: each read is t(v1, ..., vn) with distinct
+    index variables whose ranges are t's whole extents, and no range of reader is empty.
+    A gather inlined into a reader that reads fewer elements would have its index values
+    checked only where they are read, not over its whole domain (issue 12 item 11)."""
+    ranges = {
+        v: (ir.eval_pw(lo, point), ir.eval_pw(hi, point))
+        for v, (lo, hi) in zip(reader.iterators, reader.bounds, strict=True)
+    }
+    if any(hi <= lo for lo, hi in ranges.values()):
+        return False
+    extents = [ir.eval_pw(d, point) for d in t.shape]
+    for r in ir.reads(reader.rhs):
+        if r.tensor != t.name:
+            continue
+        names = [s.name for s in r.subscripts if isinstance(s, ir.Index)]
+        if len(set(names)) != len(r.subscripts):
+            return False
+        if any(ranges.get(v) != (0, n) for v, n in zip(names, extents, strict=True)):
+            return False
+    return True
 
 
 def _inline(program: ir.Program, k: int) -> ir.Program:

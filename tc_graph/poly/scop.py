@@ -195,6 +195,10 @@ def build_scop(
             sub = r.subscripts[k]
             used = [v for v in st.iterators if v in ir.index_names(sub)]
             cdom = _box(f"K{n}_{j}", used, [ranges[st.iterators.index(v)] for v in used])
+            if any(t == 0 for t in trips.values()):
+                # The statement runs nowhere, so nothing it reads is checked, whatever the
+                # ranges of the subscript's own variables (issue 12 item 12).
+                cdom = isl.Set.empty(cdom.get_space())
             creads = [
                 access_map(cdom, used, x.tensor, x.subscripts, shapes[x.tensor])
                 for x in ir.reads(sub)

@@ -1,0 +1,69 @@
+"""Index checks run over the whole domain of the statement that reads the index values,
+no more and no less (issue 12, items 11 and 12), as SEMANTICS.md's "Checks on concrete
+values" says. The oracle is the reference evaluator, which evaluates every statement
+over its whole domain and reads nothing over an empty one.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import tc_graph as tg
+
+POINT_READ = """
+def main(float(N) C, int32(N) I) -> (O) {{
+  T(i) = {gather}
+  O(i) = C(i) * T(N - 1)
+}}
+"""
+
+
+def _outcome(fn: tg.TcFunction, args: tuple[np.ndarray, ...], target: str) -> str:
+    """The result as a list, or the TcError's first line."""
+    try:
+        out = fn(*args, target=target)
+    except tg.TcError as e:
+        return str(e).splitlines()[0]
+    return json.dumps(np.asarray(out).tolist())
+
+
+@pytest.mark.parametrize("gather", ["C(I(i))", "float64(C(I(i)))", "C(I(i)) * 2"])
+def test_temporary_read_at_one_point_checks_every_index(gather: str) -> None:
+    """Item 11: T is read only at N - 1, but its statement runs over 0:N, so I(0) = 3 is
+    out of range for C. The gather was inlined into O and checked at N - 1 only."""
+    fn = tg.define(POINT_READ.format(gather=gather)).main
+    args = (np.ones(3, np.float32), np.array([3, 1, 0], np.int32))
+    want = _outcome(fn, args, "reference")
+    assert "index out of bounds" in want
+    assert _outcome(fn, args, "cpu") == want
+
+
+def test_gather_read_everywhere_still_matches() -> None:
+    """Good index values: the same result as the reference through the inlined gather."""
+    src = POINT_READ.format(gather="C(I(i))").replace("T(N - 1)", "T(i)")
+    fn = tg.define(src).main
+    args = (np.arange(3, dtype=np.float32), np.array([2, 1, 0], np.int32))
+    np.testing.assert_array_equal(fn(*args, target="cpu"), fn(*args, target="reference"))
+
+
+EMPTY_OTHER_RANGE = """
+def f(float(M) B, int32(M) I, float(N) H) -> (O) {{
+  T(i) = I(i) + 1
+  O(i) max=! B(i) < H({index}) ? 1.0 : 0.0 where r in 0:N
+}}
+"""
+
+
+@pytest.mark.filterwarnings("ignore::tc_graph.TcWarning")
+@pytest.mark.parametrize("index", ["T(i)", "I(i)"])
+def test_no_check_when_another_range_is_empty(index: str) -> None:
+    """Item 12: with N = 0 the reduction over r runs nowhere, so no H(...) is read and
+    nothing is checked, though i ranges over 0:M (the reference gives the identity)."""
+    fn = tg.define(EMPTY_OTHER_RANGE.format(index=index)).f
+    args = (np.ones(2, np.float32), np.zeros(2, np.int32), np.zeros(0, np.float32))
+    want = fn(*args, target="reference")
+    np.testing.assert_array_equal(want, np.full(2, -np.inf, np.float32))
+    np.testing.assert_array_equal(fn(*args, target="cpu"), want)
