@@ -56,12 +56,16 @@ def _as_tuple(x: Any) -> tuple[np.ndarray, ...]:
 def run_compiled(
     source: str, entry: str, args: tuple[Any, ...], target: str, options: dict[str, Any] | None
 ) -> tuple[str, Any]:
-    """In the child: ("ok", outputs), ("tcerror", message) or ("exception", traceback)."""
+    """In the child: ("ok", outputs), ("tcerror", message), ("refused", message) when the
+    options themselves are out of bounds, or ("exception", traceback)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
-            fn = tg.define(source)[entry]
             opts = None if options is None else tg.MappingOptions(**options)
+        except tg.TcError as e:
+            return "refused", str(e)
+        try:
+            fn = tg.define(source)[entry]
             return "ok", _as_tuple(fn(*args, target=target, options=opts))
         except tg.TcError as e:
             return "tcerror", str(e)
@@ -166,6 +170,8 @@ class Fuzzer:
         if ref in ("invalid", "exception"):
             return Outcome(ref, want)
         kind, got = self._target(case, case.options)
+        if kind == "refused":  # options out of bounds: a TcError before any compiling
+            return Outcome("refused", got)
         if kind == "tcerror" and ref == "ok" and UNSUPPORTED.search(got):
             return Outcome("unsupported", got)
         if kind == "tcerror" and ref == "ok" and case.options is not None:
