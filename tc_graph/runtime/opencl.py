@@ -160,7 +160,7 @@ class OpenclKernel(GpuKernel):
         device = ctx.devices[0]
         if "float16" in program_dtypes(gpu.program) and "cl_khr_fp16" not in device.extensions:
             raise TcError(
-                f"float16 (a tensor or a half(...) cast) needs the cl_khr_fp16 extension, "
+                f"float16 tensors and half(...) casts need the cl_khr_fp16 extension, "
                 f"which {device.name} lacks",
                 hint="use target='cpu'",
             )

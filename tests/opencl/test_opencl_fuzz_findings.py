@@ -66,3 +66,20 @@ def test_half_cast_without_fp16_tensors_needs_the_extension() -> None:
         return
     with pytest.raises(tg.TcError, match="cl_khr_fp16"):
         tg.define(src).main.compile(c, target="opencl")
+
+
+def test_builtins_without_an_opencl_equivalent_are_listed_and_refused() -> None:
+    """docs/gpu.md lists the builtins OpenCL lacks; each is a TcError naming it there,
+    and the same program runs on the reference."""
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "gpu.md").read_text()
+    row = next(line for line in doc.splitlines() if line.startswith("| OpenCL |"))
+    names = ["j0", "j1", "y0", "y1", "nearbyint"]
+    assert all(f"`{n}`" in row for n in names), row
+    a = np.array([0.5, 2.0], np.float32)
+    for n in names:
+        fn = tg.define(f"def main(float(M) A) -> (B) {{ B(i) = {n}(A(i)) }}").main
+        fn(a, target="reference")
+        with pytest.raises(tg.TcError, match=f"builtin '{n}' has no opencl equivalent"):
+            fn.compile(a, target="opencl")
