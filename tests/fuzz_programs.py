@@ -55,14 +55,6 @@ KNOWN: dict[str, str] = {
     # reference and 0-d reductions in float32. Guard: no reductions over variables into
     # float16 tensors (a new tensor's float16 right side is cast to float32).
     "half_accumulator": "fuzzer finding: float16 reductions accumulate in float16 on the CPU",
-    # OpenCL: `c ? a : b` with a float or double c is printed as is, and OpenCL C rejects a
-    # floating-point condition ("used type 'float' where floating point type is not
-    # allowed"): a TcError for a valid program. Guard: a float condition is written c != 0.
-    "opencl_float_condition": "fuzzer finding: float ?: conditions rejected by OpenCL",
-    # OpenCL: abs() of a signed integer is OpenCL's abs, which returns the unsigned type:
-    # abs(INT_MIN) / 2 is 1073741824 there, -1073741824 in C and the reference. Guard: abs
-    # of a signed 32/64-bit integer is written max(x, -x).
-    "opencl_abs_int": "fuzzer finding: abs(INT_MIN) on OpenCL",
 }
 
 # ----------------------------------------------------------------------------- types
@@ -1173,8 +1165,6 @@ class _Stmt:
 
     def e_select(self, d: int, want_exact: bool, need_read: bool) -> Expr:
         c = self.expr(d, True)
-        if c.dtype in FLOATS and "opencl_float_condition" in self.g.known:
-            c = Expr(f"({c.text} != 0)", "bool", True)
         a, b = self.expr(d, want_exact, need_read), self.expr(d, want_exact)
         t = promote(a.dtype, b.dtype)
         return Expr(
@@ -1186,8 +1176,6 @@ class _Stmt:
         fn = self.g.pick(["min", "max", "abs"])
         if fn == "abs":
             t = arith(a.dtype)
-            if t in ("int32", "int64") and "opencl_abs_int" in self.g.known:
-                return Expr(f"max({a.text}, -({a.text}))", t, a.exact)
             return Expr(f"abs({a.text})", t, a.exact, a.nan_free)
         t = promote(a.dtype, b.dtype)
         if t in FLOATS and "nan_minmax_builtin" in self.g.known:

@@ -158,6 +158,7 @@ class OpenCL(GpuDialect):
 
 
 _NO_OPENCL = frozenset({"j0", "j1", "y0", "y1", "nearbyint"})
+_FLOATS = frozenset({"float16", "float32", "float64"})
 
 
 @dataclass(frozen=True)
@@ -230,6 +231,9 @@ class _GpuPrinter(_Printer):
         # Bytes of the shared arrays the current kernel declares: `max_shared_memory` is a
         # limit per kernel, and isl may print its site once per statement group.
         self.shared_bytes = 0
+        # True while a private element's block is printed: a nested block of the same
+        # statements writes that same element, which the enclosing register holds already.
+        self.in_private = False
 
     # -- expressions -----------------------------------------------------
     def user(self, node: isl.AstNode) -> tuple[ScopStmt, list[str]]:
@@ -260,6 +264,12 @@ class _GpuPrinter(_Printer):
                     text = f"tc_clamp((int64_t)({text}), {shape[k] - 1})"
                 subs.append(text)
             return f"{cname(e.tensor)}[{self.linear(e.tensor, subs)}]"
+        if isinstance(e, ir.Select) and e.cond.dtype in _FLOATS:
+            # OpenCL C takes only an integer condition in `?:`: the truth value C takes
+            # implicitly (nonzero, NaN included) is spelled out.
+            zero = ir.Const(0, e.cond.dtype)
+            truth = ir.Binary("!=", e.cond, zero, "bool", compute_type(e.cond.dtype))
+            return super().expr(replace(e, cond=truth), env)
         return super().expr(e, env)
 
     def call(self, fn: str, args: list[str], dtype: str) -> str:
@@ -267,6 +277,17 @@ class _GpuPrinter(_Printer):
             raise TcError(
                 f"builtin '{fn}' has no {self.dialect.name} equivalent", hint="use target='cpu'"
             )
+        ct = compute_type(dtype)
+        if fn == "abs" and self.wraps_here(ct):
+            # -INT_MIN overflows, which OpenCL C and CUDA leave undefined (clang then
+            # took abs as nonnegative): negated in the unsigned type, abs(MIN) is MIN.
+            self.tmp += 1
+            a, c = f"_a{self.tmp}", C_TYPES[dtype]
+            neg = self.wrapping("-", "0", a, ct)
+            return f"({{ {c} {a} = ({c})({args[0]}); {a} < 0 ? ({c}){neg} : {a}; }})"
+        if fn == "abs" and dtype == "float16":
+            # In float, as the printer computes half (CUDA's __half < int is ambiguous).
+            return f"(({C_TYPES[dtype]})({super().call(fn, args, ct)}))"
         return super().call(fn, args, dtype)
 
     def target(self, st: ScopStmt, env: Mapping[str, str]) -> str:
@@ -716,8 +737,13 @@ class _GpuPrinter(_Printer):
         """Statements in sequence that all write one element (init, reduction, epilogue
         such as MLP3's bias, sum and relu) keep it in a register and store it once. Printed
         normally first; promoted only if, after renaming that element, the tensor is
-        touched nowhere else in the block (a read of another element keeps memory)."""
-        if not self.options.use_private_memory:
+        touched nowhere else in the block (a read of another element keeps memory), else
+        printed again plainly. Nested blocks in the first print are not promoted: the
+        enclosing register holds their element."""
+        if not self.options.use_private_memory or self.in_private:
+            # Refused inside an enclosing private element: its users write the same
+            # element, and a second `tc_v` would shadow the outer one (the inner store,
+            # renamed, assigned the inner register to itself and the outer stayed unset).
             return False
         users = self.users_under(node)
         if len(users) < 2 or any(st.kind == "check" for st, _ in users):
@@ -740,15 +766,23 @@ class _GpuPrinter(_Printer):
         if any(re.search(rf"\b{it}\b", target) for it in inner):
             return False
         at = len(self.lines)
+        state = (self.nsites, self.shared_bytes, len(self.decls), len(self.promoted))
+        self.in_private = True
         super().node(node, depth + 1, marks)
+        self.in_private = False
         body = self.lines[at:]
         renamed = [_rename(line, {target, *reads}, "tc_v") for line in body]
         places = [f"{cname(tensor)}["] + [
             f"{t.name}[" for t in self.tiles.values() if t.tensor == tensor
         ]
-        if any(p in line for line in renamed for p in places):
-            return True  # printed normally already
         del self.lines[at:]
+        if any(p in line for line in renamed for p in places):
+            # Not promoted here: printed again (any shared site in it planned afresh), so
+            # a nested block may keep the element.
+            self.nsites, self.shared_bytes = state[:2]
+            del self.decls[state[2] :], self.promoted[state[3] :]
+            super().node(node, depth, marks)
+            return True
         tdt = self.program.tensors[tensor].dtype
         first = users[0][0].kind
         load = "" if first in ("init", "assign") else f" = {target}"
@@ -934,6 +968,18 @@ def _trips(init: str, cond: str, inc: str) -> int | None:
     return max(0, (last - first) // step + 1)
 
 
+def program_dtypes(program: ir.Program) -> set[str]:
+    """Every type a program computes in: its tensors' and its expressions' (a cast to
+    half in a float program needs float16 too, both its prelude and cl_khr_fp16)."""
+    out = {t.dtype for t in program.tensors.values()}
+    for st in program.statements:
+        for e in ir.walk(st.rhs):
+            out.add(e.dtype)
+            if isinstance(e, ir.Binary):
+                out.add(e.compute)
+    return out
+
+
 def emit_gpu(
     scop: Scop, mapping: GpuMapping, options: MappingOptions, dialect: GpuDialect
 ) -> tuple[str, tuple[Launch, ...]]:
@@ -946,7 +992,7 @@ def emit_gpu(
     printer = _GpuPrinter(scop, options, dialect)
     body = printer.kernels(ast, mapping.launches, mapping.sites)
     mapping = replace(mapping, launches=tuple(printer.used))
-    dtypes = {t.dtype for t in scop.program.tensors.values()}
+    dtypes = program_dtypes(scop.program)
     double = "double" in body or "float64" in dtypes
     half = "float16" in dtypes
     clamp = (

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from .. import binding
+from ..codegen.gpu import program_dtypes
 from ..errors import TcError
 from ..lang.sema import CheckedDef
 from ..options import MappingOptions
@@ -157,11 +158,10 @@ class OpenclKernel(GpuKernel):
         super().__init__(checked, gpu, options)
         ctx, _ = context()
         device = ctx.devices[0]
-        if "float16" in {t.dtype for t in gpu.program.tensors.values()} and (
-            "cl_khr_fp16" not in device.extensions
-        ):
+        if "float16" in program_dtypes(gpu.program) and "cl_khr_fp16" not in device.extensions:
             raise TcError(
-                f"float16 tensors need the cl_khr_fp16 extension, which {device.name} lacks",
+                f"float16 tensors and half(...) casts need the cl_khr_fp16 extension, "
+                f"which {device.name} lacks",
                 hint="use target='cpu'",
             )
         build([gpu.text])
