@@ -12,6 +12,7 @@ after a crash a new child gets them again.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import pickle
 import select
@@ -22,6 +23,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
+
+START_TIMEOUT_S = 300.0
+"""How long the child may take to start and load the stored values: generous, since a busy
+machine is slow to start an interpreter, and a call's own timeout starts after it."""
 
 
 class SandboxError(Exception):
@@ -96,7 +101,21 @@ class Sandbox:
             self._send(("path", list(sys.path)))
             for key, value in self._stored.items():
                 self._send(("put", key, value))
+            self._await_ready(self._proc)
         return self._proc
+
+    def _await_ready(self, proc: subprocess.Popen[bytes]) -> None:
+        """Wait until the child has started and loaded the stored values, so that a call's
+        timeout covers only the call (a slow start on a busy machine is not a hang)."""
+        self._write(pickle.dumps(("call", _ready, ()), protocol=pickle.HIGHEST_PROTOCOL))
+        assert proc.stdout is not None
+        ready, _, _ = select.select([proc.stdout], [], [], START_TIMEOUT_S)
+        if ready:
+            with contextlib.suppress(EOFError, pickle.UnpicklingError):
+                pickle.load(proc.stdout)
+                return
+        self.close()
+        raise SandboxError(f"the process did not start within {START_TIMEOUT_S:g} s")
 
     def _send(self, message: tuple[Any, ...]) -> None:
         self._write(pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL))
@@ -112,6 +131,10 @@ class Sandbox:
 
 
 _SHARED: Sandbox | None = None
+
+
+def _ready() -> None:
+    """The handshake call: it returns once the child is up."""
 
 
 def shared() -> Sandbox:

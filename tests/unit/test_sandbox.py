@@ -66,3 +66,30 @@ def test_a_crash_or_a_hang_costs_the_child_only(box: Sandbox) -> None:
     assert time.monotonic() - start < 30
     assert box.call(total, Stored("a"), 3.0, timeout=60) == 12.0
     assert box.call(pid, timeout=60) != second
+
+
+class SlowToLoad:
+    """A stored value whose unpickling takes `seconds`, as a large input or a slow
+    interpreter start on a busy machine does."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+
+    def __reduce__(self) -> tuple[object, tuple[float]]:
+        return _slow_load, (self.seconds,)
+
+
+def _slow_load(seconds: float) -> float:
+    time.sleep(seconds)
+    return seconds
+
+
+def test_the_timeout_of_a_call_excludes_the_child_starting(box: Sandbox) -> None:
+    """A call's timeout is for the call: starting the child (the interpreter, its imports,
+    the stored values) is not counted, or a busy machine makes innocent candidates of the
+    autotuner time out."""
+    box.put("slow", SlowToLoad(2.0))
+    assert box.call(total, np.ones(3), 2.0, timeout=1.0) == 6.0
+    with pytest.raises(SandboxError, match="died"):
+        box.call(crash, timeout=5.0)
+    assert box.call(total, np.ones(3), 1.0, timeout=1.0) == 3.0  # in a new child
