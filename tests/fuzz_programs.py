@@ -587,6 +587,13 @@ class _Gen:
     def fit(self, rhs: Expr, dt: str, op: str) -> Expr:
         """The right side as a legal store into dtype dt (a cast where it would lose
         information, sometimes one anyway), with the known-bug guards of reductions."""
+        if op.startswith("*") and dt in FLOATS:
+            # A float product over many factors may overflow, and whether it ends as inf,
+            # or as NaN where a zero meets the inf, depends on the reduction's order, which
+            # the language leaves open: factors in [-1, 1] keep every order finite.
+            rhs = Expr(
+                f"fmax(fmin({rhs.text}, 1.0), -1.0)", promote(rhs.dtype, "float32"), rhs.exact
+            )
         if op in ("min=", "max=", "min=!", "max=!"):
             if dt in FLOATS and "nan_minmax" in self.known:
                 big = "60000.0" if dt == "float16" else "1e30"
