@@ -49,11 +49,6 @@ KNOWN: dict[str, str] = {
     # islpy.Error escapes instead of a TcError (the class of issue 12 item 9). Guard: no
     # allow_skewing in random options.
     "skewing_errors": "issue 12 item 9 and a fuzzer finding (allow_skewing escapes)",
-    # `P(i) *=! A(i, r)` on float16: the CPU accumulates a reduction with left-hand
-    # indices in float16 (a partial product overflows to inf, sums lose bits), the
-    # reference and 0-d reductions in float32. Guard: no reductions over variables into
-    # float16 tensors (a new tensor's float16 right side is cast to float32).
-    "half_accumulator": "fuzzer finding: float16 reductions accumulate in float16 on the CPU",
     # OpenCL: `c ? a : b` with a float or double c is printed as is, and OpenCL C rejects a
     # floating-point condition ("used type 'float' where floating point type is not
     # allowed"): a TcError for a valid program. Guard: a float condition is written c != 0.
@@ -564,13 +559,8 @@ class _Gen:
         # Stores into integers and bools are discontinuous: exact right sides only.
         depth = int(self.pick([1, 2, 2, 3]))
         rhs = ctx.expr(depth, want_exact=t.dtype not in ("", *FLOATS), need_read=True)
-        half_guard = "half_accumulator" in self.known and bool(red_vars) and op != "="
-        if t.dtype == "" and half_guard and rhs.dtype == "float16":
-            rhs = self.cast(rhs, "float32")
         if t.dtype == "":
             t.dtype = rhs.dtype
-        if t.dtype == "float16" and half_guard:
-            return  # a float16 reduction over variables (KNOWN half_accumulator)
         rhs = self.fit(rhs, t.dtype, op)
         t.exact = (
             t.exact

@@ -8,7 +8,10 @@ translations produce these at every Transpose and Gather; hand-written TCs rarel
 Snapshots of in-place reductions: a reduction that reads its own left tensor must see
 the values from before the statement (the right side is read in full first), which a
 loop nest that initialises and accumulates in place cannot give; those reads go to a
-copy taken just before (`snapshot_in_place`)."""
+copy taken just before (`snapshot_in_place`).
+
+float16 reductions over variables: they accumulate in a float32 temporary
+(`widen_half_reductions`)."""
 
 from __future__ import annotations
 
@@ -116,10 +119,10 @@ def _needs_snapshot(st: ir.Statement) -> bool:
     return st.init or bool(st.reduction_vars)
 
 
-def _fresh(taken: set[str], base: str) -> str:
-    name, k = f"{base}_old", 1
+def _fresh(taken: set[str], base: str, suffix: str = "_old") -> str:
+    name, k = f"{base}{suffix}", 1
     while name in taken:
-        name, k = f"{base}_old{k}", k + 1
+        name, k = f"{base}{suffix}{k}", k + 1
     return name
 
 
@@ -136,23 +139,8 @@ def snapshot_in_place(program: ir.Program) -> ir.Program:
         target = tensors[st.tensor]
         old = _fresh({*tensors, *program.params}, st.tensor)
         tensors[old] = ir.Tensor(old, target.dtype, "temp", target.shape, zero_fill=False)
-        # Sema's in-place rule: every read of the left tensor uses the left-hand indices,
-        # whose distinct names come first among the iterators.
-        n = len(dict.fromkeys(st.lhs))
-        copy = ir.Read(st.tensor, tuple(ir.Index(v) for v in st.lhs), target.dtype)
-        statements.append(
-            ir.Statement(
-                old,
-                st.lhs,
-                st.iterators[:n],
-                "=",
-                False,
-                copy,
-                st.domain.project_out(isl.dim_type.set, n, len(st.iterators) - n),
-                st.bounds[:n],
-                st.span,
-            )
-        )
+        # Sema's in-place rule: every read of the left tensor uses the left-hand indices.
+        statements.append(_copy(st, old, st.tensor, target.dtype))
         rhs = ir.map_expr(
             st.rhs,
             lambda e, t=st.tensor, o=old: (
@@ -160,4 +148,44 @@ def snapshot_in_place(program: ir.Program) -> ir.Program:
             ),
         )
         statements.append(replace(st, rhs=rhs))
+    return replace(program, statements=tuple(statements), tensors=tensors)
+
+
+def _copy(st: ir.Statement, dst: str, src: str, dtype: str) -> ir.Statement:
+    """`dst(lhs) = src(lhs)` over st's left-hand region (the distinct left-hand index
+    names come first among st's iterators)."""
+    n = len(dict.fromkeys(st.lhs))
+    return ir.Statement(
+        dst,
+        st.lhs,
+        st.iterators[:n],
+        "=",
+        False,
+        ir.Read(src, tuple(ir.Index(v) for v in st.lhs), dtype),
+        st.domain.project_out(isl.dim_type.set, n, len(st.iterators) - n),
+        st.bounds[:n],
+        st.span,
+    )
+
+
+def widen_half_reductions(program: ir.Program) -> ir.Program:
+    """program with every reduction over variables into a float16 tensor accumulating in
+    a float32 temporary, copied in (without `!`) and back out around it. float16 is
+    computed in float32 (docs/language.md), but a schedule that puts the reduction loop
+    outside the left-hand loops accumulates through memory, rounding to float16 at every
+    step: `P(i) *=! A(i, r)` over 300, 300, 0.001 overflowed to inf. Runs after
+    snapshot_in_place, so the right side no longer reads the tensor."""
+    statements: list[ir.Statement] = []
+    tensors = dict(program.tensors)
+    for st in program.statements:
+        target = tensors[st.tensor]
+        if st.op == "=" or not st.reduction_vars or target.dtype != "float16":
+            statements.append(st)
+            continue
+        wide = _fresh({*tensors, *program.params}, st.tensor, "_acc")
+        tensors[wide] = ir.Tensor(wide, "float32", "temp", target.shape, zero_fill=False)
+        if not st.init:
+            statements.append(_copy(st, wide, st.tensor, "float16"))
+        statements.append(replace(st, tensor=wide))
+        statements.append(_copy(st, st.tensor, wide, "float32"))
     return replace(program, statements=tuple(statements), tensors=tensors)
