@@ -1299,6 +1299,30 @@ def oracle_mixed_max(v: np.ndarray, o: np.ndarray, f: np.ndarray) -> Outputs:
     return (acc(o), acc(f))
 
 
+NARROW_MIN_MAX = """
+def nm(int32(K,N) V) -> (uint8(N) O, uint8(N) P) {
+    O(i) min=! V(r, i)
+    P(i) max= V(r, i)
+}
+"""
+
+
+@case(
+    "narrow_integer_min_max_reductions_compare_in_int32",
+    NARROW_MIN_MAX,
+    "nm",
+    # Reduced over r with i (the unit stride) inside: each element is updated once per r.
+    # The comparisons are in int32 and the result wraps to uint8 once (-3 is 253); P
+    # starts from its contents (out= values).
+    lambda r: (rint(r, -300, 300, 6, 16), np.zeros(16, u8), rint(r, 0, 256, 16, dtype=u8)),
+    with_out=True,
+)
+def oracle_narrow_min_max(v: np.ndarray, o: np.ndarray, p: np.ndarray) -> Outputs:
+    lo = np.minimum(255, v.min(axis=0).astype(np.int64))  # uint8's identity, 255
+    hi = np.maximum(p.astype(np.int64), v.max(axis=0))
+    return (wrap_to(lo, u8), wrap_to(hi, u8))
+
+
 @case(
     "accumulate_without_bang_into_out",
     MV_ACCUMULATE,
