@@ -261,13 +261,24 @@ def _store(
         return
     acc = np.dtype(compute_type(promote(str(target.dtype), st.rhs.dtype)))
     ufunc = _REDUCERS[st.op]
-    # The identity of the tensor's own type: int8 `max=!` over nothing is -128; converted
-    # to the accumulator's type as C does (int32 `max=!` over uint32 starts at 2^31).
-    init = np.asarray(identity(st.op, target.dtype), target.dtype).astype(acc)[()]
-    reduced = ufunc.reduce(value.astype(acc), axis=tuple(range(nl, len(shape))), initial=init)
-    if not st.init:
-        reduced = ufunc(target[region].astype(acc), reduced)
-    target[region] = convert(reduced, target.dtype)
+    axes = tuple(range(nl, len(shape)))
+    reduced = ufunc.reduce(value.astype(acc), axis=axes, initial=identity(st.op, acc))
+    target[region] = convert(ufunc(_start(st, target[region], acc), reduced), target.dtype)
+
+
+def _start(st: ir.Statement, old: np.ndarray, acc: np.dtype) -> np.ndarray | np.generic:
+    """A reduction's first value in its computing type acc. With `!`, the identity of
+    the tensor's own type (int8 `max=!` over nothing is -128), converted as C does (int32
+    `max=!` over uint32 starts at 2^31). Without `!`, the current contents: converting
+    an identity there and combining it with them (the old code) made int16 `max=` over
+    uint32 start at 2^32 - 2^15 instead. A NaN old value counts as the identity of
+    `min=`/`max=`, which ignore NaN (docs/language.md)."""
+    if st.init:
+        return np.asarray(identity(st.op, old.dtype), old.dtype).astype(acc)[()]
+    start = old.astype(acc)
+    if st.op in ("min", "max") and acc.kind == "f":
+        start = np.where(np.isnan(start), acc.type(identity(st.op, acc)), start)
+    return start
 
 
 def evaluate(

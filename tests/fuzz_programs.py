@@ -36,25 +36,8 @@ from typing import Any
 import numpy as np
 
 KNOWN: dict[str, str] = {
-    # Found by this fuzzer, not yet in issue 12 (reported to the lead; delete each entry
-    # with its fix):
-    # erfinv, erfcinv and normcdfinv outside their domains ([-1, 1], [0, 2], [0, 1]) are
-    # -inf/+inf on the CPU, NaN in the reference (and in CUDA). Guard: their argument is
-    # clamped into the domain.
-    "inverse_erf_domain": "fuzzer finding: erfinv/erfcinv/normcdfinv outside their domain",
-    # min(a, b) / max(a, b) on floats with a NaN: the CPU returns the other operand when
-    # the first is NaN, the reference (np.minimum) NaN. Guard: on float operands they are
-    # written fmin/fmax.
-    "nan_minmax_builtin": "fuzzer finding: min()/max() builtins with NaN",
-    # allow_skewing=True: isl's scheduler fails ("unable to carry dependences") and the
-    # islpy.Error escapes instead of a TcError (the class of issue 12 item 9). Guard: no
-    # allow_skewing in random options.
-    "skewing_errors": "issue 12 item 9 and a fuzzer finding (allow_skewing escapes)",
-    # `P(i) *=! A(i, r)` on float16: the CPU accumulates a reduction with left-hand
-    # indices in float16 (a partial product overflows to inf, sums lose bits), the
-    # reference and 0-d reductions in float32. Guard: no reductions over variables into
-    # float16 tensors (a new tensor's float16 right side is cast to float32).
-    "half_accumulator": "fuzzer finding: float16 reductions accumulate in float16 on the CPU",
+    # Each entry: a feature that hits an open bug, the generator's guard for it, and the
+    # finding it stands for; delete the entry (and its guard) with the fix. None is open.
 }
 
 # ----------------------------------------------------------------------------- types
@@ -557,13 +540,8 @@ class _Gen:
         # Stores into integers and bools are discontinuous: exact right sides only.
         depth = int(self.pick([1, 2, 2, 3]))
         rhs = ctx.expr(depth, want_exact=t.dtype not in ("", *FLOATS), need_read=True)
-        half_guard = "half_accumulator" in self.known and bool(red_vars) and op != "="
-        if t.dtype == "" and half_guard and rhs.dtype == "float16":
-            rhs = self.cast(rhs, "float32")
         if t.dtype == "":
             t.dtype = rhs.dtype
-        if t.dtype == "float16" and half_guard:
-            return  # a float16 reduction over variables (KNOWN half_accumulator)
         rhs = self.fit(rhs, t.dtype, op)
         t.exact = (
             t.exact
@@ -843,7 +821,7 @@ class _Gen:
             "threads": int(
                 self.pick([0, 1] if "parallel_reduction_race" in self.known else [0, 1, 2, 3, 4])
             ),
-            "allow_skewing": self.chance(0.3) and "skewing_errors" not in self.known,
+            "allow_skewing": self.chance(0.3),
             "allow_negative": self.chance(0.2),
             "block": self.pick(
                 [(32, 8), (32,), (16, 4), (8, 8, 2), (64, 2), (1,), (128, 4), (4, 4, 4)]
@@ -1185,9 +1163,6 @@ class _Stmt:
             t = arith(a.dtype)
             return Expr(f"abs({a.text})", t, a.exact, a.nan_free)
         t = promote(a.dtype, b.dtype)
-        if t in FLOATS and "nan_minmax_builtin" in self.g.known:
-            fn = "f" + fn
-            t = "float64" if t == "float64" else "float32"
         return Expr(f"{fn}({a.text}, {b.text})", t, a.exact and b.exact, a.nan_free and b.nan_free)
 
     def e_builtin(self, d: int, _exact: bool, need_read: bool) -> Expr:
@@ -1215,10 +1190,6 @@ class _Stmt:
         texts = [a.text for a in args]
         if fn == "erfcx" and "erfcx_large" in g.known:
             texts = [f"fmin({texts[0]}, 8.0)"]
-        domain = {"erfinv": (-1, 1), "erfcinv": (0, 2), "normcdfinv": (0, 1)}
-        if fn in domain and "inverse_erf_domain" in g.known:
-            lo, hi = domain[fn]
-            texts = [f"fmin(fmax({texts[0]}, {lo}.0), {hi}.0)"]
         if fn in ("j0", "j1", "y0", "y1"):
             # Bessel functions of huge arguments are ill-conditioned: libm's float32 j0f
             # and the reference's double j0 rounded to float32 differ in every digit at

@@ -104,8 +104,11 @@ def helper_lines(q: str, *, double: bool = True) -> list[str]:
             f"{q} {c} tc_rnorm4d{f}({c} a, {c} b, {c} c, {c} d) "
             f"{{ return 1 / sqrt{f}(a * a + b * b + c * c + d * d); }}",
             # erfinv by Newton steps on erf from Giles' single-precision starting point.
+            # erfinv(+-1) = +-inf; outside [-1, 1] (and NaN) it is NaN, as in SciPy and
+            # CUDA (the seeds' helper gave +-inf there too).
             f"{q} {c} tc_erfinv{f}({c} x) {{"
-            f" if (x <= -1) return -({c})INFINITY; if (x >= 1) return ({c})INFINITY;"
+            f" if (x == -1) return -({c})INFINITY; if (x == 1) return ({c})INFINITY;"
+            f" if (!(x > -1 && x < 1)) return ({c})NAN;"
             f" {c} w = -log{f}((1 - x) * (1 + x)), p;"
             f" if (w < 5) {{ w -= 2.5; p = 2.81022636e-08; p = 3.43273939e-07 + p * w;"
             f" p = -3.5233877e-06 + p * w; p = -4.39150654e-06 + p * w; p = 0.00021858087 + p * w;"

@@ -8,7 +8,10 @@ translations produce these at every Transpose and Gather; hand-written TCs rarel
 Snapshots of in-place reductions: a reduction that reads its own left tensor must see
 the values from before the statement (the right side is read in full first), which a
 loop nest that initialises and accumulates in place cannot give; those reads go to a
-copy taken just before (`snapshot_in_place`)."""
+copy taken just before (`snapshot_in_place`).
+
+Reductions over variables whose computing type is not their tensor's (float16, mixed
+widths): they accumulate in a temporary of the computing type (`widen_reductions`)."""
 
 from __future__ import annotations
 
@@ -16,8 +19,11 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 import islpy as isl
+import numpy as np
 
 from .. import ir
+from ..lang.types import compute_type, is_float, promote
+from ..reference import identity
 
 
 def inline_copies(program: ir.Program, sizes: Mapping[str, int]) -> ir.Program:
@@ -149,10 +155,10 @@ def _needs_snapshot(st: ir.Statement) -> bool:
     return st.init or bool(st.reduction_vars)
 
 
-def _fresh(taken: set[str], base: str) -> str:
-    name, k = f"{base}_old", 1
+def _fresh(taken: set[str], base: str, suffix: str = "_old") -> str:
+    name, k = f"{base}{suffix}", 1
     while name in taken:
-        name, k = f"{base}_old{k}", k + 1
+        name, k = f"{base}{suffix}{k}", k + 1
     return name
 
 
@@ -169,23 +175,9 @@ def snapshot_in_place(program: ir.Program) -> ir.Program:
         target = tensors[st.tensor]
         old = _fresh({*tensors, *program.params}, st.tensor)
         tensors[old] = ir.Tensor(old, target.dtype, "temp", target.shape, zero_fill=False)
-        # Sema's in-place rule: every read of the left tensor uses the left-hand indices,
-        # whose distinct names come first among the iterators.
-        n = len(dict.fromkeys(st.lhs))
-        copy = ir.Read(st.tensor, tuple(ir.Index(v) for v in st.lhs), target.dtype)
-        statements.append(
-            ir.Statement(
-                old,
-                st.lhs,
-                st.iterators[:n],
-                "=",
-                False,
-                copy,
-                st.domain.project_out(isl.dim_type.set, n, len(st.iterators) - n),
-                st.bounds[:n],
-                st.span,
-            )
-        )
+        # Sema's in-place rule: every read of the left tensor uses the left-hand indices.
+        at = tuple(ir.Index(v) for v in st.lhs)
+        statements.append(_copy(st, old, ir.Read(st.tensor, at, target.dtype)))
         rhs = ir.map_expr(
             st.rhs,
             lambda e, t=st.tensor, o=old: (
@@ -193,4 +185,53 @@ def snapshot_in_place(program: ir.Program) -> ir.Program:
             ),
         )
         statements.append(replace(st, rhs=rhs))
+    return replace(program, statements=tuple(statements), tensors=tensors)
+
+
+def _copy(st: ir.Statement, dst: str, rhs: ir.Expr) -> ir.Statement:
+    """`dst(lhs) = rhs` over st's left-hand region (the distinct left-hand index names
+    come first among st's iterators)."""
+    n = len(dict.fromkeys(st.lhs))
+    return ir.Statement(
+        dst,
+        st.lhs,
+        st.iterators[:n],
+        "=",
+        False,
+        rhs,
+        st.domain.project_out(isl.dim_type.set, n, len(st.iterators) - n),
+        st.bounds[:n],
+        st.span,
+    )
+
+
+def widen_reductions(program: ir.Program) -> ir.Program:
+    """program with every reduction over variables whose computing type is not its
+    tensor's type accumulating in a temporary of the computing type: started from the
+    tensor's identity converted to that type (`!`) or from its contents, and copied back
+    once at the end. A schedule that puts the reduction loop outside the left-hand loops
+    accumulates through memory, converting at every step: float16 `P(i) *=! A(i, r)`
+    over 300, 300, 0.001 overflowed to inf, and uint8 `T(i) min=! V(i, r)` over int32
+    values compared wrapped partial results (-3 stored as 253). Integer `+` and `*` wrap
+    the same either way and are left alone. Runs after snapshot_in_place, so the right
+    side no longer reads the tensor."""
+    statements: list[ir.Statement] = []
+    tensors = dict(program.tensors)
+    for st in program.statements:
+        target = tensors[st.tensor]
+        acc = compute_type(promote(target.dtype, st.rhs.dtype))
+        wrapping = st.op in ("+", "*") and not is_float(acc)
+        if st.op == "=" or not st.reduction_vars or acc == target.dtype or wrapping:
+            statements.append(st)
+            continue
+        wide = _fresh({*tensors, *program.params}, st.tensor, "_acc")
+        tensors[wide] = ir.Tensor(wide, acc, "temp", target.shape, zero_fill=False)
+        at = tuple(ir.Index(v) for v in st.lhs)
+        start: ir.Expr = ir.Read(st.tensor, at, target.dtype)
+        if st.init:
+            value = identity(st.op, np.dtype(target.dtype))
+            start = ir.Cast(ir.Const(value, target.dtype), acc)
+        statements.append(_copy(st, wide, start))
+        statements.append(replace(st, tensor=wide, init=False))
+        statements.append(_copy(st, st.tensor, ir.Read(wide, at, acc)))
     return replace(program, statements=tuple(statements), tensors=tensors)

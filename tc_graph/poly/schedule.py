@@ -16,12 +16,14 @@ used instead; its fusion follows the strategy through isl's options
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import islpy as isl
 
 from .. import affine, ir
+from ..errors import TcWarning
 from ..options import MappingOptions
 from .scop import Scop, ScopStmt
 
@@ -368,17 +370,21 @@ def isl_schedule(scop: Scop, options: MappingOptions) -> isl.Schedule:
 
 
 def _checks_first(scop: Scop) -> isl.UnionMap:
-    """Every index check before every other statement: a check shares only reads with
-    the statements it guards, so no dependence orders them, and isl may otherwise run
-    the guarded reads first."""
-    checks = [s for s in scop.statements if s.kind == "check"]
-    others = [s for s in scop.statements if s.kind != "check"]
+    """Every index check before every statement that follows it in the scop: a check
+    shares only reads with the statements it guards, so no dependence orders them, and
+    isl may otherwise run the guarded reads first. Not before the statements ahead of it:
+    a check of index values the program computes follows their writers (a flow
+    dependence), and ordering it before every statement, as the seeds did, made a cycle
+    that isl's scheduler reported as "unable to carry dependences"."""
     out = isl.UnionMap.empty(scop.domain.get_space())
-    for k in checks:
-        for s in others:
-            out = out.union(
-                isl.UnionMap.from_map(isl.Map.from_domain_and_range(k.domain, s.domain))
-            )
+    for n, k in enumerate(scop.statements):
+        if k.kind != "check":
+            continue
+        for s in scop.statements[n + 1 :]:
+            if s.kind != "check":
+                out = out.union(
+                    isl.UnionMap.from_map(isl.Map.from_domain_and_range(k.domain, s.domain))
+                )
     return out
 
 
@@ -405,9 +411,24 @@ def _has_negative_coefficient(schedule: isl.Schedule) -> bool:
 
 
 def build_schedule(scop: Scop, options: MappingOptions) -> isl.Schedule:
+    """isl's schedule when skewing is allowed and it finds one (without negative
+    coefficients unless those are allowed too), else ours. isl's scheduler can fail where
+    ours cannot (its shifts are bounded by SKEW_MAX_CONSTANT): then a TcWarning says why
+    and ours is used, as for any option that does not apply."""
     if options.allow_skewing:
-        sched = isl_schedule(scop, options)
-        if options.allow_negative or not _has_negative_coefficient(sched):
-            return sched
+        try:
+            sched = isl_schedule(scop, options)
+        except isl.Error as e:
+            reason = str(e).split(" in /")[0]
+            warnings.warn(
+                TcWarning(
+                    f"allow_skewing: isl's scheduler found no schedule ({reason}); "
+                    "using the unskewed one"
+                ),
+                stacklevel=2,
+            )
+        else:
+            if options.allow_negative or not _has_negative_coefficient(sched):
+                return sched
     node, order = schedule_tree(scop, options)
     return to_isl(node, scop, order)

@@ -19,7 +19,7 @@ from ..errors import TcError
 from ..lang.sema import CheckedDef
 from ..options import MappingOptions
 from ..poly.gpu import Launch, gpu_schedule, map_gpu
-from ..poly.inline import inline_copies, snapshot_in_place
+from ..poly.inline import inline_copies, snapshot_in_place, widen_reductions
 from ..poly.scop import build_scop, checked_accesses
 
 
@@ -52,7 +52,7 @@ def generate_gpu(
     """Map and print the program for a GPU target, specialized on these arguments."""
     arrays, sizes = binding.bind_inputs(checked, args)
     binding.check_preconditions(program, sizes)
-    program = snapshot_in_place(program)
+    program = widen_reductions(snapshot_in_place(program))
     shapes = {**{n: a.shape for n, a in arrays.items()}, **binding.tensor_shapes(program, sizes)}
     all_sizes = {**sizes, **program.constants}
     program = inline_copies(program, all_sizes)

@@ -23,7 +23,7 @@ from ..lang.canonical import canonical
 from ..lang.sema import CheckedDef
 from ..options import MappingOptions
 from ..poly.cpu import map_cpu
-from ..poly.inline import inline_copies, snapshot_in_place
+from ..poly.inline import inline_copies, snapshot_in_place, widen_reductions
 from ..poly.schedule import build_schedule
 from ..poly.scop import build_scop, checked_accesses
 from . import cc
@@ -205,7 +205,7 @@ def compile_kernel(
         raise TcError(f"target '{target}' cannot compile yet", hint="use target='cpu'")
     arrays, sizes = binding.bind_inputs(checked, args)
     binding.check_preconditions(program, sizes)
-    program = snapshot_in_place(program)
+    program = widen_reductions(snapshot_in_place(program))
     shapes = {**{n: a.shape for n, a in arrays.items()}, **binding.tensor_shapes(program, sizes)}
     program = inline_copies(program, {**sizes, **program.constants})
     text, _ = canonical(program.source)

@@ -439,6 +439,56 @@ def test_isl_scheduler_with_a_dot_product_contraction(fusion: str) -> None:
     assert_matches(got, want, "f")
 
 
+CHECK_OF_COMPUTED_INDEX = """
+def main(int64(N, M, K) A, int32 s, int32(M) I4) -> (T7) {
+  T1(i0, i1, i2) = (abs(float(A(i0, i1, i2))) ? A(i0, M - 1, i2) : A(i0, i1, i2))
+  T3(i0, i1) +=! T1(i0, i1, T1(i0, i1, max(min(I4(i1), K - 1), 0)) % K)
+  T7(i0, i1, i2) *=! ((T1(i0, i1, i2) + s) + T1(i0, i1, i2)) where r0 in 0:s
+}
+"""
+
+
+def _check_of_computed_index() -> tuple[Any, tuple[Any, ...]]:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", tg.TcWarning)  # T3 is unused, r0 only repeats
+        fn = tg.define(CHECK_OF_COMPUTED_INDEX).main
+    a = np.arange(4, dtype=np.int64).reshape(1, 4, 1)
+    return fn, (a, np.int32(2), np.arange(4, dtype=np.int32))
+
+
+@pytest.mark.parametrize("fusion", ["max", "min"])
+def test_isl_scheduler_checks_computed_indices_after_their_writers(fusion: str) -> None:
+    """An index check of values the program computes (T1 read as T1's subscript) follows
+    T1's writer: ordering every check before every statement made a cycle, and an
+    islpy.Error ("unable to carry dependences") escaped (fuzzer finding)."""
+    fn, args = _check_of_computed_index()
+    options = tg.MappingOptions(allow_skewing=True, fusion=fusion)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", tg.TcWarning)  # isl's schedule, no fallback
+        got = fn(*args, options=options)
+    assert_matches(got, fn(*args, target="reference"), "T7")
+
+
+def test_isl_scheduler_failure_falls_back_with_a_warning(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    """Where isl's scheduler finds no schedule, ours is used and a TcWarning says why; no
+    islpy.Error leaves the public API."""
+    import islpy as isl
+
+    from tc_graph.poly import schedule
+
+    def fail(*_args: Any) -> None:
+        raise isl.Error("unable to carry dependences in /isl_scheduler.c:1")
+
+    monkeypatch.setattr(schedule, "isl_schedule", fail)
+    monkeypatch.setenv("TC_GRAPH_CACHE", str(tmp_path))  # compile, not a cached kernel
+    fn, args = _check_of_computed_index()
+    with pytest.warns(tg.TcWarning, match="allow_skewing: .*unable to carry dependences"):
+        got = fn(*args, options=tg.MappingOptions(allow_skewing=True))
+    assert_matches(got, fn(*args, target="reference"), "T7")
+
+
 REDUCTION_BESIDE_A_LONGER_NEST = """
 def f(float(N,M) B, float(K) A) -> (O, P) {
   O(i) +=! B(r, k) where exists A(i)

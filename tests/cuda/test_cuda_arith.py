@@ -1,5 +1,6 @@
 """CUDA text of the arithmetic edge cases (tests/unit/test_reference.py: MIN / -1, saturating
-casts, erfcx for large x, remainder, NaN-ignoring min/max): every one compiles to PTX.
+casts, erfcx for large x, remainder, NaN-ignoring min/max, inverse erf domains): every one
+compiles to PTX.
 Running them needs a CUDA runtime this version does not have; the CPU and OpenCL tests run
 the same cases against their NumPy oracles."""
 
@@ -14,6 +15,7 @@ ARITH = (
     "erfcx_large_float32", "erfcx_large_float64", "float_to_int_casts_saturate",
     "remainder_is_exact_float", "remainder_is_exact_double",
     "mixed_width_min_max_reductions", "nan_is_ignored_by_min_max_reductions_and_builtins",
+    "inverse_erf_domain_float32", "inverse_erf_domain_float64",
 )  # fmt: skip
 
 

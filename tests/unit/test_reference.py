@@ -43,7 +43,7 @@ Outputs = tuple[np.ndarray, ...]
 Args = tuple[Any, ...]
 
 f16, f32, f64 = np.float16, np.float32, np.float64
-i8, i32, i64 = np.int8, np.int32, np.int64
+i8, i16, i32, i64 = np.int8, np.int16, np.int32, np.int64
 u8, u32 = np.uint8, np.uint32
 
 
@@ -888,6 +888,24 @@ def oracle_half(a: np.ndarray, x: np.ndarray) -> Outputs:
 
 
 @case(
+    "float16_reductions_accumulate_in_float32",
+    """
+def half_red(half(N,K) A) -> (P, S, Z) {
+    P(i) *=! A(i, r)
+    S(i) +=! A(i, r)
+    Z() +=! A(i, r)
+}
+""",
+    "half_red",
+    # 300 * 300 overflows float16 before the 0.001; 2048 + 1 is 2048 in float16.
+    lambda r: (np.array([[300, 300, 0.001] + [1] * 14, [2048] + [1] * 16], f16),),
+)
+def oracle_half_red(a: np.ndarray) -> Outputs:
+    a32 = a.astype(f32)
+    return (a32.prod(axis=1).astype(f16), a32.sum(axis=1).astype(f16), a32.sum().astype(f16))
+
+
+@case(
     "comparisons_and_logic_give_bool",
     """
 def logic(float(N) A, float(N) B) -> (G, L) {
@@ -1013,6 +1031,29 @@ def oracle_erfcx32(x: np.ndarray) -> Outputs:
       lambda r: (np.array([*ERFCX_X, 1e200, 1e300, np.inf], f64),))  # fmt: skip
 def oracle_erfcx64(x: np.ndarray) -> Outputs:
     return (sp.erfcx(x),)
+
+
+INVERSE_ERF = """
+def inv(T(N) X) -> (E, C, P) {
+    E(i) = erfinv(X(i))
+    C(i) = erfcinv(X(i))
+    P(i) = normcdfinv(X(i))
+}
+"""
+# Each function's domain ends ([-1, 1], [0, 2], [0, 1]) give +-inf, beyond them NaN.
+INVERSE_ERF_X = [-3.0, -1.5, -1, -0.5, 0, 0.25, 0.5, 1, 1.5, 2, 2.5, np.inf, -np.inf, np.nan]
+
+
+def _oracle_inverse_erf(x: np.ndarray) -> Outputs:
+    x64 = x.astype(f64)
+    with np.errstate(all="ignore"):
+        return tuple(g(x64).astype(x.dtype) for g in (sp.erfinv, sp.erfcinv, sp.ndtri))
+
+
+case("inverse_erf_domain_float32", INVERSE_ERF.replace("T(N)", "float(N)"), "inv",
+     lambda r: (np.array(INVERSE_ERF_X, f32),))(_oracle_inverse_erf)  # fmt: skip
+case("inverse_erf_domain_float64", INVERSE_ERF.replace("T(N)", "double(N)"), "inv",
+     lambda r: (np.array(INVERSE_ERF_X, f64),))(_oracle_inverse_erf)  # fmt: skip
 
 
 SATURATE = """
@@ -1226,6 +1267,60 @@ def mv(float(M,K) A, float(K) x) -> (C) {
 )
 def oracle_mv_fresh(a: np.ndarray, x: np.ndarray) -> Outputs:
     return ((a.astype(f64) @ x).astype(f32),)
+
+
+MIXED_MAX = """
+def mx(uint32(N,K) V) -> (int16(N) O, int16(N) F) {
+    O(i) max= V(i, k)
+    F(i) max= V(i, k)
+}
+"""
+
+
+@case(
+    "mixed_width_max_without_bang_starts_from_the_contents",
+    MIXED_MAX,
+    "mx",
+    # Both come in through out=, F as zeros (a fresh tensor's contents): each element
+    # starts from its current value converted to uint32 (the computing type), never from
+    # int16's identity (-32768 as uint32 is 2^32 - 2^15, above every value).
+    lambda r: (
+        rint(r, 0, 100, 4, 3, dtype=u32),
+        np.array([-5, 3, 200, -32768], i16),
+        np.zeros(4, i16),
+    ),
+    with_out=True,
+)
+def oracle_mixed_max(v: np.ndarray, o: np.ndarray, f: np.ndarray) -> Outputs:
+    def acc(old: np.ndarray) -> np.ndarray:
+        start = old.astype(np.int64) % 2**32  # C's int16 -> uint32 conversion
+        return wrap_to(np.maximum(start, v.max(axis=1).astype(np.int64)), i16)
+
+    return (acc(o), acc(f))
+
+
+NARROW_MIN_MAX = """
+def nm(int32(K,N) V) -> (uint8(N) O, uint8(N) P) {
+    O(i) min=! V(r, i)
+    P(i) max= V(r, i)
+}
+"""
+
+
+@case(
+    "narrow_integer_min_max_reductions_compare_in_int32",
+    NARROW_MIN_MAX,
+    "nm",
+    # Reduced over r with i (the unit stride) inside: each element is updated once per r.
+    # The comparisons are in int32 and the result wraps to uint8 once (-3 is 253); P
+    # starts from its contents (out= values).
+    lambda r: (rint(r, -300, 300, 6, 16), np.zeros(16, u8), rint(r, 0, 256, 16, dtype=u8)),
+    with_out=True,
+)
+def oracle_narrow_min_max(v: np.ndarray, o: np.ndarray, p: np.ndarray) -> Outputs:
+    lo = np.minimum(255, v.min(axis=0).astype(np.int64))  # uint8's identity, 255
+    hi = np.maximum(p.astype(np.int64), v.max(axis=0))
+    return (wrap_to(lo, u8), wrap_to(hi, u8))
 
 
 @case(
