@@ -1033,6 +1033,36 @@ def oracle_erfcx64(x: np.ndarray) -> Outputs:
     return (sp.erfcx(x),)
 
 
+SINPI = """
+def pi(T(N) X) -> (S, C) {
+    S(i) = sinpi(X(i))
+    C(i) = cospi(X(i))
+}
+"""
+# Large arguments: pi * x rounded to the argument's type loses every digit of the angle;
+# sinpi and cospi reduce x modulo 2 first (exactly), as CUDA's and C23's do.
+SINPI_X = [0.25, -0.75, 1.5, 123456.25, -123457.5, 4194304.75, 2.0**40 + 1, 3e38, np.inf]
+
+
+def _sinpi_cospi(x: np.ndarray) -> Outputs:
+    """The oracle: the angle reduced exactly in float64 (fmod is exact), then sin/cos."""
+    with np.errstate(invalid="ignore"):  # fmod(inf, 2) is NaN, as sinpi(inf) is
+        r = np.fmod(x.astype(f64), 2.0)
+    return (np.sin(np.pi * r).astype(x.dtype), np.cos(np.pi * r).astype(x.dtype))
+
+
+@case("sinpi_cospi_large_float32", SINPI.replace("T(N)", "float(N)"), "pi",
+      lambda r: (np.array(SINPI_X, f32),))  # fmt: skip
+def oracle_sinpi32(x: np.ndarray) -> Outputs:
+    return _sinpi_cospi(x)
+
+
+@case("sinpi_cospi_large_float64", SINPI.replace("T(N)", "double(N)"), "pi",
+      lambda r: (np.array([*SINPI_X, 2.0**60 + 2**9 + 0.5 * 2**9], f64),))  # fmt: skip
+def oracle_sinpi64(x: np.ndarray) -> Outputs:
+    return _sinpi_cospi(x)
+
+
 INVERSE_ERF = """
 def inv(T(N) X) -> (E, C, P) {
     E(i) = erfinv(X(i))
