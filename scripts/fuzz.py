@@ -2,7 +2,7 @@
 on a compiled target against the NumPy reference (tests/fuzz_oracle.py).
 
     python scripts/fuzz.py --minutes N [--seed S] [--start I] [--target cpu|opencl]
-                           [--options default|random] [--out DIR] [--include-known]
+                           [--options default|random|both] [--out DIR] [--include-known]
 
 Programs (seed, start), (seed, start + 1), ... run until the time is up; each compiled
 kernel runs in a child process, so a crash is counted, not fatal. Prints the counts
@@ -32,7 +32,12 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--start", type=int, default=0, help="the first program index")
     ap.add_argument("--target", choices=("cpu", "opencl"), default="cpu")
-    ap.add_argument("--options", choices=("default", "random"), default="random")
+    ap.add_argument(
+        "--options",
+        choices=("default", "random", "both"),
+        default="random",
+        help="MappingOptions: the defaults, random ones, or both in turn (even indices default)",
+    )
     ap.add_argument("--out", default="fuzz-findings")
     ap.add_argument("--include-known", action="store_true")
     ap.add_argument("--timeout", type=float, default=60.0, help="seconds per program")
@@ -40,8 +45,8 @@ def main() -> int:
     from tests import fuzz_programs as fp
 
     known = frozenset() if a.include_known else frozenset(fp.KNOWN)
-    # One OpenMP thread while parallel reduction loops are known to race (KNOWN).
-    os.environ["OMP_NUM_THREADS"] = "1" if "parallel_reduction_race" in known else "2"
+    # Two OpenMP threads, so that a parallel loop that races shows it.
+    os.environ["OMP_NUM_THREADS"] = "2"
     os.environ.setdefault("TC_GRAPH_CACHE", tempfile.mkdtemp(prefix="tc_graph-fuzz-"))
     import numpy as np
 
@@ -54,7 +59,10 @@ def main() -> int:
     index = a.start
     try:
         while time.monotonic() < end:
-            case = fp.generate(a.seed, index, known=known, options=a.options)
+            options = a.options
+            if options == "both":
+                options = "default" if index % 2 == 0 else "random"
+            case = fp.generate(a.seed, index, known=known, options=options)
             outcome = fuzzer.judge(case)
             counts["programs"] += 1
             counts[outcome.kind] += 1
