@@ -346,6 +346,13 @@ SKEW_MAX_CONSTANT = 8
 ran for minutes on MLP3's fused layers, whose sizes are constants; 8 takes 0.2 s."""
 
 
+SCHEDULE_MAX_OPERATIONS = 25_000
+"""isl's operation budget for one scheduling: past it isl gives up with an error and ours is
+used (a TcWarning says so). The programs of tests/unit/test_reference.py need at most 20,000
+(2LUT, the convolutions, the norms); a fuzzed program of five statements needed over 200,000
+and kept isl's ILP busy for minutes."""
+
+
 def isl_schedule(scop: Scop, options: MappingOptions) -> isl.Schedule:
     """isl's scheduler on our dependences (used when skewing is allowed)."""
     deps = scop.dependences
@@ -357,13 +364,18 @@ def isl_schedule(scop: Scop, options: MappingOptions) -> isl.Schedule:
         ctx.get_schedule_serialize_sccs(),
         ctx.get_schedule_whole_component(),
         ctx.get_schedule_max_constant_term(),
+        ctx.get_max_operations(),
     )
     try:
         ctx.set_schedule_serialize_sccs(int(options.fusion == "min"))
         ctx.set_schedule_whole_component(int(options.fusion == "max"))
         ctx.set_schedule_max_constant_term(SKEW_MAX_CONSTANT)
+        ctx.reset_operations()
+        ctx.set_max_operations(SCHEDULE_MAX_OPERATIONS)
         return sc.compute_schedule()
     finally:
+        ctx.set_max_operations(saved[3])
+        ctx.reset_operations()
         ctx.set_schedule_serialize_sccs(saved[0])
         ctx.set_schedule_whole_component(saved[1])
         ctx.set_schedule_max_constant_term(saved[2])

@@ -489,6 +489,25 @@ def test_isl_scheduler_failure_falls_back_with_a_warning(
     assert_matches(got, fn(*args, target="reference"), "T7")
 
 
+def test_isl_scheduler_runs_on_a_bounded_budget(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    """isl's scheduler gets an operation budget (a fuzzed program kept it busy for minutes):
+    past it, ours is used with a TcWarning, and the kernel still computes the reference's
+    values. A budget of 10 operations is always exceeded."""
+    from tc_graph.poly import schedule
+
+    monkeypatch.setattr(schedule, "SCHEDULE_MAX_OPERATIONS", 10)
+    monkeypatch.setenv("TC_GRAPH_CACHE", str(tmp_path))  # compile, not a cached kernel
+    fn, args = _check_of_computed_index()
+    with pytest.warns(tg.TcWarning, match="maximal number of operations exceeded"):
+        got = fn(*args, options=tg.MappingOptions(allow_skewing=True))
+    assert_matches(got, fn(*args, target="reference"), "T7")
+    import islpy as isl
+
+    assert isl.DEFAULT_CONTEXT.get_max_operations() == 0  # the budget is not left behind
+
+
 REDUCTION_BESIDE_A_LONGER_NEST = """
 def f(float(N,M) B, float(K) A) -> (O, P) {
   O(i) +=! B(r, k) where exists A(i)
