@@ -76,12 +76,27 @@ def _candidate(program: ir.Program, point: isl.Set) -> int | None:
             _reads_all(program, stmts[j], t, point) for j in readers
         ):
             continue
+        # A reader's indirect subscript of the copy would vanish with it (a dimension the
+        # source does not read), or be checked against the source's extent, not the copy's.
+        if any(_has_indirect_subscript(stmts[j], t.name) for j in readers):
+            continue
         # Nothing it reads may change before its last reader has read it.
         sources = {r.tensor for r in ir.reads(st.rhs)}
         if any(s.tensor in sources for s in stmts[k + 1 : readers[-1] + 1]):
             continue
         return k
     return None
+
+
+def _has_indirect_subscript(st: ir.Statement, tensor: str) -> bool:
+    """Whether st reads `tensor` at a subscript that reads a tensor (an index value)."""
+    return any(
+        isinstance(x, ir.Read)
+        for r in ir.reads(st.rhs)
+        if r.tensor == tensor
+        for sub in r.subscripts
+        for x in ir.walk(sub)
+    )
 
 
 def _has_indirect(e: ir.Expr) -> bool:

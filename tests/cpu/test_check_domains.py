@@ -67,3 +67,24 @@ def test_no_check_when_another_range_is_empty(index: str) -> None:
     want = fn(*args, target="reference")
     np.testing.assert_array_equal(want, np.full(2, -np.inf, np.float32))
     np.testing.assert_array_equal(fn(*args, target="cpu"), want)
+
+
+INDIRECT_READ_OF_A_COPY = """
+def main(float(N) A, int32(N) I) -> (O) {
+  T(i, j) = A(i) where j in 0:N
+  O(i) = T(i, I(i))
+}
+"""
+
+
+@pytest.mark.parametrize("bad", [3, -1, 2**31 - 1])
+def test_an_indirect_read_of_a_copy_is_checked(bad: int) -> None:
+    """A copy read through an index (the fuzzer, seed 2026 #1320): inlined, T(i, I(i))
+    became A(i), and the subscript I(i) of T, with its check, was gone."""
+    fn = tg.define(INDIRECT_READ_OF_A_COPY).main
+    args = (np.arange(3, dtype=np.float32), np.array([0, bad, 1], np.int32))
+    want = _outcome(fn, args, "reference")
+    assert "index out of bounds" in want
+    assert _outcome(fn, args, "cpu") == want
+    good = (args[0], np.array([0, 2, 1], np.int32))
+    assert _outcome(fn, good, "cpu") == _outcome(fn, good, "reference")
