@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 import traceback
 import warnings
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -26,7 +27,7 @@ import numpy as np
 
 import tc_graph as tg
 from tc_graph.runtime.sandbox import Sandbox, SandboxError
-from tests.fuzz_programs import BUILTINS, Case
+from tests.fuzz_programs import BUILTINS, Case, generate
 from tests.tolerances import TOLERANCES
 
 _BUILTIN = re.compile(rf"\b({'|'.join(BUILTINS)})f?\(")
@@ -302,3 +303,22 @@ def summary(case: Case) -> str:
         f"generate({case.seed}, {case.index}); inputs {shapes}; options "
         f"{case.options}\n{case.source}"
     )
+
+
+def judge_slice(
+    fuzzer: Fuzzer, indices: Iterable[int], budget: int, runs: Callable[[Case], bool]
+) -> tuple[list[str], int]:
+    """The CI slices: programs (0, index), even ones under random options, odd ones under
+    the defaults, those `runs` accepts judged; each finding shrunk (within `budget` tries)
+    and described. Returns the findings and how many programs ran."""
+    findings, ran = [], 0
+    for index in indices:
+        case = generate(0, index, options="random" if index % 2 == 0 else "default")
+        if not runs(case):
+            continue
+        ran += 1
+        outcome = fuzzer.judge(case)
+        if outcome.finding:
+            small = fuzzer.reduce(case, outcome, budget=budget)
+            findings.append(f"{outcome.kind}: {outcome.detail.strip()}\n{summary(small)}")
+    return findings, ran

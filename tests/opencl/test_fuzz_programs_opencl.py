@@ -10,8 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests import fuzz_programs as fp
-from tests.fuzz_oracle import Fuzzer, summary
+from tests.fuzz_oracle import Fuzzer, judge_slice
 
 CHUNKS = 2
 PER_CHUNK = 30
@@ -40,15 +39,9 @@ def fuzzer() -> Iterator[Fuzzer]:
 @pytest.mark.parametrize("chunk", range(CHUNKS))
 def test_generated_programs_match_the_reference_on_opencl(fuzzer: Fuzzer, chunk: int) -> None:
     extensions = _extensions()
-    findings, ran = [], 0
-    for index in range(chunk * PER_CHUNK, (chunk + 1) * PER_CHUNK):
-        case = fp.generate(0, index, options="random" if index % 2 == 0 else "default")
-        if not _runs_here(case.source, extensions):
-            continue
-        ran += 1
-        outcome = fuzzer.judge(case)
-        if outcome.finding:
-            small = fuzzer.reduce(case, outcome, budget=10)
-            findings.append(f"{outcome.kind}: {outcome.detail.strip()}\n{summary(small)}")
+    indices = range(chunk * PER_CHUNK, (chunk + 1) * PER_CHUNK)
+    findings, ran = judge_slice(
+        fuzzer, indices, budget=10, runs=lambda case: _runs_here(case.source, extensions)
+    )
     assert ran > 0
     assert not findings, "\n\n".join(findings)
