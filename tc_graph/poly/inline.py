@@ -228,14 +228,15 @@ def widen_reductions(program: ir.Program) -> ir.Program:
     accumulates through memory, converting at every step: float16 `P(i) *=! A(i, r)`
     over 300, 300, 0.001 overflowed to inf, and uint8 `T(i) min=! V(i, r)` over int32
     values compared wrapped partial results (-3 stored as 253). Integer `+` and `*` wrap
-    the same either way and are left alone. Runs after snapshot_in_place, so the right
+    the same either way and are left alone, except into bool (2 then -1 stored as false). Runs after snapshot_in_place, so the right
     side no longer reads the tensor."""
     statements: list[ir.Statement] = []
     tensors = dict(program.tensors)
     for st in program.statements:
         target = tensors[st.tensor]
         acc = compute_type(promote(target.dtype, st.rhs.dtype))
-        wrapping = st.op in ("+", "*") and not is_float(acc)
+        # Integer + and * commute with wrapping to a narrower integer, not with bool.
+        wrapping = st.op in ("+", "*") and not is_float(acc) and target.dtype != "bool"
         if st.op == "=" or not st.reduction_vars or acc == target.dtype or wrapping:
             statements.append(st)
             continue

@@ -1353,6 +1353,21 @@ def oracle_narrow_min_max(v: np.ndarray, o: np.ndarray, p: np.ndarray) -> Output
     return (wrap_to(lo, u8), wrap_to(hi, u8))
 
 
+BOOL_SUM = """
+def bs(int32(K,N) V) -> (bool(N) B) {
+    B(i) +=! V(r, i)
+}
+"""
+
+
+@case("bool_sums_convert_once", BOOL_SUM, "bs",
+      lambda r: (np.array([[2, 1, 0, 5], [-1, -1, 0, -2], [0, 0, 0, -3]], i32),))  # fmt: skip
+def oracle_bool_sum(v: np.ndarray) -> Outputs:
+    """The sum in int32, then converted to bool once (the fuzzer, seed 2027 #1947): through
+    bool memory at every step, 2 then -1 gave false (true - 1), the sum 1 is true."""
+    return (v.sum(axis=0) != 0,)
+
+
 @case(
     "accumulate_without_bang_into_out",
     MV_ACCUMULATE,
