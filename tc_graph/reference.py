@@ -75,6 +75,12 @@ def _ieee_remainder(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.where(np.signbit(a), -r, r)
 
 
+def _fdim(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """C's fdim: a - b where a > b, +0 where a <= b (equal infinities too, whose difference
+    is NaN), NaN where either is NaN (both comparisons are false, and a + b is NaN)."""
+    return np.where(a > b, a - b, np.where(a <= b, 0, a + b))
+
+
 _FUNCTIONS: dict[str, Callable[..., np.ndarray]] = {
     "acos": np.arccos, "acosh": np.arccosh, "asin": np.arcsin, "asinh": np.arcsinh,
     "atan": np.arctan, "atanh": np.arctanh, "cbrt": np.cbrt, "ceil": np.ceil, "cos": np.cos,
@@ -88,7 +94,7 @@ _FUNCTIONS: dict[str, Callable[..., np.ndarray]] = {
     "sin": np.sin, "sinh": np.sinh, "sinpi": lambda x: np.sin(np.pi * np.fmod(x, 2)), "sqrt": np.sqrt,
     "tan": np.tan, "tanh": np.tanh, "tgamma": sp.gamma, "trunc": np.trunc, "y0": sp.y0,
     "y1": sp.y1,
-    "atan2": np.arctan2, "copysign": np.copysign, "fdim": lambda a, b: np.maximum(a - b, 0),
+    "atan2": np.arctan2, "copysign": np.copysign, "fdim": _fdim,
     "fmax": np.fmax, "fmin": np.fmin, "fmod": np.fmod, "hypot": np.hypot,
     "nextafter": np.nextafter, "pow": np.power, "remainder": _ieee_remainder,
     "rhypot": lambda a, b: 1 / np.hypot(a, b),

@@ -1353,6 +1353,39 @@ def oracle_narrow_min_max(v: np.ndarray, o: np.ndarray, p: np.ndarray) -> Output
     return (wrap_to(lo, u8), wrap_to(hi, u8))
 
 
+FDIM = """
+def fd(T(N) A, T(N) B) -> (D) {
+    D(i) = fdim(A(i), B(i))
+}
+"""
+FDIM_A = [-np.inf, np.inf, 1.0, 2.0, np.nan, 3.0, -np.inf, 5.0]
+FDIM_B = [-np.inf, np.inf, 2.0, 1.0, 1.0, np.nan, 1.0, -np.inf]
+
+
+def _libm_fdim(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """C's own fdim (libm through ctypes): +0 where a <= b, even for equal infinities,
+    whose difference is NaN (the fuzzer, seed 2028 #5443); NaN where either is NaN."""
+    import ctypes
+    import ctypes.util
+
+    libm = ctypes.CDLL(ctypes.util.find_library("m"))
+    fdim = libm.fdim
+    fdim.restype, fdim.argtypes = ctypes.c_double, [ctypes.c_double, ctypes.c_double]
+    return np.array([fdim(float(x), float(y)) for x, y in zip(a, b, strict=True)], a.dtype)
+
+
+@case("fdim_of_infinities_float32", FDIM.replace("T(N)", "float(N)"), "fd",
+      lambda r: (np.array(FDIM_A, f32), np.array(FDIM_B, f32)))  # fmt: skip
+def oracle_fdim32(a: np.ndarray, b: np.ndarray) -> Outputs:
+    return (_libm_fdim(a, b),)
+
+
+@case("fdim_of_infinities_float64", FDIM.replace("T(N)", "double(N)"), "fd",
+      lambda r: (np.array(FDIM_A, f64), np.array(FDIM_B, f64)))  # fmt: skip
+def oracle_fdim64(a: np.ndarray, b: np.ndarray) -> Outputs:
+    return (_libm_fdim(a, b),)
+
+
 BOOL_SUM = """
 def bs(int32(K,N) V) -> (bool(N) B) {
     B(i) +=! V(r, i)
