@@ -150,6 +150,43 @@ def checked_accesses(program: ir.Program) -> list[tuple[ir.Read, int]]:
     return early + late
 
 
+def _checks(
+    program: ir.Program,
+    n: int,
+    st: ir.Statement,
+    ranges: Sequence[tuple[int, int]],
+    trips: Mapping[str, int],
+    shapes: Mapping[str, tuple[int, ...]],
+) -> list[ScopStmt]:
+    """One check statement per indirect subscript of statement n, over the box of the
+    subscript's own variables; empty when the statement runs nowhere (issue 12 item 12:
+    nothing it reads is checked then, whatever the ranges of those variables)."""
+    out = []
+    for j, (r, k) in enumerate(indirect_reads(st.rhs)):
+        sub = r.subscripts[k]
+        used = [v for v in st.iterators if v in ir.index_names(sub)]
+        cdom = _box(f"K{n}_{j}", used, [ranges[st.iterators.index(v)] for v in used])
+        if any(t == 0 for t in trips.values()):
+            cdom = isl.Set.empty(cdom.get_space())
+        creads = [
+            access_map(cdom, used, x.tensor, x.subscripts, shapes[x.tensor]) for x in ir.reads(sub)
+        ]
+        out.append(
+            ScopStmt(
+                f"K{n}_{j}",
+                "check",
+                st,
+                tuple(used),
+                cdom,
+                _union(creads),
+                _union([]),
+                checked=r,
+                checked_dim=k,
+            )
+        )
+    return out
+
+
 def build_scop(
     program: ir.Program,
     sizes: Mapping[str, int],
@@ -191,32 +228,11 @@ def build_scop(
         kind = "assign" if st.op == "=" else "contract" if contract else "update"
         if kind != "assign":
             reads.append(write)
-        for j, (r, k) in enumerate(indirect_reads(rhs)):
-            sub = r.subscripts[k]
-            used = [v for v in st.iterators if v in ir.index_names(sub)]
-            cdom = _box(f"K{n}_{j}", used, [ranges[st.iterators.index(v)] for v in used])
-            if any(t == 0 for t in trips.values()):
-                # The statement runs nowhere, so nothing it reads is checked, whatever the
-                # ranges of the subscript's own variables (issue 12 item 12).
-                cdom = isl.Set.empty(cdom.get_space())
-            creads = [
-                access_map(cdom, used, x.tensor, x.subscripts, shapes[x.tensor])
-                for x in ir.reads(sub)
-            ]
-            check = ScopStmt(
-                f"K{n}_{j}",
-                "check",
-                st,
-                tuple(used),
-                cdom,
-                _union(creads),
-                _union([]),
-                checked=r,
-                checked_dim=k,
-            )
+        for check in _checks(program, n, st, ranges, trips, shapes):
             # Index values read from inputs are checked before anything runs; values
             # computed by the program are checked right before the statement that uses them.
-            (checks if _inputs_only(program, sub) else body).append(check)
+            inputs_only = _inputs_only(program, check.checked.subscripts[check.checked_dim])
+            (checks if inputs_only else body).append(check)
         body.append(
             ScopStmt(
                 name,
