@@ -11,7 +11,7 @@ from . import binding, ir, ranges, reference, tuning_db
 from .errors import TcError
 from .lang.parser import parse
 from .lang.sema import CheckedDef, check
-from .options import MappingOptions, default_options
+from .options import MappingOptions
 from .runtime.kernel import Kernel, compile_kernel
 
 TARGETS = ("reference", "cpu", "opencl", "cuda")
@@ -87,7 +87,7 @@ class TcFunction:
                 args,
                 options=options
                 or tuning_db.known_options(self, args, target)
-                or default_options(program),
+                or tuning_db.default_options_for(self, args, target),
                 target=target,
             )
             self._kernels[key] = kernel

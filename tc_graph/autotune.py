@@ -529,7 +529,7 @@ class _Evaluator:
         self.failures: list[tuple[MappingOptions, str]] = []
         self.fingerprints: dict[MappingOptions, str] = {}
         self.best_s: float | None = None
-        self.default = tuning_db.default_options_for(fn, args)
+        self.default = tuning_db.default_options_for(fn, args, target)
         # The oracle chain: reference -> default kernel -> every candidate.
         default_kernel = fn.compile(*args, target=target, options=self.default)
         self.want = _as_tuple(default_kernel(*args))

@@ -218,13 +218,26 @@ ROW_TILE = 8
 """Rows of a register tile in outer-product form (8 rows x 2 vectors = 16 accumulators)."""
 
 
-def default_options(program: ir.Program) -> MappingOptions:
-    """The defaults for one program: the outer loop tiled by ROW_TILE where a reduction
-    has the outer-product form, so its register tiles hold that many rows (see
-    docs/cpu.md); otherwise MappingOptions()."""
+@dataclass(frozen=True)
+class VectorUnit:
+    """The target CPU's vector registers: float lanes of the widest one, and how many there
+    are. A machine fact, not an option: the C printer sizes register tiles by it."""
+
+    floats: int = 16
+    registers: int = 32
+
+
+AVX512 = VectorUnit()
+"""AVX-512's 32 registers of 16 floats: what MappingOptions() assumes."""
+
+
+def default_options(program: ir.Program, unit: VectorUnit = AVX512) -> MappingOptions:
+    """The defaults for one program on a CPU with this vector unit: vectors as wide as its
+    registers, and the outer loop tiled by ROW_TILE where a reduction has the outer-product
+    form, so its register tiles hold that many rows (see docs/cpu.md)."""
     if any(_outer_product(s) for s in program.statements):
-        return MappingOptions(tile=(ROW_TILE,))
-    return MappingOptions()
+        return MappingOptions(tile=(ROW_TILE,), vector_width=unit.floats)
+    return MappingOptions(vector_width=unit.floats)
 
 
 def _outer_product(s: ir.Statement) -> bool:

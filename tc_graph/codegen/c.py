@@ -23,7 +23,7 @@ import numpy as np
 
 from .. import ir
 from ..lang.types import compute_type, promote
-from ..options import MappingOptions
+from ..options import AVX512, MappingOptions, VectorUnit
 from ..poly.proof import annotated_ast, loop_depth, loop_parallel, refuse
 from ..poly.scop import Scop, ScopStmt, indirect_reads
 
@@ -76,12 +76,14 @@ def helper_lines(q: str, *, double: bool = True) -> list[str]:
         neg = f" if (b == -1) return ({c})(({u})0 - ({u})a);" if u else ""
         lines.append(
             f"{q} {c} tc_div_{t}({c} a, {c} b) {{ if (b == 0) return 0;{neg} "
-            f"{c} q = a / b; return (q * b != a && ((a < 0) != (b < 0))) ? q - 1 : q; }}"
+            f"{c} q = a / b; return q - ((q * b != a && ((a < 0) != (b < 0))) ? 1 : 0); }}"
         )
+        # The correction is added, not selected (`cond ? r + b : r`): gcc 12.2 compiled
+        # the select inside `omp simd` loops into reads of A[-1] (the fuzzer, seed 2029).
         zero = "b == 0 || b == -1" if u else "b == 0"
         lines.append(
             f"{q} {c} tc_mod_{t}({c} a, {c} b) {{ if ({zero}) return 0; "
-            f"{c} r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r; }}"
+            f"{c} r = a % b; return r + ((r != 0 && ((r < 0) != (b < 0))) ? b : 0); }}"
         )
     for c, f in (("float", "f"), ("double", ""))[: 2 if double else 1]:
         lines += [
@@ -184,10 +186,17 @@ C_OPENMP = Dialect()
 
 class _Printer:
     def __init__(
-        self, scop: Scop, options: MappingOptions, dialect: Dialect, *, proved: bool = False
+        self,
+        scop: Scop,
+        options: MappingOptions,
+        dialect: Dialect,
+        *,
+        proved: bool = False,
+        unit: VectorUnit = AVX512,
     ) -> None:
         self.scop = scop
         self.options = options
+        self.unit = unit
         self.dialect = dialect
         self.program = scop.program
         self.lines: list[str] = []
@@ -474,7 +483,9 @@ class _Printer:
         width = self.options.vector_width
         ranges = self.ranges(st)
         jlo, jhi = ranges[j]
-        vectors = min(self.options.register_tile, (jhi - jlo) // width, _ACCUMULATORS // len(envs))
+        # Half the vector registers hold accumulators; the rest the operands.
+        accumulators = self.unit.registers // 2
+        vectors = min(self.options.register_tile, (jhi - jlo) // width, accumulators // len(envs))
         if vectors < 1:
             return False
         reds = [v for v in st.iterators if v in inner and v != j]
@@ -859,9 +870,10 @@ class _Printer:
     def pinned_loads(self, loads: Mapping[str, str], depth: int) -> None:
         """Declare the shared operand vectors of a tile. The empty asm pins each in a
         register: otherwise gcc folds the load into every FMA that uses it, and the tile's
-        load sharing is lost. A vector wider than the widest register (AVX-512's 16
-        floats) lives in several registers, which no asm operand can name: not pinned."""
-        pin = self.options.vector_width <= _WIDEST_REGISTER
+        load sharing is lost. A vector wider than the target's widest register (AVX-512's
+        16 floats, AVX2's 8) lives in several registers, which no asm operand can name:
+        not pinned."""
+        pin = self.options.vector_width <= self.unit.floats
         for text, name in loads.items():
             asm = f' __asm__("" : "+v"({name}));' if pin else ""
             self.out(depth, f"tc_vf {name} = {text};{asm}")
@@ -1280,10 +1292,7 @@ def _hsum(width: int) -> str:
 
 
 _PRIVATE_BYTES = 64 * 1024
-_WIDEST_REGISTER = 16  # floats in one x86 vector register (AVX-512)
-# Vector accumulators of one register tile (AVX-512 has 32 vector registers) and its rows.
-_ACCUMULATORS = 16
-_MAX_ROWS = 8
+_MAX_ROWS = 8  # rows of one register tile
 # Scalar accumulators of a register tile's last columns updated together (enough
 # independent adds to hide the add latency, few enough to stay in registers).
 _TAIL_CHAINS = 24
@@ -1417,10 +1426,12 @@ def emit(
     *,
     name: str = "tc_kernel",
     dialect: Dialect = C_OPENMP,
+    unit: VectorUnit = AVX512,
 ) -> str:
     """The C source of one kernel: `int name(void *const *args, int check, int64_t *err)`,
-    args = inputs then outputs; returns 0, or k > 0 when check k failed (value in *err)."""
+    args = inputs then outputs; returns 0, or k > 0 when check k failed (value in *err).
+    `unit` is the target CPU's (runtime/cc.vector_unit)."""
     ast = annotated_ast(scop, schedule) if scop.statements else None
-    printer = _Printer(scop, options, dialect, proved=True)
+    printer = _Printer(scop, options, dialect, proved=True, unit=unit)
     main = printer.kernel(ast, name)
     return f"{_prelude(options.vector_width)}\n\n{main}\n\n{printer.phase_kernel(ast)}\n"

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import TypedDict
 
 from ..errors import TcError
+from ..options import VectorUnit
 
 __all__ = [
     "CacheInfo",
@@ -85,6 +86,7 @@ compilations: int = 0
 """How many times the C compiler actually ran in this process (tests read it)."""
 
 _identity_memo: dict[tuple[str | None, str | None], str] = {}
+_unit_memo: dict[tuple[str | None, str | None], VectorUnit] = {}
 _load_lock = threading.Lock()
 
 
@@ -195,6 +197,40 @@ def compiler_identity() -> str:
     identity = " | ".join([resolved, version, shlex.join(args), _cpu_identity()])
     _identity_memo[memo_key] = identity
     return identity
+
+
+def vector_unit() -> VectorUnit:
+    """The vector registers the compiler targets with its flags (``-march=native``: this
+    CPU's), read from its predefined macros. Memoized like compiler_identity."""
+    memo_key = (os.environ.get("CC"), os.environ.get("TC_GRAPH_CFLAGS"))
+    unit = _unit_memo.get(memo_key)
+    if unit is not None:
+        return unit
+    _, args = compiler()
+    try:
+        proc = subprocess.run(
+            [*_cc_argv(), *args, "-dM", "-E", "-x", "c", os.devnull],
+            capture_output=True,
+            text=True,
+            errors="replace",
+            timeout=_VERSION_TIMEOUT_S,
+            stdin=subprocess.DEVNULL,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise TcError(
+            f"cannot run the C compiler: {exc}",
+            hint="install gcc (apt-get install gcc) or set CC to a working compiler",
+        ) from None
+    macros = {ln.split()[1] for ln in proc.stdout.splitlines() if ln.startswith("#define ")}
+    if "__AVX512F__" in macros:
+        unit = VectorUnit(floats=16, registers=32)
+    elif "__AVX__" in macros:
+        unit = VectorUnit(floats=8, registers=16)
+    else:  # SSE, NEON and the rest: 16-byte registers
+        unit = VectorUnit(floats=4, registers=32 if "__aarch64__" in macros else 16)
+    _unit_memo[memo_key] = unit
+    return unit
 
 
 def _cpu_identity() -> str:

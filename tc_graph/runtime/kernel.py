@@ -21,7 +21,7 @@ from ..codegen.c import emit
 from ..errors import TcError
 from ..lang.canonical import canonical
 from ..lang.sema import CheckedDef
-from ..options import MappingOptions
+from ..options import AVX512, MappingOptions, VectorUnit
 from ..poly.cpu import map_cpu
 from ..poly.inline import inline_copies, snapshot_in_place, widen_reductions
 from ..poly.schedule import build_schedule
@@ -53,8 +53,9 @@ def generate_c(
     sizes: Mapping[str, int],
     shapes: Mapping[str, tuple[int, ...]],
     options: MappingOptions,
+    unit: VectorUnit = AVX512,
 ) -> str:
-    """The C source of a program for these sizes."""
+    """The C source of a program for these sizes, for a CPU with this vector unit."""
     scop = build_scop(
         program,
         sizes,
@@ -63,7 +64,7 @@ def generate_c(
         kernels=not options.allow_skewing,
     )
     schedule = map_cpu(build_schedule(scop, options), scop, options)
-    return emit(scop, schedule, options, name=ENTRY)
+    return emit(scop, schedule, options, name=ENTRY, unit=unit)
 
 
 class Kernel:
@@ -220,7 +221,8 @@ def compile_kernel(
     )
     library = cc.lookup(key)
     if library is None:
-        source = generate_c(program, {**sizes, **program.constants}, shapes, options)
+        unit = cc.vector_unit()
+        source = generate_c(program, {**sizes, **program.constants}, shapes, options, unit)
         library = cc.build(source, key)
     return Kernel(
         checked=checked,

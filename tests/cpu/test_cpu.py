@@ -5,13 +5,17 @@ accepted program of the conformance table."""
 from __future__ import annotations
 
 import itertools
+import platform
 import warnings
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
 import tc_graph as tg
+from tc_graph import tuning_db
+from tc_graph.runtime import cc
 from tests.oracles import check_numpy_call, check_numpy_case, check_reference_case
 from tests.tolerances import assert_matches
 from tests.unit import test_conformance as conf
@@ -323,10 +327,28 @@ def test_one_iteration_dimension_is_not_the_parallel_loop(
         assert_matches(kernel(*args), oracle(*args), "size-1 output dimension")
 
 
-@pytest.mark.parametrize("width", [4, 8, 32, 64])
+def test_the_vector_unit_is_the_cpus() -> None:
+    """-march=native targets this CPU: its widest vector registers, from /proc/cpuinfo."""
+    flags = set()
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("flags"):
+            flags = set(line.partition(":")[2].split())
+            break
+    if not flags or platform.machine() != "x86_64":
+        pytest.skip("no x86 /proc/cpuinfo flags here")
+    want = 16 if "avx512f" in flags else 8 if "avx" in flags else 4
+    assert cc.vector_unit().floats == want
+    assert tg.MappingOptions(vector_width=want) == tuning_db.default_options_for(
+        tg.define("def f(float(N) A) -> (B) { B(i) = A(i) }").f, (np.zeros(3, np.float32),)
+    )
+
+
+@pytest.mark.parametrize("width", [4, 8, 16, 32, 64])
 def test_vector_widths_other_than_the_register(width: int) -> None:
     """Register tiles pin operand loads with an asm operand; vectors of several
-    registers (32 and 64 floats) cannot be pinned, and must still compile and compute."""
+    registers (16 floats without AVX-512, 32 and 64 floats) cannot be pinned, and must
+    still compile and compute (16 did not compile on an AVX2 CPU: "impossible constraint
+    in 'asm'")."""
     rng = np.random.default_rng(9)
     a = rng.standard_normal((16, 32)).astype(np.float32)
     b = rng.standard_normal((32, 256)).astype(np.float32)
@@ -370,7 +392,9 @@ def test_register_tiles_with_every_column_remainder_match_numpy(
         fn = tg.define("def mm(float(M,K) A, float(K,N) B) -> (C) { C(m,n) += A(m,k) * B(k,n) }")
     options = tg.MappingOptions(tile=(8,), register_tile=register_tile)
     kernel = fn.mm.compile(a, b, options=options)
-    tile = 16 * min(register_tile, n // 16)
+    # Half the CPU's vector registers are accumulators, shared by the tile's rows.
+    rows = 8 if m % 8 == 0 else 1
+    tile = 16 * min(register_tile, n // 16, cc.vector_unit().registers // 2 // rows)
     assert ("const int j0 = " in kernel.source) == ((n % tile) // 16 > 0)
     assert ("float t0 = " in kernel.source) == (n % 16 > 0)
     c0 = rng.standard_normal((m, n)).astype(np.float32)

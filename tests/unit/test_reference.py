@@ -983,6 +983,26 @@ for _t in ("int32", "int64"):
     )(_wrapped_floor_div_mod)
 
 
+@case(
+    "modulo_subscript_in_a_simd_loop",
+    """
+def m(float32(M) A) -> (T) {
+    T(i, j) +=! A(i) / A(j % M) where j in 0:M, r in 0:M
+    U(j) = A((j + 3) / 2 - 1) where j in 0:M
+}
+""".replace(" -> (T)", " -> (T, U)"),
+    "m",
+    lambda r: (np.array([1.0, 2.0], f32),),
+)
+def oracle_modulo_subscript(a: np.ndarray) -> Outputs:
+    """The fuzzer's seed 2029 #640: gcc 12 compiled the old `tc_mod` (`cond ? r + b : r`)
+    in an `omp simd` loop into reads of A[-1] and A[0]; it gave inf where 1 belongs."""
+    m = a.shape[0]
+    t = np.array([[m * (a[i] / a[j % m]) for j in range(m)] for i in range(m)], f32)
+    u = np.array([a[(j + 3) // 2 - 1] for j in range(m)], f32)
+    return (t, u)
+
+
 def _w32(v: int) -> int:
     return (v + 2**31) % 2**32 - 2**31
 
