@@ -1069,12 +1069,8 @@ def _pool_geometry(
     return kernel, strides, dilations, pads[:n], outs
 
 
-def _pool(node: onnx.NodeProto, ctx: _Ctx) -> _Call:
-    """MaxPool and AveragePool over any number of spatial dimensions. A window position
-    outside the input is skipped by a select (its read clamped, since subscripts are
-    checked whatever guards them); AveragePool divides by the count of positions inside
-    the input, or inside the padded input with count_include_pad, computed by a second
-    reduction over the windows when padding or ceil_mode make it vary."""
+def _pool_input(node: onnx.NodeProto, ctx: _Ctx) -> tuple[str, tuple[int, ...], dict[str, Any]]:
+    """A pool's input, its shape and the node's attributes; what no TC pool does refused."""
     op = node.op_type
     (x,) = _inputs(node, 1, 1)
     sx = ctx.shape(x, op)
@@ -1085,6 +1081,17 @@ def _pool(node: onnx.NodeProto, ctx: _Ctx) -> _Call:
         raise Untranslatable("storage_order=1")
     if op == "MaxPool" and len([o for o in node.output if o]) != 1:
         raise Untranslatable("MaxPool's Indices output")
+    return x, sx, at
+
+
+def _pool(node: onnx.NodeProto, ctx: _Ctx) -> _Call:
+    """MaxPool and AveragePool over any number of spatial dimensions. A window position
+    outside the input is skipped by a select (its read clamped, since subscripts are
+    checked whatever guards them); AveragePool divides by the count of positions inside
+    the input, or inside the padded input with count_include_pad, computed by a second
+    reduction over the windows when padding or ceil_mode make it vary."""
+    op = node.op_type
+    x, sx, at = _pool_input(node, ctx)
     size = sx[2:]
     n = len(size)
     kernel, strides, dilations, begin, outs = _pool_geometry(at, size)
@@ -1361,6 +1368,44 @@ def _targets(names: Sequence[str]) -> str:
     return names[0] if len(names) == 1 else f"({', '.join(names)})"
 
 
+def _calls(nodes: Sequence[onnx.NodeProto], ctx: _Ctx, produced: set[str]) -> list[_Call]:
+    """Each node's call, in order; a value read before the group makes it is refused."""
+    calls: list[_Call] = []
+    done: set[str] = set()
+    for node in nodes:
+        try:
+            call = _translate_node(node, ctx)
+        except Untranslatable as exc:
+            label = f" '{node.name}'" if node.name else ""
+            raise Untranslatable(f"{node.op_type} node{label}: {exc.message}") from None
+        for arg in call.args:
+            if arg in produced and arg not in done:
+                raise Untranslatable(f"'{arg}' is read before the group produces it")
+        for o in call.outputs:
+            if o in done:
+                raise Untranslatable(f"'{o}' is produced twice")
+            done.add(o)
+        calls.append(call)
+    return calls
+
+
+def _def_names(calls: Sequence[_Call], entry: str) -> dict[str, str]:
+    """One def per distinct instantiation text, named <prefix>_<k> in order of first use
+    (never the entry's name)."""
+    def_names: dict[str, str] = {}
+    counts: dict[str, int] = {}
+    for call in calls:
+        if call.text not in def_names:
+            prefix = _table()[call.op]["prefix"]
+            counts[prefix] = counts.get(prefix, 0) + 1
+            def_name = f"{prefix}_{counts[prefix]}"
+            while def_name == entry:
+                counts[prefix] += 1
+                def_name = f"{prefix}_{counts[prefix]}"
+            def_names[call.text] = def_name
+    return def_names
+
+
 def translate(
     nodes: Sequence[onnx.NodeProto],
     *,
@@ -1385,22 +1430,7 @@ def translate(
         raise Untranslatable("an empty group")
     ctx = _Ctx(types, constants, pack_weights, opset)
     produced = {o for node in nodes for o in node.output if o}
-    calls: list[_Call] = []
-    done: set[str] = set()
-    for node in nodes:
-        try:
-            call = _translate_node(node, ctx)
-        except Untranslatable as exc:
-            label = f" '{node.name}'" if node.name else ""
-            raise Untranslatable(f"{node.op_type} node{label}: {exc.message}") from None
-        for arg in call.args:
-            if arg in produced and arg not in done:
-                raise Untranslatable(f"'{arg}' is read before the group produces it")
-        for o in call.outputs:
-            if o in done:
-                raise Untranslatable(f"'{o}' is produced twice")
-            done.add(o)
-        calls.append(call)
+    calls = _calls(nodes, ctx, produced)
     if len(set(outputs)) != len(outputs):
         raise TcError(f"outputs {list(outputs)} repeat a value")
     for o in outputs:
@@ -1415,18 +1445,7 @@ def translate(
             if arg not in produced and arg not in inputs:
                 inputs.append(arg)
 
-    # Defs: one per distinct instantiation, named <prefix>_<k> in order of first use.
-    def_names: dict[str, str] = {}
-    counts: dict[str, int] = {}
-    for call in calls:
-        if call.text not in def_names:
-            prefix = _table()[call.op]["prefix"]
-            counts[prefix] = counts.get(prefix, 0) + 1
-            def_name = f"{prefix}_{counts[prefix]}"
-            while def_name == name:
-                counts[prefix] += 1
-                def_name = f"{prefix}_{counts[prefix]}"
-            def_names[call.text] = def_name
+    def_names = _def_names(calls, name)
     ident = _Names({name, *def_names.values()})
 
     packed_arrays = {new: array for new, array in ctx.packed.values()}

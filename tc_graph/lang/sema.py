@@ -310,7 +310,8 @@ class _DefChecker:
                 span,
             )
 
-    def assign(self, s: ast.Assign) -> None:
+    def lhs_indices(self, s: ast.Assign) -> list[str]:
+        """The left-hand side's index names: distinct, and not sizes or tensors."""
         lhs_names: list[str] = []
         for ix in s.indices:
             if ix.name in lhs_names:
@@ -322,6 +323,10 @@ class _DefChecker:
                     ix.span,
                 )
             lhs_names.append(ix.name)
+        return lhs_names
+
+    def assign(self, s: ast.Assign) -> None:
+        lhs_names = self.lhs_indices(s)
         self.lhs_tensor(s.tensor, len(s.indices), s.tensor_span)
         scope = _Scope(self, lhs=s.tensor)
         ranges: list[tuple[str, ir.Expr, ir.Expr]] = []
@@ -361,20 +366,7 @@ class _DefChecker:
                 "on the left",
             )
         self.check_in_place(s, lhs_names, (rhs, *exists))
-        used = ir.index_names(rhs) | set(lhs_names)
-        for v, span in where_spans.items():
-            if v not in used:
-                self.warn(
-                    f"where variable '{v}' is never used on either side: the statement is "
-                    "repeated for each of its values",
-                    span,
-                )
-        if s.op != "=" and not s.init and s.tensor not in self.written:
-            self.warn(
-                f"'{IDENTITY_OPS[s.op]}' without ! on '{s.tensor}', which no earlier statement "
-                "writes: it accumulates into zeros (or the caller's out= values)",
-                s.op_span,
-            )
+        self.warn_suspicious(s, ir.index_names(rhs) | set(lhs_names), where_spans)
         self.record_type(s.tensor, rhs, s.span)
         self.written.add(s.tensor)
         self.statements.append(
@@ -391,6 +383,22 @@ class _DefChecker:
                 tuple(ix.span for ix in s.indices),
             )
         )
+
+    def warn_suspicious(self, s: ast.Assign, used: set[str], where_spans: dict[str, Span]) -> None:
+        """Legal but likely unintended: an unused where variable, `+=` into nothing."""
+        for v, span in where_spans.items():
+            if v not in used:
+                self.warn(
+                    f"where variable '{v}' is never used on either side: the statement is "
+                    "repeated for each of its values",
+                    span,
+                )
+        if s.op != "=" and not s.init and s.tensor not in self.written:
+            self.warn(
+                f"'{IDENTITY_OPS[s.op]}' without ! on '{s.tensor}', which no earlier statement "
+                "writes: it accumulates into zeros (or the caller's out= values)",
+                s.op_span,
+            )
 
     def check_in_place(self, s: ast.Assign, lhs: list[str], exprs: tuple[ir.Expr, ...]) -> None:
         want = tuple(_index(n) for n in lhs)
@@ -440,55 +448,8 @@ class _DefChecker:
         tensor_map: dict[str, str] = {}
         size_map: dict[str, ir.Expr] = {}
         for param_name, arg in zip(callee.inputs, args, strict=True):
-            param = callee.tensors[param_name]
-            actual = self.tensors.get(arg.name)
-            if actual is None or (arg.name not in self.written and actual.role != "input"):
-                raise self.err(
-                    f"undefined tensor '{arg.name}' passed to '{callee_name}'",
-                    arg.span,
-                )
-            if actual.dtype == "" and arg.name in self.weak:
-                # A literal-only tensor that a call reads takes its literal's type here: the
-                # call fixes it, like a typed statement would (issue 12 item 9).
-                actual = replace(actual, dtype=self.weak[arg.name])
-                self.tensors[arg.name] = actual
-            if actual.dtype != param.dtype:
-                raise self.err(
-                    f"'{callee_name}' expects {param.dtype} for '{param_name}', but "
-                    f"'{arg.name}' has dtype {actual.dtype}",
-                    arg.span,
-                )
-            if actual.rank != param.rank:
-                raise self.err(
-                    f"'{callee_name}' expects rank {param.rank} for '{param_name}', but "
-                    f"'{arg.name}' has rank {actual.rank}",
-                    arg.span,
-                )
+            self.bind_argument(callee, param_name, arg, size_map)
             tensor_map[param_name] = arg.name
-            if param_name in callee.index_scalars:
-                if actual.role != "input" or not is_integral(actual.dtype):
-                    raise self.err(
-                        f"'{callee_name}' uses '{param_name}' as a size, so '{arg.name}' must be "
-                        "an integer scalar input",
-                        arg.span,
-                    )
-                size_map[param_name] = ir.Size(arg.name)
-                self.index_scalars.setdefault(arg.name)
-            for k, dim in enumerate(param.dims or ()):
-                mine = self.dim_expr(arg.name, k)
-                if isinstance(dim, ir.Size) and dim.name not in size_map:
-                    size_map[dim.name] = mine
-                    continue
-                want = size_map[dim.name] if isinstance(dim, ir.Size) else dim
-                self.equalities.append(
-                    Equality(
-                        mine,
-                        want,
-                        f"in the call of '{callee_name}', dimension {k} of '{arg.name}' must "
-                        f"equal {ir.to_text(want)}",
-                        arg.span,
-                    )
-                )
         for mine_tensor, theirs in zip(outs, callee.outputs, strict=True):
             t = callee.tensors[theirs]
             self.lhs_tensor(mine_tensor.name, t.rank, mine_tensor.span)
@@ -499,6 +460,68 @@ class _DefChecker:
                 tensor_map[name] = f"__{callee_name}{self.fresh}_{name}"
                 t = callee.tensors[name]
                 self.tensors[tensor_map[name]] = replace(t, name=tensor_map[name])
+        self.splice_body(callee, outs, tensor_map, size_map)
+
+    def bind_argument(
+        self, callee: CheckedDef, param_name: str, arg: ast.Ident, size_map: dict[str, ir.Expr]
+    ) -> None:
+        """Check one argument of a call against its parameter; record the sizes the
+        parameter names (size_map) and the equalities its other dimensions demand."""
+        callee_name = callee.name
+        param = callee.tensors[param_name]
+        actual = self.tensors.get(arg.name)
+        if actual is None or (arg.name not in self.written and actual.role != "input"):
+            raise self.err(f"undefined tensor '{arg.name}' passed to '{callee_name}'", arg.span)
+        if actual.dtype == "" and arg.name in self.weak:
+            # A literal-only tensor that a call reads takes its literal's type here: the
+            # call fixes it, like a typed statement would (issue 12 item 9).
+            actual = replace(actual, dtype=self.weak[arg.name])
+            self.tensors[arg.name] = actual
+        if actual.dtype != param.dtype:
+            raise self.err(
+                f"'{callee_name}' expects {param.dtype} for '{param_name}', but "
+                f"'{arg.name}' has dtype {actual.dtype}",
+                arg.span,
+            )
+        if actual.rank != param.rank:
+            raise self.err(
+                f"'{callee_name}' expects rank {param.rank} for '{param_name}', but "
+                f"'{arg.name}' has rank {actual.rank}",
+                arg.span,
+            )
+        if param_name in callee.index_scalars:
+            if actual.role != "input" or not is_integral(actual.dtype):
+                raise self.err(
+                    f"'{callee_name}' uses '{param_name}' as a size, so '{arg.name}' must be "
+                    "an integer scalar input",
+                    arg.span,
+                )
+            size_map[param_name] = ir.Size(arg.name)
+            self.index_scalars.setdefault(arg.name)
+        for k, dim in enumerate(param.dims or ()):
+            mine = self.dim_expr(arg.name, k)
+            if isinstance(dim, ir.Size) and dim.name not in size_map:
+                size_map[dim.name] = mine
+                continue
+            want = size_map[dim.name] if isinstance(dim, ir.Size) else dim
+            self.equalities.append(
+                Equality(
+                    mine,
+                    want,
+                    f"in the call of '{callee_name}', dimension {k} of '{arg.name}' must "
+                    f"equal {ir.to_text(want)}",
+                    arg.span,
+                )
+            )
+
+    def splice_body(
+        self,
+        callee: CheckedDef,
+        outs: tuple[ast.Ident, ...],
+        tensor_map: dict[str, str],
+        size_map: dict[str, ir.Expr],
+    ) -> None:
+        """The callee's statements and equalities, renamed into this def's tensors."""
 
         def subst(e: ir.Expr) -> ir.Expr:
             match e:
