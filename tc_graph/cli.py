@@ -335,6 +335,36 @@ def _prepare(path: str) -> int:
     return 0
 
 
+def _add_package(sub: Any) -> None:
+    """`tc-graph package MODEL.onnx -o DIR [--isa ISA]` (docs/onnx.md "Deploying")."""
+    from .graph.package import ISAS
+
+    pkg = sub.add_parser(
+        "package", help="write a directory that runs a model with onnxruntime alone, elsewhere"
+    )
+    pkg.add_argument("model", metavar="MODEL.onnx")
+    pkg.add_argument("-o", "--output", required=True, metavar="DIR", help="a new directory")
+    pkg.add_argument(
+        "--isa", default="native", choices=ISAS, help="the CPUs the kernels run on (-march)"
+    )
+
+
+def _package(args: argparse.Namespace) -> int:
+    from .graph.package import package
+
+    try:
+        manifest = package(_read_model(args.model), args.output, isa=args.isa)
+    except TcError as e:
+        print(f"{args.model}: {e}", file=sys.stderr)
+        return 1
+    kernels = _plural(len(manifest["kernels"]), "kernel")
+    features = " ".join(manifest["cpu_features"]) or "none"
+    print(f"wrote {args.output}: {manifest['model']}, {kernels} for {args.isa}, the library")
+    print(f"CPU features needed: {features}")
+    print(f"run with session config {manifest['kernel_dir_config']}={args.output}/kernels")
+    return 0
+
+
 def _plotting() -> Any:
     """matplotlib's Figure class; matplotlib is the optional `plot` extra."""
     try:
@@ -632,6 +662,7 @@ def _main(argv: Sequence[str] | None) -> int:
         "prepare", help="compile a model's TcKernels into the cache for plain onnxruntime"
     )
     prep.add_argument("model", metavar="MODEL.onnx")
+    _add_package(sub)
     demo = sub.add_parser(
         "demo", help="build sample models, optimize, verify, print the speedup table"
     )
@@ -652,6 +683,8 @@ def _main(argv: Sequence[str] | None) -> int:
         return _prepare(args.model)
     if args.command == "demo":
         return _demo(args)
+    if args.command == "package":
+        return _package(args)
     return _cache(args.action)
 
 

@@ -861,15 +861,22 @@ def prepare(model: str | os.PathLike[str] | onnx.ModelProto) -> None:
 
     Every node is checked first (TcError otherwise): its kernel_key must be the one its
     attributes give, and the graph's declared types of its values must be the kernel's."""
-    proto = _load(model)
-    declared = _declared_types(proto)
-    specs = [(node, _node_spec(node)) for node in _tc_nodes(proto)]
-    for node, spec in specs:
-        _check_declared(node, spec, declared)
+    specs = checked_nodes(_load(model))
     stamp = _stamp()
     for node, spec in specs:
         if cc.lookup(spec.key, stamp) is None:
             cc.adopt(spec.key, _compile_node(node, spec), stamp=stamp)
+
+
+def checked_nodes(proto: onnx.ModelProto) -> list[tuple[onnx.NodeProto, _NodeSpec]]:
+    """The model's TcKernel nodes with their attributes, every node checked first (TcError
+    otherwise): its kernel_key must be the one its attributes give, and the graph's
+    declared types of its values must be the kernel's."""
+    declared = _declared_types(proto)
+    specs = [(node, _node_spec(node)) for node in _tc_nodes(proto)]
+    for node, spec in specs:
+        _check_declared(node, spec, declared)
+    return specs
 
 
 def InferenceSession(

@@ -3,8 +3,10 @@
 Cache layout (shared with the native onnxruntime library, see DESIGN.md "ONNX integration"):
 ``<cache>/<key>/`` holds ``kernel.c`` (kept for error messages and debugging), ``kernel.so``
 and ``meta.json`` (``key``: the entry's own key, ``sha256`` of kernel.so's bytes,
-``source_sha256``, ``compiler``, ``created``, and for kernels filed under a TcKernel node's
-key a ``stamp`` naming the tc_graph and compiler that built them). Every file is written to
+``source_sha256``, ``compiler``, ``created``, ``cpu_features``: the CPU features the flags
+let the compiler use, which the onnxruntime library checks before loading the kernel, and
+for kernels filed under a TcKernel node's key a ``stamp`` naming the tc_graph and compiler
+that built them). Every file is written to
 a unique temporary name in the same directory and ``os.replace``d into place, meta.json
 last, so concurrent processes never see half a file and an entry whose .so does not match
 its meta.json is simply rebuilt. Only regular files of bounded size are read (a symlink to
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import _ctypes
 import contextlib
+import contextvars
 import ctypes
 import errno
 import fcntl
@@ -51,8 +54,12 @@ __all__ = [
     "compilations",
     "compiler",
     "compiler_identity",
+    "cpu_features",
     "load",
     "lookup",
+    "meta_json",
+    "target_flags",
+    "verified_bytes",
 ]
 
 DEFAULT_CC = "cc"
@@ -85,8 +92,29 @@ _KEY_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
 compilations: int = 0
 """How many times the C compiler actually ran in this process (tests read it)."""
 
-_identity_memo: dict[tuple[str | None, str | None], str] = {}
-_unit_memo: dict[tuple[str | None, str | None], VectorUnit] = {}
+# x86 CPU features a kernel may need, by the compiler macro that says the flags enable them
+# and the name __builtin_cpu_supports knows them by (ort_op.c checks the same names).
+_X86_FEATURES: dict[str, str] = {
+    "__SSE3__": "sse3", "__SSSE3__": "ssse3", "__SSE4_1__": "sse4.1", "__SSE4_2__": "sse4.2",
+    "__SSE4A__": "sse4a", "__POPCNT__": "popcnt", "__LZCNT__": "lzcnt", "__MOVBE__": "movbe",
+    "__BMI__": "bmi", "__BMI2__": "bmi2", "__AES__": "aes", "__PCLMUL__": "pclmul",
+    "__SHA__": "sha", "__XSAVE__": "xsave", "__F16C__": "f16c", "__FMA__": "fma",
+    "__FMA4__": "fma4", "__AVX__": "avx", "__AVX2__": "avx2", "__AVXVNNI__": "avxvnni",
+    "__GFNI__": "gfni", "__VPCLMULQDQ__": "vpclmulqdq", "__AVX512F__": "avx512f",
+    "__AVX512BW__": "avx512bw", "__AVX512CD__": "avx512cd", "__AVX512DQ__": "avx512dq",
+    "__AVX512VL__": "avx512vl", "__AVX512VNNI__": "avx512vnni", "__AVX512BF16__": "avx512bf16",
+    "__AVX512FP16__": "avx512fp16", "__AVX512VBMI__": "avx512vbmi",
+    "__AVX512VBMI2__": "avx512vbmi2", "__AVX512IFMA__": "avx512ifma",
+    "__AVX512BITALG__": "avx512bitalg", "__AVX512VPOPCNTDQ__": "avx512vpopcntdq",
+}  # fmt: skip
+
+# Flags that go after all others while set (target_flags): a package's -march.
+_target: contextvars.ContextVar[tuple[str, ...]] = contextvars.ContextVar(
+    "tc_graph_target_flags", default=()
+)
+_MemoKey = tuple[str | None, str | None, tuple[str, ...]]
+_identity_memo: dict[_MemoKey, str] = {}
+_macro_memo: dict[_MemoKey, frozenset[str]] = {}
 _load_lock = threading.Lock()
 
 
@@ -139,14 +167,29 @@ def compiler() -> tuple[str, list[str]]:
 
     ``CC`` may carry arguments (``CC="ccache gcc -m64"``): the first word is the executable,
     the rest come first in the list, then the defaults, then ``TC_GRAPH_CFLAGS`` so user
-    flags win.
+    flags win, then the flags of an enclosing ``target_flags`` (a package's ``-march``).
     """
     argv = _cc_argv()
     try:
         extra = shlex.split(os.environ.get("TC_GRAPH_CFLAGS", ""))
     except ValueError as exc:
         raise TcError(f"cannot parse TC_GRAPH_CFLAGS: {exc}") from None
-    return argv[0], [*argv[1:], *DEFAULT_CFLAGS, *extra]
+    return argv[0], [*argv[1:], *DEFAULT_CFLAGS, *extra, *_target.get()]
+
+
+@contextlib.contextmanager
+def target_flags(flags: Sequence[str]) -> Iterator[None]:
+    """Compile with ``flags`` last (``-march=x86-64-v3``, say) inside the block: they are
+    part of the compiler identity, so cache keys, vector_unit and cpu_features follow them."""
+    token = _target.set(tuple(flags))
+    try:
+        yield
+    finally:
+        _target.reset(token)
+
+
+def _memo_key() -> _MemoKey:
+    return (os.environ.get("CC"), os.environ.get("TC_GRAPH_CFLAGS"), _target.get())
 
 
 def _cc_argv() -> list[str]:
@@ -169,9 +212,10 @@ def compiler_identity() -> str:
     """Compiler command, its ``--version`` first line, flags and CPU: part of every cache key.
 
     An upgraded compiler, other flags or another CPU (``-march=native``) must not reuse old
-    objects. Memoized per (CC, TC_GRAPH_CFLAGS) because running ``--version`` costs ~10 ms.
+    objects. Memoized per (CC, TC_GRAPH_CFLAGS, target flags) because running ``--version``
+    costs ~10 ms.
     """
-    memo_key = (os.environ.get("CC"), os.environ.get("TC_GRAPH_CFLAGS"))
+    memo_key = _memo_key()
     cached = _identity_memo.get(memo_key)
     if cached is not None:
         return cached
@@ -201,11 +245,29 @@ def compiler_identity() -> str:
 
 def vector_unit() -> VectorUnit:
     """The vector registers the compiler targets with its flags (``-march=native``: this
-    CPU's), read from its predefined macros. Memoized like compiler_identity."""
-    memo_key = (os.environ.get("CC"), os.environ.get("TC_GRAPH_CFLAGS"))
-    unit = _unit_memo.get(memo_key)
-    if unit is not None:
-        return unit
+    CPU's), read from its predefined macros."""
+    macros = _predefined_macros()
+    if "__AVX512F__" in macros:
+        return VectorUnit(floats=16, registers=32)
+    if "__AVX__" in macros:
+        return VectorUnit(floats=8, registers=16)
+    # SSE, NEON and the rest: 16-byte registers
+    return VectorUnit(floats=4, registers=32 if "__aarch64__" in macros else 16)
+
+
+def cpu_features() -> tuple[str, ...]:
+    """The x86 CPU features the compiler may use with its flags, sorted, by the names
+    ``__builtin_cpu_supports`` knows (empty elsewhere): what a kernel needs to run."""
+    macros = _predefined_macros()
+    return tuple(sorted(name for macro, name in _X86_FEATURES.items() if macro in macros))
+
+
+def _predefined_macros() -> frozenset[str]:
+    """The names the compiler predefines with its flags. Memoized like compiler_identity."""
+    memo_key = _memo_key()
+    macros = _macro_memo.get(memo_key)
+    if macros is not None:
+        return macros
     _, args = compiler()
     try:
         proc = subprocess.run(
@@ -222,15 +284,11 @@ def vector_unit() -> VectorUnit:
             f"cannot run the C compiler: {exc}",
             hint="install gcc (apt-get install gcc) or set CC to a working compiler",
         ) from None
-    macros = {ln.split()[1] for ln in proc.stdout.splitlines() if ln.startswith("#define ")}
-    if "__AVX512F__" in macros:
-        unit = VectorUnit(floats=16, registers=32)
-    elif "__AVX__" in macros:
-        unit = VectorUnit(floats=8, registers=16)
-    else:  # SSE, NEON and the rest: 16-byte registers
-        unit = VectorUnit(floats=4, registers=32 if "__aarch64__" in macros else 16)
-    _unit_memo[memo_key] = unit
-    return unit
+    macros = frozenset(
+        ln.split()[1] for ln in proc.stdout.splitlines() if ln.startswith("#define ")
+    )
+    _macro_memo[memo_key] = macros
+    return macros
 
 
 def _cpu_identity() -> str:
@@ -302,6 +360,19 @@ def adopt(key: str, library: Path, *, stamp: str) -> Path:
     entry = _entry(key)
     if _is_valid(entry, None, stamp):
         return entry / SO_NAME
+    meta, so_bytes, c_bytes = verified_bytes(library)
+    with _writing(entry), _locked(entry / _LOCK_NAME):
+        _write_atomic(entry / SOURCE_NAME, c_bytes)
+        _write_atomic(entry / SO_NAME, so_bytes)
+        _write_meta(
+            entry, so_bytes, _sha256(c_bytes), stamp=stamp, features=meta.get("cpu_features")
+        )
+    return entry / SO_NAME
+
+
+def verified_bytes(library: Path) -> tuple[dict[str, object], bytes, bytes]:
+    """meta.json, kernel.so and kernel.c of the entry holding ``library``, the .so checked
+    against the meta's sha256 (TcError otherwise): what may be copied elsewhere."""
     source = Path(library).parent
     try:
         meta = _read_meta(source)
@@ -314,11 +385,28 @@ def adopt(key: str, library: Path, *, stamp: str) -> Path:
             f"the compiled kernel in {source} does not match its meta.json",
             hint="run `tc-graph cache clear` and try again",
         )
-    with _writing(entry), _locked(entry / _LOCK_NAME):
-        _write_atomic(entry / SOURCE_NAME, c_bytes)
-        _write_atomic(entry / SO_NAME, so_bytes)
-        _write_meta(entry, so_bytes, _sha256(c_bytes), stamp=stamp)
-    return entry / SO_NAME
+    return meta, so_bytes, c_bytes
+
+
+def meta_json(
+    key: str, so_bytes: bytes, source_sha: str, *, stamp: str | None, features: object
+) -> bytes:
+    """The meta.json of an entry ``key`` holding ``so_bytes`` (see the module docstring).
+    ``cpu_features`` is a space-separated string (ort_op.c reads it before loading the
+    kernel); None means the current flags' (cpu_features)."""
+    if features is None:
+        features = " ".join(cpu_features())
+    meta = {
+        "key": key,
+        "sha256": _sha256(so_bytes),
+        "source_sha256": source_sha,
+        "compiler": compiler_identity(),
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "cpu_features": str(features),
+    }
+    if stamp is not None:
+        meta["stamp"] = stamp
+    return (json.dumps(meta, indent=1) + "\n").encode()
 
 
 def lookup(key: str, stamp: str | None = None) -> Path | None:
@@ -403,17 +491,15 @@ def _is_valid(entry: Path, source_sha: str | None, stamp: str | None = None) -> 
     return meta.get("sha256") == _sha256(so_bytes)
 
 
-def _write_meta(entry: Path, so_bytes: bytes, source_sha: str, stamp: str | None = None) -> None:
-    meta = {
-        "key": entry.name,
-        "sha256": _sha256(so_bytes),
-        "source_sha256": source_sha,
-        "compiler": compiler_identity(),
-        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-    }
-    if stamp is not None:
-        meta["stamp"] = stamp
-    _write_atomic(entry / META_NAME, (json.dumps(meta, indent=1) + "\n").encode())
+def _write_meta(
+    entry: Path,
+    so_bytes: bytes,
+    source_sha: str,
+    stamp: str | None = None,
+    features: object = None,
+) -> None:
+    data = meta_json(entry.name, so_bytes, source_sha, stamp=stamp, features=features)
+    _write_atomic(entry / META_NAME, data)
 
 
 def _compile(

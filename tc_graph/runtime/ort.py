@@ -9,6 +9,8 @@ compiler and onnxruntime without shipping a binary; see docs/onnx.md for the con
 from __future__ import annotations
 
 import os
+import platform
+import re
 import shlex
 import threading
 from pathlib import Path
@@ -20,34 +22,58 @@ from . import cc
 if TYPE_CHECKING:
     import onnxruntime
 
-__all__ = ["DOMAIN", "OP_TYPE", "library_path", "register"]
+__all__ = [
+    "DOMAIN",
+    "KERNEL_DIR_CONFIG",
+    "KERNEL_DIR_ENV",
+    "OP_TYPE",
+    "api_versions",
+    "library_path",
+    "register",
+]
 
 DOMAIN = "ai.tc_graph"
 OP_TYPE = "TcKernel"
+# Where a deployed library finds kernels instead of the cache (docs/onnx.md "Deploying"):
+# a session config entry, else this environment variable. ort_op.c spells both too.
+KERNEL_DIR_CONFIG = "tc_graph.kernel_dir"
+KERNEL_DIR_ENV = "TC_GRAPH_KERNEL_DIR"
 
 _SOURCE = Path(__file__).with_name("ort_op.c")
 # Only RegisterCustomOps is exported; dlopen lives in libdl on glibc before 2.34.
 _EXTRA_FLAGS: tuple[str, ...] = ("-fvisibility=hidden",)
 _EXTRA_LIBS: tuple[str, ...] = ("-ldl",)
+# A deployed library must load on any x86-64 CPU so that it can refuse a kernel the CPU
+# cannot run with a message, not die of an illegal instruction.
+_PORTABLE_FLAGS: tuple[str, ...] = ("-march=x86-64", "-mtune=generic")
 
 _lock = threading.Lock()
 _memo: dict[tuple[str | None, ...], Path] = {}
 
 
-def _memo_key() -> tuple[str | None, ...]:
+def _memo_key(portable: bool) -> tuple[str | None, ...]:
     """What decides which library file applies: the cache location and the compiler."""
     names = ("TC_GRAPH_CACHE", "XDG_CACHE_HOME", "HOME", "CC", "TC_GRAPH_CFLAGS")
-    return tuple(os.environ.get(name) for name in names)
+    return (*(os.environ.get(name) for name in names), cc.compiler_identity(), str(portable))
 
 
-def library_path() -> str:
-    """The path of the built custom-op library, compiling it into the cache on a miss.
+def api_versions() -> tuple[int, int]:
+    """The onnxruntime API version the library asks for and the oldest it falls back to,
+    as ort_op.c defines them (TC_ORT_API_VERSION, TC_ORT_API_MIN)."""
+    source = _SOURCE.read_text(encoding="utf-8")
+    found = dict(re.findall(r"#define (TC_ORT_API_(?:VERSION|MIN)) (\d+)u", source))
+    return int(found["TC_ORT_API_VERSION"]), int(found["TC_ORT_API_MIN"])
+
+
+def library_path(*, portable: bool = False) -> str:
+    """The path of the built custom-op library, compiling it into the cache on a miss;
+    ``portable``: built for any x86-64 CPU (what a package ships), not this one.
 
     The cache entry is keyed by the C source, the extra flags and the compiler identity, so
     an edited library or another compiler never reuses an old object. Memoized per process
     (re-checked on disk, since ``tc-graph cache clear`` may remove the entry).
     """
-    memo_key = _memo_key()
+    memo_key = _memo_key(portable)
     with _lock:
         path = _memo.get(memo_key)
         if path is not None and path.is_file():
@@ -59,9 +85,12 @@ def library_path() -> str:
                 f"cannot read tc_graph's onnxruntime library source {_SOURCE}: {exc}",
                 hint="reinstall tc_graph",
             ) from None
-        flags = shlex.join([*_EXTRA_FLAGS, *_EXTRA_LIBS])
+        extra = _EXTRA_FLAGS
+        if portable and platform.machine() in ("x86_64", "AMD64"):
+            extra = (*_EXTRA_FLAGS, *_PORTABLE_FLAGS)
+        flags = shlex.join([*extra, *_EXTRA_LIBS])
         key = "ort_op-" + cc.cache_key("tc_graph onnxruntime custom-op library", source, flags)
-        path = cc.build(source, key, extra_flags=_EXTRA_FLAGS, extra_libs=_EXTRA_LIBS)
+        path = cc.build(source, key, extra_flags=extra, extra_libs=_EXTRA_LIBS)
         _memo[memo_key] = path
         return str(path)
 

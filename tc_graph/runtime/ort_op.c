@@ -1,12 +1,14 @@
 /* tc_graph's onnxruntime custom-op library: the TcKernel op of domain ai.tc_graph.
  *
- * Each TcKernel node names a compiled kernel (<cache>/<kernel_key>/kernel.so) that follows
- * the library <-> kernel contract of docs/onnx.md (ABI version 1). Creating the kernel
+ * Each TcKernel node names a compiled kernel (<cache>/<kernel_key>/kernel.so, or
+ * <dir>/<kernel_key>/kernel.so where the session config entry tc_graph.kernel_dir or else
+ * $TC_GRAPH_KERNEL_DIR names the kernel directory of a packaged model) that follows the
+ * library <-> kernel contract of docs/onnx.md (ABI version 1). Creating the kernel
  * recomputes the node's kernel_key from its attributes (a key names its content, so a model
  * cannot borrow another model's kernel), checks <key>/meta.json names that key and the
- * sha256 of the kernel.so bytes it reads, dlopens exactly those bytes (from a memfd, so the
- * file cannot change between the check and the load) and checks the kernel's metadata
- * against the node. Computing checks the inputs and the outputs onnxruntime allocated
+ * sha256 of the kernel.so bytes it reads and that this CPU has the features it lists,
+ * dlopens exactly those bytes (from a memfd, so the file cannot change between the check
+ * and the load) and checks the kernel's metadata against the node. Computing checks the inputs and the outputs onnxruntime allocated
  * against the metadata, allocates the temporaries and runs the kernel's phases in order,
  * handing every phase of more than one iteration to onnxruntime's thread pool.
  *
@@ -47,6 +49,7 @@ typedef struct ort_kernel_info ort_kernel_info;
 typedef struct ort_kernel_context ort_kernel_context;
 typedef struct ort_value ort_value;
 typedef struct ort_type_shape ort_type_shape;
+typedef struct ort_key_values ort_key_values;
 
 /* The OrtApi table is an append-only array of function pointers; calls cast a slot. */
 typedef struct ort_api ort_api;
@@ -57,10 +60,14 @@ typedef struct {
     const char *(*get_version_string)(void);
 } ort_api_base;
 
-/* API version requested: 17 is the first with KernelContext_ParallelFor (slot 274). */
-#define TC_ORT_API_VERSION 17u
-/* Op struct version: >= 16 so the V2 entry points (which return a status) are used. */
-#define TC_OP_VERSION 17u
+/* API version requested: 24 is the first with KernelInfo_GetConfigEntries (slot 391), which
+ * reads the session config entry naming a kernel directory. An older runtime gets API 17,
+ * the first with KernelContext_ParallelFor (slot 274), and only the environment variable. */
+#define TC_ORT_API_VERSION 24u
+#define TC_ORT_API_MIN 17u
+/* Where a deployed model's kernels are (docs/onnx.md "Deploying"), else the user's cache. */
+#define TC_KERNEL_DIR_CONFIG "tc_graph.kernel_dir"
+#define TC_KERNEL_DIR_ENV "TC_GRAPH_KERNEL_DIR"
 
 enum {
     SLOT_CREATE_STATUS = 0,
@@ -84,6 +91,9 @@ enum {
     SLOT_KERNEL_INFO_GET_INPUT_COUNT = 230,
     SLOT_KERNEL_INFO_GET_OUTPUT_COUNT = 231,
     SLOT_KERNEL_CONTEXT_PARALLEL_FOR = 274,
+    SLOT_GET_KEY_VALUE = 297,             /* API 22 */
+    SLOT_RELEASE_KEY_VALUE_PAIRS = 300,   /* API 22 */
+    SLOT_KERNEL_INFO_GET_CONFIG_ENTRIES = 391, /* API 24 */
 };
 
 #define ORT_CALL(api, slot, type) ((type)(((const ort_slot *)(const void *)(api))[(slot)]))
@@ -115,6 +125,9 @@ typedef ort_status *(*context_input_fn)(const ort_kernel_context *ctx, size_t in
 typedef ort_status *(*context_output_fn)(ort_kernel_context *ctx, size_t index,
                                          const int64_t *dims, size_t ndims, ort_value **out);
 typedef void (*release_status_fn)(ort_status *status);
+typedef ort_status *(*config_entries_fn)(const ort_kernel_info *info, ort_key_values **out);
+typedef const char *(*get_key_value_fn)(const ort_key_values *kvs, const char *key);
+typedef void (*release_key_values_fn)(ort_key_values *kvs);
 typedef ort_status *(*parallel_for_fn)(const ort_kernel_context *ctx,
                                        void (*fn)(void *usr, size_t i), size_t total,
                                        size_t num_batch, void *usr);
@@ -399,15 +412,18 @@ static const char *home_dir(char *buf, size_t size) {
     return "";
 }
 
-/* <cache>/<key> with the cache found as tc_graph.runtime.cc.cache_dir finds it:
- * TC_GRAPH_CACHE (with ~ expanded), else $XDG_CACHE_HOME/tc_graph, else ~/.cache/tc_graph.
- * Returns 0 when the path does not fit. */
-static int entry_path(char *out, size_t size, const char *key) {
+/* <dir>/<key> when a kernel directory is named (kernel_dir), else <cache>/<key> with the
+ * cache found as tc_graph.runtime.cc.cache_dir finds it: TC_GRAPH_CACHE (with ~ expanded),
+ * else $XDG_CACHE_HOME/tc_graph, else ~/.cache/tc_graph. Returns 0 when the path does not
+ * fit. */
+static int entry_path(char *out, size_t size, const char *dir, const char *key) {
     char pwbuf[4096];
     const char *override = getenv("TC_GRAPH_CACHE");
     const char *xdg = getenv("XDG_CACHE_HOME");
     int n;
-    if (override && *override) {
+    if (dir) {
+        n = snprintf(out, size, "%s/%s", dir, key);
+    } else if (override && *override) {
         if (override[0] == '~' && (override[1] == '/' || override[1] == '\0'))
             n = snprintf(out, size, "%s%s/%s", home_dir(pwbuf, sizeof pwbuf), override + 1,
                          key);
@@ -423,6 +439,91 @@ static int entry_path(char *out, size_t size, const char *key) {
         n = snprintf(out, size, "%s/.cache/tc_graph/%s", home_dir(pwbuf, sizeof pwbuf), key);
     }
     return n > 0 && (size_t)n < size;
+}
+
+/* The kernel directory a deployed model names, in out (NUL-terminated): the session config
+ * entry tc_graph.kernel_dir (readable from API 24 on), else $TC_GRAPH_KERNEL_DIR. *from says
+ * which; NULL (and no error) when neither is set: the kernels come from the cache. */
+static ort_status *kernel_dir(const tc_op *op, const ort_api *api, const ort_kernel_info *info,
+                              char *out, size_t size, const char **from) {
+    *from = NULL;
+    if (op->version >= 24) {
+        ort_key_values *entries = NULL;
+        ort_status *st = ORT_CALL(api, SLOT_KERNEL_INFO_GET_CONFIG_ENTRIES, config_entries_fn)(
+            info, &entries);
+        if (st) return st;
+        const char *value =
+            ORT_CALL(api, SLOT_GET_KEY_VALUE, get_key_value_fn)(entries, TC_KERNEL_DIR_CONFIG);
+        int fits = value && *value && strlen(value) < size;
+        if (fits) snprintf(out, size, "%s", value);
+        if (value && *value) *from = "the session config entry " TC_KERNEL_DIR_CONFIG;
+        ORT_CALL(api, SLOT_RELEASE_KEY_VALUE_PAIRS, release_key_values_fn)(entries);
+        if (*from && !fits)
+            return error(api, ORT_INVALID_ARGUMENT,
+                         "tc_graph: the session config entry " TC_KERNEL_DIR_CONFIG
+                         " is longer than %zu bytes", size - 1);
+        if (*from) return NULL;
+    }
+    const char *env = getenv(TC_KERNEL_DIR_ENV);
+    if (!env || !*env) return NULL;
+    if (strlen(env) >= size)
+        return error(api, ORT_INVALID_ARGUMENT,
+                     "tc_graph: " TC_KERNEL_DIR_ENV " is longer than %zu bytes", size - 1);
+    snprintf(out, size, "%s", env);
+    *from = "the environment variable " TC_KERNEL_DIR_ENV;
+    return NULL;
+}
+
+/* ----------------------------------------------------------------------- CPU features */
+
+/* Whether this CPU has one feature a kernel's meta.json names (cc.py's _X86_FEATURES):
+ * 1 yes, 0 no, -1 a name this library cannot check (the kernel is then refused too).
+ * __builtin_cpu_supports takes only a literal, hence the table. */
+static int cpu_has(const char *name) {
+#if defined(__x86_64__) || defined(__i386__)
+#define TC_FEATURE(lit) {lit, __builtin_cpu_supports(lit)}
+    __builtin_cpu_init();
+    const struct {
+        const char *name;
+        int has;
+    } table[] = {
+        TC_FEATURE("sse3"),      TC_FEATURE("ssse3"),        TC_FEATURE("sse4.1"),
+        TC_FEATURE("sse4.2"),    TC_FEATURE("sse4a"),        TC_FEATURE("popcnt"),
+        TC_FEATURE("lzcnt"),     TC_FEATURE("movbe"),        TC_FEATURE("bmi"),
+        TC_FEATURE("bmi2"),      TC_FEATURE("aes"),          TC_FEATURE("pclmul"),
+        TC_FEATURE("sha"),       TC_FEATURE("xsave"),        TC_FEATURE("f16c"),
+        TC_FEATURE("fma"),       TC_FEATURE("fma4"),         TC_FEATURE("avx"),
+        TC_FEATURE("avx2"),      TC_FEATURE("avxvnni"),      TC_FEATURE("gfni"),
+        TC_FEATURE("vpclmulqdq"), TC_FEATURE("avx512f"),     TC_FEATURE("avx512bw"),
+        TC_FEATURE("avx512cd"),  TC_FEATURE("avx512dq"),     TC_FEATURE("avx512vl"),
+        TC_FEATURE("avx512vnni"), TC_FEATURE("avx512bf16"),  TC_FEATURE("avx512fp16"),
+        TC_FEATURE("avx512vbmi"), TC_FEATURE("avx512vbmi2"), TC_FEATURE("avx512ifma"),
+        TC_FEATURE("avx512bitalg"), TC_FEATURE("avx512vpopcntdq"),
+    };
+#undef TC_FEATURE
+    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
+        if (strcmp(table[i].name, name) == 0) return table[i].has != 0;
+#endif
+    (void)name;
+    return -1;
+}
+
+/* The features of a space-separated list that this CPU lacks, space-separated in missing
+ * (empty when it has them all). */
+static void missing_features(const char *features, char *missing, size_t size) {
+    size_t used = 0;
+    missing[0] = 0;
+    const char *p = features;
+    while (*p) {
+        while (*p == ' ') p++;
+        size_t n = strcspn(p, " ");
+        if (n == 0) break;
+        char name[64];
+        snprintf(name, sizeof name, "%.*s", (int)(n < 63 ? n : 63), p);
+        if (cpu_has(name) != 1 && used < size)
+            used += (size_t)snprintf(missing + used, size - used, used ? " %s" : "%s", name);
+        p += n;
+    }
 }
 
 /* --------------------------------------------------------------- the key and the cache */
@@ -591,22 +692,35 @@ static void *dlopen_bytes(const unsigned char *data, size_t size, int *fd_out, c
     return handle;
 }
 
+/* Why load_verified returned no kernel. */
+enum { TC_LOAD_DAMAGED = 1, TC_LOAD_MISSING = 2, TC_LOAD_CPU = 3 };
+
 /* Load <entry>/kernel.so after checking <entry>/meta.json names this key and the sha256 of
- * the very bytes loaded. NULL with *why filled (and *missing set when there is no entry). */
-static void *load_verified(const char *entry, const char *key, int *fd, int *missing, char *why,
+ * the very bytes loaded, and that this CPU has every feature meta.json's cpu_features names
+ * (a kernel built with -march=x86-64-v4 on an AVX2 machine would die of an illegal
+ * instruction). NULL with *why filled and *kind set (TC_LOAD_*) on failure. */
+static void *load_verified(const char *entry, const char *key, int *fd, int *kind, char *why,
                            size_t why_size) {
     char path[4200];
     size_t meta_size = 0, so_size = 0;
     snprintf(path, sizeof path, "%s/meta.json", entry);
-    *missing = access(entry, F_OK) != 0;
+    *kind = access(entry, F_OK) != 0 ? TC_LOAD_MISSING : TC_LOAD_DAMAGED;
     unsigned char *meta = read_regular(path, TC_MAX_META_BYTES, &meta_size, why, why_size);
     if (!meta) return NULL;
-    char meta_key[160], meta_sha[80], sha[65];
+    char meta_key[160], meta_sha[80], sha[65], features[1024], missing[1024];
     int named = meta_string((const char *)meta, "key", meta_key, sizeof meta_key) &&
                 meta_string((const char *)meta, "sha256", meta_sha, sizeof meta_sha);
+    int featured = meta_string((const char *)meta, "cpu_features", features, sizeof features);
+    int listed = featured || !strstr((const char *)meta, "\"cpu_features\"");
     free(meta);
-    if (!named || strcmp(meta_key, key) != 0) {
+    if (!named || !listed || strcmp(meta_key, key) != 0) {
         snprintf(why, why_size, "%.300s does not describe the kernel %.130s", path, key);
+        return NULL;
+    }
+    missing_features(featured ? features : "", missing, sizeof missing);
+    if (missing[0]) {
+        *kind = TC_LOAD_CPU;
+        snprintf(why, why_size, "%.400s", missing);
         return NULL;
     }
     snprintf(path, sizeof path, "%s/kernel.so", entry);
@@ -773,10 +887,48 @@ static ort_status *load_metadata(tc_kernel *k) {
     return NULL;
 }
 
+/* Why a kernel could not be loaded, with the fix: a deployed model (from says which kernel
+ * directory it named) is packaged again, a cached one is prepared again. */
+static ort_status *load_error(const tc_kernel *k, int kind, const char *entry, const char *from,
+                              const char *why) {
+    const ort_api *api = k->api;
+    if (kind == TC_LOAD_CPU)
+        return error(api, ORT_FAIL,
+                     "tc_graph kernel '%s' (key %s) needs CPU features this CPU lacks: %s; "
+                     "package the model again for this CPU with a lower --isa (e.g. `tc-graph "
+                     "package MODEL.onnx -o DIR --isa x86-64-v2`, or --isa native on this "
+                     "machine) (kernel %s)",
+                     k->entry, k->key, why, entry);
+    if (from && kind == TC_LOAD_MISSING)
+        return error(api, ORT_FAIL,
+                     "tc_graph kernel '%s' (key %s) is not in the kernel directory named by %s "
+                     "(looked for %s): package the model again with `tc-graph package "
+                     "MODEL.onnx -o DIR` and name DIR/kernels",
+                     k->entry, k->key, from, entry);
+    if (from)
+        return error(api, ORT_FAIL,
+                     "tc_graph kernel '%s' (key %s): refusing to load it from the kernel "
+                     "directory named by %s: %s; package the model again with `tc-graph "
+                     "package MODEL.onnx -o DIR`",
+                     k->entry, k->key, from, why);
+    if (kind == TC_LOAD_MISSING)
+        return error(api, ORT_FAIL,
+                     "tc_graph kernel '%s' (key %s) is not compiled on this machine: run "
+                     "tc_graph.prepare(model) or `tc-graph prepare MODEL.onnx`, or open the "
+                     "model with tc_graph.InferenceSession (looked for %s); a model made by "
+                     "`tc-graph package` names its kernels with the session config entry "
+                     TC_KERNEL_DIR_CONFIG,
+                     k->entry, k->key, entry);
+    return error(api, ORT_FAIL,
+                 "tc_graph kernel '%s' (key %s): refusing to load the cache entry: %s; run "
+                 "tc_graph.prepare(model) or `tc-graph prepare MODEL.onnx` to rebuild it",
+                 k->entry, k->key, why);
+}
+
 /* What creating a kernel checks, in order: the key's form, the key against the node's
  * attributes, the cache entry against its meta.json (then the load), the kernel's
  * metadata, the node against the metadata. The first failure is returned. */
-static ort_status *open_kernel(tc_kernel *k, const ort_kernel_info *info) {
+static ort_status *open_kernel(tc_kernel *k, const tc_op *op, const ort_kernel_info *info) {
     const ort_api *api = k->api;
     ort_status *st = NULL;
     k->key = string_attribute(api, info, "kernel_key", NULL, &st);
@@ -788,36 +940,30 @@ static ort_status *open_kernel(tc_kernel *k, const ort_kernel_info *info) {
                      k->key);
     st = check_key(k, info);
     if (st) return st;
-    char entry[4096], why[TC_MESSAGE_BYTES / 2];
-    int missing = 0;
-    if (!entry_path(entry, sizeof entry, k->key))
-        return error(api, ORT_FAIL, "tc_graph kernel '%s' (key %s): the cache path is too long",
+    char dir[4096], entry[4096], why[TC_MESSAGE_BYTES / 2];
+    const char *from = NULL;
+    st = kernel_dir(op, api, info, dir, sizeof dir, &from);
+    if (st) return st;
+    int kind = 0;
+    if (!entry_path(entry, sizeof entry, from ? dir : NULL, k->key))
+        return error(api, ORT_FAIL, "tc_graph kernel '%s' (key %s): the kernel path is too long",
                      k->entry, k->key);
-    k->handle = load_verified(entry, k->key, &k->fd, &missing, why, sizeof why);
-    if (!k->handle && missing)
-        return error(api, ORT_FAIL,
-                     "tc_graph kernel '%s' (key %s) is not compiled on this machine: run "
-                     "tc_graph.prepare(model) or `tc-graph prepare MODEL.onnx`, or open the "
-                     "model with tc_graph.InferenceSession (looked for %s)",
-                     k->entry, k->key, entry);
-    if (!k->handle)
-        return error(api, ORT_FAIL,
-                     "tc_graph kernel '%s' (key %s): refusing to load the cache entry: %s; run "
-                     "tc_graph.prepare(model) or `tc-graph prepare MODEL.onnx` to rebuild it",
-                     k->entry, k->key, why);
-    st = load_metadata(k);
-    return st ? st : check_node(k, info);
+    k->handle = load_verified(entry, k->key, &k->fd, &kind, why, sizeof why);
+    if (k->handle) {
+        st = load_metadata(k);
+        return st ? st : check_node(k, info);
+    }
+    return load_error(k, kind, entry, from, why);
 }
 
 static ort_status *create_kernel_v2(const tc_op *op, const ort_api *api,
                                     const ort_kernel_info *info, void **out) {
-    (void)op;
     *out = NULL;
     tc_kernel *k = calloc(1, sizeof *k);
     if (!k) return error(api, ORT_FAIL, "tc_graph: out of memory");
     k->api = api;
     k->fd = -1;
-    ort_status *st = open_kernel(k, info);
+    ort_status *st = open_kernel(k, op, info);
     if (st) {
         destroy_kernel(k);
         return st;
@@ -1036,46 +1182,50 @@ static int op_memory_type(const tc_op *op, size_t i) {
 static int op_min_arity(const tc_op *op) { (void)op; return 1; }
 static int op_homogeneity(const tc_op *op) { (void)op; return 0; /* mixed dtypes */ }
 
-/* Constant and static: onnxruntime keeps a pointer to it for as long as any session lives. */
-static const tc_op tc_kernel_op = {
-    .version = TC_OP_VERSION,
-    .get_name = op_name,
-    .get_execution_provider_type = op_provider,
-    .get_input_type = op_type,
-    .get_input_type_count = op_type_count,
-    .get_output_type = op_type,
-    .get_output_type_count = op_type_count,
-    .kernel_destroy = destroy_kernel,
-    .get_input_characteristic = op_variadic,
-    .get_output_characteristic = op_variadic,
-    .get_input_memory_type = op_memory_type,
-    .get_variadic_input_min_arity = op_min_arity,
-    .get_variadic_input_homogeneity = op_homogeneity,
-    .get_variadic_output_min_arity = op_min_arity,
-    .get_variadic_output_homogeneity = op_homogeneity,
-    .create_kernel_v2 = create_kernel_v2,
-    .kernel_compute_v2 = compute_v2,
-};
+/* Constant and static: onnxruntime keeps a pointer to it for as long as any session lives.
+ * The op's version is the API version onnxruntime hands CreateKernelV2: one op per API
+ * version the library can work with (kernel_dir reads the session config from 24 on). */
+#define TC_OP(api_version)                                                                 \
+    {                                                                                      \
+        .version = (api_version), .get_name = op_name,                                    \
+        .get_execution_provider_type = op_provider, .get_input_type = op_type,            \
+        .get_input_type_count = op_type_count, .get_output_type = op_type,                \
+        .get_output_type_count = op_type_count, .kernel_destroy = destroy_kernel,         \
+        .get_input_characteristic = op_variadic, .get_output_characteristic = op_variadic, \
+        .get_input_memory_type = op_memory_type,                                          \
+        .get_variadic_input_min_arity = op_min_arity,                                     \
+        .get_variadic_input_homogeneity = op_homogeneity,                                 \
+        .get_variadic_output_min_arity = op_min_arity,                                    \
+        .get_variadic_output_homogeneity = op_homogeneity,                                \
+        .create_kernel_v2 = create_kernel_v2, .kernel_compute_v2 = compute_v2,            \
+    }
+static const tc_op tc_kernel_op = TC_OP(TC_ORT_API_VERSION);
+static const tc_op tc_kernel_op_min = TC_OP(TC_ORT_API_MIN);
 
 /* The entry point onnxruntime looks up after dlopen; NULL means success. The domain object
  * is not released: the session options and every session made from them point at it. */
 TC_VISIBLE ort_status *RegisterCustomOps(ort_session_options *options, const ort_api_base *base) {
     if (!base || !base->get_api) return NULL;
+    const tc_op *op = &tc_kernel_op;
     const ort_api *api = base->get_api(TC_ORT_API_VERSION);
+    if (!api) {
+        op = &tc_kernel_op_min;
+        api = base->get_api(TC_ORT_API_MIN);
+    }
     if (!api) {
         const ort_api *oldest = base->get_api(1);
         const char *version = base->get_version_string ? base->get_version_string() : "?";
         if (!oldest) return NULL;
         return error(oldest, ORT_FAIL,
                      "tc_graph's custom-op library needs onnxruntime API version %u "
-                     "(onnxruntime 1.16 or newer); this onnxruntime is %s",
-                     TC_ORT_API_VERSION, version);
+                     "(onnxruntime 1.17 or newer); this onnxruntime is %s",
+                     TC_ORT_API_MIN, version);
     }
     ort_domain *domain = NULL;
     ort_status *st =
         ORT_CALL(api, SLOT_CREATE_CUSTOM_OP_DOMAIN, create_domain_fn)("ai.tc_graph", &domain);
     if (st) return st;
-    st = ORT_CALL(api, SLOT_CUSTOM_OP_DOMAIN_ADD, domain_add_fn)(domain, &tc_kernel_op);
+    st = ORT_CALL(api, SLOT_CUSTOM_OP_DOMAIN_ADD, domain_add_fn)(domain, op);
     if (!st) st = ORT_CALL(api, SLOT_ADD_CUSTOM_OP_DOMAIN, add_domain_fn)(options, domain);
     if (st) ORT_CALL(api, SLOT_RELEASE_CUSTOM_OP_DOMAIN, release_domain_fn)(domain);
     return st;
