@@ -57,7 +57,7 @@ def library_path() -> str:
         except OSError as exc:
             raise TcError(
                 f"cannot read tc_graph's onnxruntime library source {_SOURCE}: {exc}",
-                hint="reinstall tc_graph",
+                hint="reinstall tc_graph (pip install --force-reinstall . in its checkout)",
             ) from None
         flags = shlex.join([*_EXTRA_FLAGS, *_EXTRA_LIBS])
         key = "ort_op-" + cc.cache_key("tc_graph onnxruntime custom-op library", source, flags)
