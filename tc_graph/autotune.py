@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from .api import TcFunction
     from .runtime.kernel import Kernel
 
-log = logging.getLogger("tc_graph.autotune")
+log = logging.getLogger(__name__)
 
 MUTATION_RATE = 0.1
 """Probability that a gene of a new candidate gets a random value (the paper's "low")."""
@@ -570,7 +570,7 @@ class _Evaluator:
             raise _Stop
 
     def _fail(self, c: MappingOptions, why: str) -> None:
-        log.info("discarded %s: %s", c, why)
+        log.debug("discarded %s: %s", c, why)
         self.failures.append((c, why))
 
     def __call__(self, candidates: list[MappingOptions]) -> list[float | None]:

@@ -1,11 +1,14 @@
 """tc-graph: check, compile and tune Tensor Comprehensions, and fuse ONNX models with them.
 
-Run `tc-graph COMMAND --help` for a command's options.
+Run `tc-graph COMMAND --help` for a command's options. -v (debug messages) and -q (only
+warnings, errors and results) go before or after the command; without them the level is
+TC_GRAPH_LOG's (debug, info, warning or error; default info).
 """
 
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import statistics
 import sys
@@ -229,7 +232,7 @@ def _tune(args: argparse.Namespace) -> int:
         f"{failed} discarded; stored in {cc.cache_dir()}"
     )
     if args.plot:
-        print(f"wrote {args.plot}")
+        _status(f"wrote {args.plot}")
     print(result.best.to_json())
     return 0
 
@@ -293,7 +296,7 @@ def _plural(n: int, word: str) -> str:
 def _optimize(args: argparse.Namespace) -> int:
     import onnx
 
-    from .graph.optimize import optimize
+    from .graph.optimize import SUMMARY_KEY, optimize
 
     try:
         if args.graph_png:
@@ -312,12 +315,15 @@ def _optimize(args: argparse.Namespace) -> int:
         print(f"{args.input}: {e}", file=sys.stderr)
         return 1
     kernels = len(_tc_kernels(result))
-    print(
+    _status(
         f"wrote {args.output}: {_plural(len(model.graph.node), 'node')} -> "
         f"{len(result.graph.node)}, {_plural(kernels, 'TcKernel')}"
     )
     if args.graph_png:
-        print(f"wrote {args.graph_png}")
+        _status(f"wrote {args.graph_png}")
+    summary = next((p.value for p in result.metadata_props if p.key == SUMMARY_KEY), "")
+    if summary and not args.report:  # the report ends with it
+        _status(summary)
     return 0
 
 
@@ -331,7 +337,7 @@ def _prepare(path: str) -> int:
         print(f"{path}: {e}", file=sys.stderr)
         return 1
     kernels = _plural(len(_tc_kernels(model)), "TcKernel")
-    print(f"{path}: {kernels} compiled in {cc.cache_dir()}")
+    _status(f"{path}: {kernels} compiled in {cc.cache_dir()}")
     return 0
 
 
@@ -537,7 +543,7 @@ def _demo_models(args: argparse.Namespace) -> int:
     rows: list[tuple[str, ...]] = []
     failed: list[str] = []
     for name in names:
-        print(f"{name} ({size}): building, optimizing, verifying, timing", file=sys.stderr)
+        _status(f"{name} ({size}): building, optimizing, verifying, timing", file=sys.stderr)
         model = models.build(name, small=not args.full)
         feeds = models.sample_inputs(model, seed=0)
         plain = onnxrt.InferenceSession(
@@ -581,6 +587,90 @@ def _demo_models(args: argparse.Namespace) -> int:
         print(f"error: optimized outputs differ for {', '.join(failed)}", file=sys.stderr)
         return 1
     return 0
+
+
+LOG_LEVELS = {
+    "debug": logging.DEBUG,
+    "info": logging.INFO,
+    "warning": logging.WARNING,
+    "error": logging.ERROR,
+}
+
+
+def _add_log_flags(parsers: Sequence[argparse.ArgumentParser]) -> None:
+    """-v and -q on the command and on every subcommand (the later one given wins)."""
+    for p in parsers:
+        p.add_argument(
+            "-v",
+            "--verbose",
+            dest="log_level",
+            action="store_const",
+            const="debug",
+            default=argparse.SUPPRESS,
+            help="also print debug messages: what is measured, compiled, found in the cache",
+        )
+        p.add_argument(
+            "-q",
+            "--quiet",
+            dest="log_level",
+            action="store_const",
+            const="warning",
+            default=argparse.SUPPRESS,
+            help="print only warnings, errors and results",
+        )
+
+
+class _LogFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        text = f"{record.levelname.lower()}: {record.name}: {record.getMessage()}"
+        return f"{text}\n{self.formatException(record.exc_info)}" if record.exc_info else text
+
+
+class _LogHandler(logging.Handler):
+    """Records on stderr, written above a progress bar rather than through it."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        from tqdm import tqdm
+
+        try:
+            tqdm.write(self.format(record), file=sys.stderr)
+        except Exception:  # logging's contract: a failing handler reports, never raises
+            self.handleError(record)
+
+
+def _configure_logging(flag: str | None) -> None:
+    """The level of tc_graph's loggers: -v/-q, else TC_GRAPH_LOG, else info. Only the
+    command line configures logging; the library just logs."""
+    name = flag or os.environ.get("TC_GRAPH_LOG", "").strip().lower() or "info"
+    if name not in LOG_LEVELS:
+        raise TcError(
+            f"TC_GRAPH_LOG={name!r} is not a log level",
+            hint=f"use one of {', '.join(LOG_LEVELS)}, or unset it",
+        )
+    logger = logging.getLogger("tc_graph")
+    for old in [h for h in logger.handlers if isinstance(h, _LogHandler)]:
+        logger.removeHandler(old)
+    handler = _LogHandler()
+    handler.setFormatter(_LogFormatter())
+    logger.addHandler(handler)
+    logger.setLevel(LOG_LEVELS[name])
+    logger.propagate = False
+
+
+def _logging_set_up(args: argparse.Namespace) -> bool:
+    """Configure logging for the command; False (the error printed) on a bad TC_GRAPH_LOG."""
+    try:
+        _configure_logging(getattr(args, "log_level", None))
+    except TcError as e:
+        print(f"tc-graph: {e}", file=sys.stderr)
+        return False
+    return True
+
+
+def _status(text: str, file: Any = None) -> None:
+    """A line saying what was done (not a command's result): silenced by -q."""
+    if logging.getLogger("tc_graph").isEnabledFor(logging.INFO):
+        print(text, file=file or sys.stdout)
 
 
 def _version() -> str:
@@ -668,7 +758,10 @@ def _main(argv: Sequence[str] | None) -> int:
     )
     demo.add_argument("--full", action="store_true", help="the full-size models (slower)")
     demo.add_argument("--models", help="comma-separated subset of the sample models")
+    _add_log_flags([parser, *sub.choices.values()])
     args = parser.parse_args(argv)
+    if not _logging_set_up(args):
+        return 1
     if args.command == "optimize":
         _output_path(parser, args)
     if args.command == "check":

@@ -15,12 +15,15 @@ import contextlib
 import contextvars
 import hashlib
 import json
+import logging
 import math
 import mmap
 import os
+import re
 import statistics
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -39,6 +42,8 @@ from . import translate as tr
 from .model import TC_DOMAIN, TC_OP, Graph
 from .partition import Group, candidate_groups, components, excluded, is_convex, make_group
 from .rewrite import KEY_INTS, KEY_STRINGS, NodeAttrs, kernel_key, make_tc_node, rewrite
+
+log = logging.getLogger(__name__)
 
 # A group must be at least this much faster (median of per-round ratios) to be fused:
 # measurements on a busy machine move by a few percent, and a near tie must stay unfused.
@@ -124,18 +129,22 @@ def optimize(
         return tr.translatable(node, g.types, g.constants, opset=opset)
 
     groups = candidate_groups(g, translatable=translatable)
+    ops = ", ".join(_describe(g, group)[0] for group in groups)
+    log.debug("%s: %s", _plural(len(groups), "candidate group"), ops)
     chosen: list[_Choice] = []
     decisions: list[Decision] = []
     with _progress(len(groups), progress) as step:
         for group in groups:
             _decide(g, group, force, chosen, decisions, name=f"fused{len(decisions)}")
             step()
-    if not force:
-        _keep_what_pays_whole(g, chosen, decisions)
+    whole = None if force else _keep_what_pays_whole(g, chosen, decisions)
+    # The summary names why nodes were not translated only where there is no group.
+    left = untranslated(g, translatable) if report or not decisions else []
+    line = summary(decisions, left, whole=whole, force=force)
     if report:
-        print_report(decisions, file=sys.stderr, untranslated=untranslated(g, translatable))
+        print_report(decisions, file=sys.stderr, untranslated=left, summary=line)
     result = rewrite(g.model, [(c.group, c.attrs) for c in chosen])
-    setattr_decisions(result, decisions)
+    setattr_decisions(result, decisions, summary=line)
     return result
 
 
@@ -156,6 +165,7 @@ def _decide(
     if not decision.fused:
         parts = _split(g, group)
         if parts:
+            log.debug("%s: trying its %s instead", name, _plural(len(parts), "part"))
             for k, part in enumerate(parts):
                 _decide(g, part, force, chosen, decisions, name=f"{name}_{k}")
             return
@@ -164,32 +174,43 @@ def _decide(
         chosen.append(_Choice(group, compiled.attrs, len(decisions) - 1))
 
 
-def _keep_what_pays_whole(g: Graph, chosen: list[_Choice], decisions: list[Decision]) -> None:
+def _keep_what_pays_whole(
+    g: Graph, chosen: list[_Choice], decisions: list[Decision]
+) -> float | None:
     """Run the whole model as rewritten against the original, and drop the chosen group
     that won by the least until it is not slower (MIN_WHOLE_SPEEDUP) and computes the
     same values. Each group won alone, on its subgraph; inside the whole model, the
     traffic between a TcKernel and onnxruntime's kernels around it can undo a small win
     (the small MLP3 of the demo measured 0.74x with one of its layer pairs fused).
     Verdicts are cached like group decisions. Skipped where a graph input has no static
-    shape (no sample can be made)."""
+    shape (no sample can be made). Returns the speedup of the whole model as kept, or
+    None when it was not measured."""
     feeds = _model_feeds(g)
+    if chosen and feeds is None:
+        log.debug("the whole model is not measured: an input has no static shape or is too large")
     while chosen and feeds is not None:
         pairs = [(c.group, c.attrs) for c in chosen]
         key = _whole_key(g, chosen)
         known = _known_decision(key)
         if known is None:
+            log.debug("measuring the whole model with %s", _plural(len(chosen), "group"))
             known = _race(*_fed_models(g, rewrite(g.model, pairs), feeds), feeds)
             _store_decision(key, known)
+        else:
+            log.debug("whole model with %s: cached verdict", _plural(len(chosen), "group"))
+        ran = known.get("why") or f"{known.get('ratio', 0.0):.2f}x"
+        log.debug("whole model: %s", ran)
         if not known.get("why") and known.get("ratio", 0.0) >= MIN_WHOLE_SPEEDUP:
-            return
+            return float(known["ratio"])
         worst = min(chosen, key=lambda c: _won_by(decisions[c.decision]))
-        verdict = known.get("why") or f"{known.get('ratio', 0.0):.2f}x"
         decisions[worst.decision] = replace(
-            decisions[worst.decision],
-            fused=False,
-            why=f"dropped: the whole model with it ran {verdict}",
+            decisions[worst.decision], fused=False, why=f"{_DROPPED} {ran}"
         )
         chosen.remove(worst)
+    return None
+
+
+_DROPPED = "dropped: the whole model with it ran"
 
 
 def _won_by(d: Decision) -> float:
@@ -321,8 +342,11 @@ def _evaluate(
     if compiled.unsampled:
         known = {"why": f"not measured: {compiled.unsampled}"}
     elif known is None:
+        log.debug("measuring %s (%s -> %s) against onnxruntime", name, ops, shapes)
         known = _measure(g, compiled)
         _store_decision(key, known)
+    else:
+        log.debug("%s (%s -> %s): decision cache hit", name, ops, shapes)
     fused_us, ort_us, ratio, why = (
         known.get("fused_us"),
         known.get("ort_us"),
@@ -330,9 +354,18 @@ def _evaluate(
         known.get("why", ""),
     )
     ok = not why and ratio >= MIN_SPEEDUP
-    if not why:
-        why = f"{ratio:.2f}x {'faster' if ok else 'is not enough'}"
-    return Decision(ops, shapes, fused_us, ort_us, ok, why), compiled
+    decision = Decision(ops, shapes, fused_us, ort_us, ok, why or _ratio_why(ratio))
+    log.debug("%s: %s", name, verdict(decision))
+    return decision, compiled
+
+
+def _ratio_why(ratio: float) -> str:
+    """A measured group's reason: how much faster, or why that is not enough."""
+    if ratio >= MIN_SPEEDUP:
+        return f"{ratio:.2f}x faster"
+    if ratio < 1:
+        return f"{ratio:.2f}x, slower than onnxruntime"
+    return f"{ratio:.2f}x, less than the {MIN_SPEEDUP:.2f}x needed"
 
 
 def _compile(g: Graph, group: Group, *, name: str, sample: bool) -> _Compiled:
@@ -611,11 +644,67 @@ def _store_decision(key: str, value: Mapping[str, Any]) -> None:
         os.replace(tmp, path)
 
 
-def setattr_decisions(model: onnx.ModelProto, decisions: Sequence[Decision]) -> None:
-    """Record the report in the model's metadata (the command line's --report reads it)."""
+def setattr_decisions(
+    model: onnx.ModelProto, decisions: Sequence[Decision], *, summary: str = ""
+) -> None:
+    """Record the report in the model's metadata: the rows, and the summary line the
+    command line prints."""
     entry = model.metadata_props.add()
     entry.key = "tc_graph.decisions"
     entry.value = json.dumps([d.__dict__ for d in decisions])
+    if summary:
+        entry = model.metadata_props.add()
+        entry.key = SUMMARY_KEY
+        entry.value = summary
+
+
+SUMMARY_KEY = "tc_graph.summary"
+_RATIO = re.compile(r"^\d+\.\d+x, ")
+
+
+def verdict(d: Decision) -> str:
+    """A group's decision as the report words it."""
+    return f"fused ({d.why})" if d.fused else f"left to onnxruntime: {d.why}"
+
+
+def _reason_kind(why: str) -> str:
+    """A reason without its measured ratio, so that like reasons count together."""
+    if why.startswith(_DROPPED):
+        return "the whole model ran slower with them"
+    return _RATIO.sub("", why)
+
+
+def summary(
+    decisions: Sequence[Decision],
+    untranslated: Sequence[tuple[str, str]],
+    *,
+    whole: float | None,
+    force: bool = False,
+) -> str:
+    """One line: how many groups were fused and how much faster the whole model ran on
+    the sample inputs, or, when none was, the most common reason."""
+    fused = sum(d.fused for d in decisions)
+    if fused:
+        head = f"{fused} of {_plural(len(decisions), 'group')} fused"
+        if force:
+            return f"{head} (forced: not measured)"
+        if whole is None:
+            return f"{head}; the whole model was not measured (its inputs are dynamic or too large)"
+        return f"{head}, {whole:.2f} times faster on the sample inputs"
+    if decisions:
+        kinds = Counter(_reason_kind(d.why) for d in decisions)
+        total = _plural(len(decisions), "group")
+    elif untranslated:
+        kinds = Counter(reason for _, reason in untranslated)
+        total = _plural(len(untranslated), "node")
+    else:
+        return "nothing fused: the model has no nodes"
+    reason, count = kinds.most_common(1)[0]
+    return f"nothing fused: {reason} ({count} of {total})"
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
 
 
 def untranslated(
@@ -637,10 +726,11 @@ def print_report(
     *,
     file: Any,
     untranslated: Sequence[tuple[str, str]] = (),
+    summary: str = "",
 ) -> None:
     """One line per group: ops, output shapes, fused and onnxruntime time, decision;
     then one line per node left to onnxruntime untranslated, with the reason, so users
-    see what to expect of a model."""
+    see what to expect of a model; then the summary line."""
 
     def us(x: float | None) -> str:
         return "-" if x is None else f"{x:.1f}"
@@ -648,16 +738,17 @@ def print_report(
     print(f"{'group':<40} {'outputs':<22} {'fused µs':>9} {'ORT µs':>9}  decision", file=file)
     for d in decisions:
         ops = d.ops if len(d.ops) <= 40 else d.ops[:37] + "..."
-        verdict = "fused" if d.fused else "kept"
         shapes = d.shapes if len(d.shapes) <= 22 else d.shapes[:19] + "..."
         print(
-            f"{ops:<40} {shapes:<22} {us(d.fused_us):>9} {us(d.ort_us):>9}  {verdict} ({d.why})",
+            f"{ops:<40} {shapes:<22} {us(d.fused_us):>9} {us(d.ort_us):>9}  {verdict(d)}",
             file=file,
         )
     if untranslated:
-        print(f"\nleft to onnxruntime untranslated ({len(untranslated)} nodes):", file=file)
+        print(f"\nnot translated ({_plural(len(untranslated), 'node')}):", file=file)
         for label, reason in untranslated:
-            print(f"  {label}: {reason}", file=file)
+            print(f"  {label}: left to onnxruntime: {reason}", file=file)
+    if summary:
+        print(f"\n{summary}", file=file)
 
 
 @contextlib.contextmanager

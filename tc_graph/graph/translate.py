@@ -91,7 +91,8 @@ def _operators_dir() -> Traversable:
         return checkout
     raise TcError(
         "the TC operator library (operators/*.tc) is missing",
-        hint="reinstall tc_graph; the wheel ships it as tc_graph/operators",
+        hint="reinstall tc_graph (pip install --force-reinstall . in its checkout), which "
+        "installs it as tc_graph/operators",
     )
 
 

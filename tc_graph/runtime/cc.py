@@ -24,6 +24,7 @@ import errno
 import fcntl
 import hashlib
 import json
+import logging
 import os
 import platform
 import re
@@ -41,6 +42,8 @@ from typing import TypedDict
 
 from ..errors import TcError
 from ..options import VectorUnit
+
+log = logging.getLogger(__name__)
 
 __all__ = [
     "CacheInfo",
@@ -63,6 +66,10 @@ __all__ = [
 ]
 
 DEFAULT_CC = "cc"
+_CC_HINT = (
+    "install gcc (on Debian or Ubuntu: sudo apt-get install gcc) or set CC to a working C "
+    "compiler with OpenMP"
+)
 DEFAULT_CFLAGS: tuple[str, ...] = (
     "-O3",
     "-march=native",
@@ -203,7 +210,8 @@ def _cc_argv() -> list[str]:
         argv = [DEFAULT_CC]
     if shutil.which(argv[0]) is None:
         raise TcError(
-            f"no C compiler found (tried {argv[0]!r}): install gcc (apt-get install gcc) or set CC"
+            f"no C compiler found (tried {argv[0]!r})",
+            hint=_CC_HINT,
         )
     return argv
 
@@ -235,7 +243,7 @@ def compiler_identity() -> str:
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise TcError(
             f"cannot run the C compiler {cc!r}: {exc}",
-            hint="install gcc (apt-get install gcc) or set CC to a working compiler",
+            hint=_CC_HINT,
         ) from None
     resolved = shutil.which(cc) or cc
     identity = " | ".join([resolved, version, shlex.join(args), _cpu_identity()])
@@ -282,7 +290,7 @@ def _predefined_macros() -> frozenset[str]:
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise TcError(
             f"cannot run the C compiler: {exc}",
-            hint="install gcc (apt-get install gcc) or set CC to a working compiler",
+            hint=_CC_HINT,
         ) from None
     macros = frozenset(
         ln.split()[1] for ln in proc.stdout.splitlines() if ln.startswith("#define ")
@@ -344,9 +352,11 @@ def build(
     entry = _entry(key)
     source_sha = _sha256(c_source.encode("utf-8", "surrogatepass"))
     if _is_valid(entry, source_sha):
+        log.debug("kernel cache hit: %s", entry)
         return entry / SO_NAME
     with _writing(entry), _locked(entry / _LOCK_NAME):
         if not _is_valid(entry, source_sha):  # someone may have built it while we waited
+            log.debug("kernel cache miss: %s", entry)
             _compile(c_source, entry, source_sha, extra_flags, extra_libs)
     return entry / SO_NAME
 
@@ -517,6 +527,8 @@ def _compile(
     _write_atomic(c_path, c_source.encode("utf-8", "surrogatepass"))
     tmp_so = _temp_name(entry, SO_NAME)
     cmd = [cc, *args, *extra_flags, "-o", str(tmp_so), str(c_path), *_LIBS, *extra_libs]
+    log.debug("compiling: %s", shlex.join(cmd))
+    start = time.perf_counter()
     try:
         try:
             proc = subprocess.run(
@@ -537,7 +549,7 @@ def _compile(
         except OSError as exc:
             raise TcError(
                 f"cannot run the C compiler {cc!r}: {exc}",
-                hint="install gcc (apt-get install gcc) or set CC to a working compiler",
+                hint=_CC_HINT,
             ) from None
         compilations += 1
         if proc.returncode != 0:
@@ -558,6 +570,7 @@ def _compile(
         with contextlib.suppress(OSError):
             tmp_so.unlink()
     _write_meta(entry, so_bytes, source_sha)
+    log.debug("compiled %s in %.2f s", so_path, time.perf_counter() - start)
 
 
 def _trim(text: str) -> str:

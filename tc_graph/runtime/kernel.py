@@ -9,7 +9,9 @@ from __future__ import annotations
 import ctypes
 import functools
 import hashlib
+import logging
 import operator
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -27,6 +29,8 @@ from ..poly.inline import inline_copies, snapshot_in_place, widen_reductions
 from ..poly.schedule import build_schedule
 from ..poly.scop import build_scop, checked_accesses
 from . import cc
+
+log = logging.getLogger(__name__)
 
 ENTRY = "tc_kernel"
 
@@ -221,9 +225,14 @@ def compile_kernel(
     )
     library = cc.lookup(key)
     if library is None:
+        log.debug("%s: kernel cache miss, generating C", checked.name)
+        start = time.perf_counter()
         unit = cc.vector_unit()
         source = generate_c(program, {**sizes, **program.constants}, shapes, options, unit)
+        log.debug("%s: C generated in %.2f s", checked.name, time.perf_counter() - start)
         library = cc.build(source, key)
+    else:
+        log.debug("%s: kernel cache hit %s", checked.name, library.parent)
     return Kernel(
         checked=checked,
         program=program,

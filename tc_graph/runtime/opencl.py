@@ -32,7 +32,8 @@ from .gpu import GpuKernel, GpuSource
 
 _PROGRAMS: dict[str, Any] = {}
 _HINT = (
-    "pip install 'tc_graph[opencl]' (pyopencl, PoCL and Intel's CPU runtime); "
+    "pip install pyopencl pocl-binary-distribution (or, in a tc_graph checkout, "
+    'pip install ".[opencl]", which adds Intel\'s CPU runtime); '
     "TC_GRAPH_OPENCL_DEVICE picks a device"
 )
 

@@ -83,7 +83,7 @@ def library_path(*, portable: bool = False) -> str:
         except OSError as exc:
             raise TcError(
                 f"cannot read tc_graph's onnxruntime library source {_SOURCE}: {exc}",
-                hint="reinstall tc_graph",
+                hint="reinstall tc_graph (pip install --force-reinstall . in its checkout)",
             ) from None
         extra = _EXTRA_FLAGS
         if portable and platform.machine() in ("x86_64", "AMD64"):

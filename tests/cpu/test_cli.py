@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -30,14 +32,16 @@ def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedPr
     )
 
 
-def python(code: str, *args: str) -> subprocess.CompletedProcess[str]:
+def python(
+    code: str, *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     """`code` in a fresh interpreter, for the command with something changed under it."""
     return subprocess.run(
         [sys.executable, "-c", code, *args],
         capture_output=True,
         text=True,
         cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})},
         timeout=120,
     )
 
@@ -282,3 +286,150 @@ def test_no_progress_frames_when_stderr_is_not_a_terminal(tmp_path: Path) -> Non
     )
     assert r.returncode == 0, r.stderr
     assert b"\r" not in r.stderr
+
+
+# ----------------------------------------------------------------------------- logging
+
+
+def _optimize_force(
+    folder: Path,
+    before: Sequence[str] = (),
+    after: Sequence[str] = (),
+    env: dict[str, str] | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """`tc-graph [BEFORE] optimize IN OUT --force [AFTER]` on the small MLP3 (this compiles
+    one kernel, and measures nothing), with the kernel cache in `folder`."""
+    model = folder / "in.onnx"
+    if not model.exists():
+        folder.mkdir(parents=True, exist_ok=True)
+        _save_small("mlp3_gemm", model)
+    argv = ["optimize", str(model), str(folder / "out.onnx"), "--force"]
+    return run(*before, *argv, *after, env={"TC_GRAPH_CACHE": str(folder / "cache"), **(env or {})})
+
+
+def test_quiet_silences_the_status_lines_and_the_summary(tmp_path: Path) -> None:
+    loud = _optimize_force(tmp_path)
+    assert loud.returncode == 0, loud.stderr
+    assert "wrote" in loud.stdout and "1 of 1 group fused" in loud.stdout
+    assert "debug:" not in loud.stderr  # info is the default level
+    for before, after in ((["-q"], []), ([], ["--quiet"])):  # before or after the command
+        r = _optimize_force(tmp_path, before, after)
+        assert (r.returncode, r.stdout, r.stderr) == (0, "", ""), (before, after)
+        assert len(_tc_kernels(onnx.load(tmp_path / "out.onnx"))) == 1  # the work is done
+
+
+def _assert_debug_lines(stderr: str, *, compiled: bool) -> None:
+    """The debug lines of optimize's, the kernel's and the compiler's module loggers."""
+    lines = stderr.splitlines()
+    assert "debug: tc_graph.graph.optimize: 1 candidate group: Gemm+Relu" in stderr
+    state = "miss" if compiled else "hit"
+    kernel = f"debug: tc_graph.runtime.kernel: fused0: kernel cache {state}"
+    assert any(x.startswith(kernel) for x in lines)
+    assert any(x.startswith("debug: tc_graph.runtime.cc: compiling: ") for x in lines) == compiled
+    assert any(x.startswith("debug: tc_graph.runtime.cc: compiled ") for x in lines) == compiled
+
+
+def test_verbose_shows_debug_lines_of_the_module_loggers(tmp_path: Path) -> None:
+    fresh = _optimize_force(tmp_path, ["-v"])  # an empty cache: it compiles
+    assert fresh.returncode == 0, fresh.stderr
+    _assert_debug_lines(fresh.stderr, compiled=True)
+    again = _optimize_force(tmp_path, [], ["--verbose"])
+    assert again.returncode == 0, again.stderr
+    _assert_debug_lines(again.stderr, compiled=False)
+    assert "wrote" in again.stdout  # and the info lines
+
+
+def test_tc_graph_log_sets_the_level_and_flags_override_it(tmp_path: Path) -> None:
+    r = _optimize_force(tmp_path, env={"TC_GRAPH_LOG": "debug"})
+    assert r.returncode == 0, r.stderr
+    _assert_debug_lines(r.stderr, compiled=True)
+    r = _optimize_force(tmp_path, env={"TC_GRAPH_LOG": "WARNING"})
+    assert (r.returncode, r.stdout, r.stderr) == (0, "", "")
+    r = _optimize_force(tmp_path, [], ["-q"], env={"TC_GRAPH_LOG": "debug"})
+    assert (r.returncode, r.stdout, r.stderr) == (0, "", "")
+
+
+def test_a_bad_tc_graph_log_is_an_error_that_lists_the_levels(tmp_path: Path) -> None:
+    r = run("check", "examples/paper.tc", env={"TC_GRAPH_LOG": "verbose"})
+    assert r.returncode == 1 and not r.stdout
+    assert "TC_GRAPH_LOG='verbose' is not a log level" in r.stderr
+    assert "debug, info, warning, error" in r.stderr and "Traceback" not in r.stderr
+
+
+# ----------------------------------------------------------------------------- summary
+
+# optimize's race replaced by a stand-in (the command then compiles but measures nothing).
+# A group of the small MLP3 with more than two nodes loses (so it is split); of the
+# Gemm+Relu pairs, the first and third win by 2x and the second loses at 0.8x, unless
+# every group loses; the whole model runs 1.5x.
+STAGED_RACE = """
+import itertools, sys
+import tc_graph.graph.optimize as o
+from tc_graph.cli import main
+pairs = itertools.count(1)
+def race(original, fused, feeds):
+    if fused.graph.name != "fused":
+        ratio = 1.5
+    elif len(original.graph.node) > 2 or sys.argv[1] == "lose":
+        ratio = 0.5
+    else:
+        ratio = 0.8 if next(pairs) == 2 else 2.0
+    return {"fused_us": 1.0, "ort_us": ratio, "ratio": ratio}
+o._race = race
+sys.exit(main(sys.argv[2:]))
+"""
+
+
+def _staged_optimize(tmp_path: Path, outcome: str, *flags: str) -> subprocess.CompletedProcess:
+    _save_small("mlp3_gemm", tmp_path / "in.onnx")
+    argv = ["optimize", str(tmp_path / "in.onnx"), str(tmp_path / "out.onnx"), *flags]
+    return python(STAGED_RACE, outcome, *argv, env={"TC_GRAPH_CACHE": str(tmp_path / "cache")})
+
+
+def _decisions(path: Path) -> list[dict]:
+    model = onnx.load(path)
+    (entry,) = [p.value for p in model.metadata_props if p.key == "tc_graph.decisions"]
+    return json.loads(entry)
+
+
+def test_report_words_each_decision_and_ends_with_the_summary(tmp_path: Path) -> None:
+    r = _staged_optimize(tmp_path, "mixed", "--report")
+    assert r.returncode == 0, r.stderr
+    rows = [x for x in r.stderr.splitlines() if x.startswith("Gemm+Relu ")]
+    assert [x.split("  ")[-1] for x in rows] == [
+        "fused (2.00x faster)",
+        "left to onnxruntime: 0.80x, slower than onnxruntime",
+        "fused (2.00x faster)",
+    ]
+    kernels = len(_tc_kernels(onnx.load(tmp_path / "out.onnx")))
+    assert kernels == sum(d["fused"] for d in _decisions(tmp_path / "out.onnx")) == 2
+    summary = "2 of 3 groups fused, 1.50 times faster on the sample inputs"
+    assert r.stderr.rstrip().splitlines()[-1] == summary
+    assert summary not in r.stdout  # printed once, at the end of the report
+
+
+def test_summary_says_why_nothing_was_fused(tmp_path: Path) -> None:
+    r = _staged_optimize(tmp_path, "lose")
+    assert r.returncode == 0, r.stderr
+    assert not _tc_kernels(onnx.load(tmp_path / "out.onnx"))
+    assert len(_decisions(tmp_path / "out.onnx")) == 3
+    # without --report: one line, the last
+    assert r.stdout.splitlines()[-1] == "nothing fused: slower than onnxruntime (3 of 3 groups)"
+
+
+def test_summary_agrees_with_what_was_measured(tmp_path: Path) -> None:
+    """Measured for real (either outcome): the summary counts the TcKernels written."""
+    _save_small("2lut", tmp_path / "in.onnx")
+    argv = ["optimize", str(tmp_path / "in.onnx"), str(tmp_path / "out.onnx")]
+    r = run(*argv, env={"TC_GRAPH_CACHE": str(tmp_path / "cache")})
+    assert r.returncode == 0, r.stderr
+    made = _decisions(tmp_path / "out.onnx")
+    kernels = len(_tc_kernels(onnx.load(tmp_path / "out.onnx")))
+    summary = r.stdout.splitlines()[-1]
+    if kernels:
+        head = f"{kernels} of {len(made)} group{'s' * (len(made) > 1)} fused, "
+        assert summary.startswith(head) and summary.endswith(" times faster on the sample inputs")
+        assert float(summary[len(head) :].split()[0]) >= 1.0  # the whole model is not slower
+    else:
+        assert summary.startswith("nothing fused: ")
+        assert summary.endswith(f" of {len(made)} group{'s' * (len(made) > 1)})")

@@ -518,6 +518,13 @@ def test_groups_are_dropped_until_the_whole_model_is_not_slower(
     dropped = [d for d in made if d["why"].startswith("dropped")]
     assert len(dropped) == len(won) - kept
     assert all(d["why"] == "dropped: the whole model with it ran 0.80x" for d in dropped)
+    (summary,) = [p.value for p in optimized.metadata_props if p.key == "tc_graph.summary"]
+    if kept:
+        assert (
+            summary == f"{kept} of {len(made)} groups fused, 1.20 times faster on the sample inputs"
+        )
+    else:
+        assert summary.startswith("nothing fused: ")
     if dropped:  # the group that won by the least (1.5x, the first winner) goes first
         first = next(d for d in made if d["ort_us"] and d["ort_us"] > 1.0)
         assert first["ort_us"] == 1.5 and first["why"].startswith("dropped")
@@ -547,3 +554,25 @@ def test_the_whole_model_check_runs_both_models_for_real(
     broken.graph.node.append(helper.make_node("Neg", [out], [f"{out}_negated"]))
     broken.graph.output[0].name = f"{out}_negated"
     assert OPT._race(original, broken, sample)["why"] == "outputs differ from onnxruntime's"
+
+
+def test_the_summary_counts_like_reasons_whatever_their_ratios() -> None:
+    """Each decision reads "fused (...)" or "left to onnxruntime: ..."; with nothing fused,
+    the summary names the most common reason, measured ratios aside."""
+    OPT = importlib.import_module("tc_graph.graph.optimize")
+
+    def measured(ratio: float) -> object:
+        why = OPT._ratio_why(ratio)
+        return OPT.Decision("Gemm", "2x2", 1.0, ratio, ratio >= OPT.MIN_SPEEDUP, why)
+
+    slow, near, fast = measured(0.76), measured(1.02), measured(1.93)
+    assert OPT.verdict(slow) == "left to onnxruntime: 0.76x, slower than onnxruntime"
+    assert OPT.verdict(near) == "left to onnxruntime: 1.02x, less than the 1.05x needed"
+    assert OPT.verdict(fast) == "fused (1.93x faster)"
+    lost = [slow, near, measured(0.9)]
+    line = "nothing fused: slower than onnxruntime (2 of 3 groups)"
+    assert OPT.summary(lost, [], whole=None) == line
+    won = [*lost, fast]
+    assert OPT.summary(won, [], whole=1.31) == (
+        "1 of 4 groups fused, 1.31 times faster on the sample inputs"
+    )

@@ -206,5 +206,16 @@ def test_report_lists_untranslated_nodes(capsys: pytest.CaptureFixture[str]) -> 
     model = _model(nodes, {"x": (2, 3)}, ["y"], {"w": _rand(rng, 3, 4)})
     tg.optimize(model, force=True, report=True)
     err = capsys.readouterr().err
-    assert "left to onnxruntime untranslated (1 nodes)" in err
-    assert "Hardmax 'hm': no TC translation for op type Hardmax" in err
+    assert "not translated (1 node):" in err
+    assert "Hardmax 'hm': left to onnxruntime: no TC translation for op type Hardmax" in err
+    assert err.rstrip().splitlines()[-1] == "2 of 2 groups fused (forced: not measured)"
+
+
+def test_summary_of_a_model_with_nothing_to_translate(capsys: pytest.CaptureFixture[str]) -> None:
+    nodes = [helper.make_node("Hardmax", ["x"], ["y"], name="hm")]
+    optimized = tg.optimize(_model(nodes, {"x": (2, 3)}, ["y"], {}), report=True)
+    assert not [n for n in optimized.graph.node if n.op_type == "TcKernel"]
+    line = "nothing fused: no TC translation for op type Hardmax (1 of 1 node)"
+    assert capsys.readouterr().err.rstrip().splitlines()[-1] == line
+    (summary,) = [p.value for p in optimized.metadata_props if p.key == "tc_graph.summary"]
+    assert summary == line

@@ -12,7 +12,7 @@ def _unusable() -> str | None:
     try:
         import pyopencl  # noqa: F401
     except ImportError:
-        return "pyopencl is not installed (pip install 'tc_graph[test]')"
+        return "pyopencl is not installed (pip install '.[test]' in the checkout)"
     from tc_graph.runtime import opencl
 
     try:
