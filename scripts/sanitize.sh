@@ -18,4 +18,4 @@ if [ "$#" -eq 0 ]; then
 fi
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0:abort_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1}
-LD_PRELOAD="$asan $ubsan" exec python -m pytest -p no:xdist -q --sanitize "$@"
+LD_PRELOAD="$asan $ubsan" exec python -m pytest -n 2 -q --sanitize "$@"

@@ -262,6 +262,7 @@ EDITS: list[tuple[str, object, bool, str]] = [
 def test_edited_attributes_are_a_clean_error(
     name: str, value: object, rekey: bool, message: str
 ) -> None:
+    tg.prepare(victim())  # in the cache first: the edited node must leave it usable
     attrs = _edit(attrs_of(VICTIM, "plus_one", 3), name, value, rekey)
     # The graph agrees with the edited outputs: only the node's source contradicts them.
     declared_out = F64 if name == "output_dtypes" else F32
