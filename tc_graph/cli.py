@@ -308,6 +308,8 @@ def _optimize(args: argparse.Namespace) -> int:
             raise TcError(f"cannot write {args.output}: {e}") from None
         if args.graph_png:
             _draw_partition(model, result, args.graph_png)
+        if args.graph_dot:
+            _write_dot(result, args.graph_dot)
     except TcError as e:
         print(f"{args.input}: {e}", file=sys.stderr)
         return 1
@@ -316,9 +318,20 @@ def _optimize(args: argparse.Namespace) -> int:
         f"wrote {args.output}: {_plural(len(model.graph.node), 'node')} -> "
         f"{len(result.graph.node)}, {_plural(kernels, 'TcKernel')}"
     )
-    if args.graph_png:
-        print(f"wrote {args.graph_png}")
+    for extra in (args.graph_png, args.graph_dot):
+        if extra:
+            print(f"wrote {extra}")
     return 0
+
+
+def _write_dot(optimized: onnx.ModelProto, path: str) -> None:
+    """The optimized graph as Graphviz DOT text (no Graphviz needed to write it)."""
+    from .graph.dot import to_dot
+
+    try:
+        Path(path).write_text(to_dot(optimized), encoding="utf-8")
+    except OSError as e:
+        raise TcError(f"cannot write {path}: {e.strerror}") from None
 
 
 def _prepare(path: str) -> int:
@@ -612,6 +625,9 @@ def _main(argv: Sequence[str] | None) -> int:
     opt.add_argument("--report", action="store_true", help="print the per-group table (stderr)")
     opt.add_argument(
         "--graph-png", metavar="FILE", help="draw the partitioned graph (needs matplotlib)"
+    )
+    opt.add_argument(
+        "--graph-dot", metavar="FILE", help="write the optimized graph as Graphviz DOT text"
     )
     tune = sub.add_parser(
         "tune", help="autotune one def for given shapes; store the best options for this machine"
