@@ -313,6 +313,7 @@ def _optimize(args: argparse.Namespace) -> int:
     except TcError as e:
         print(f"{args.input}: {e}", file=sys.stderr)
         return 1
+    _note_device_providers()
     kernels = len(_tc_kernels(result))
     print(
         f"wrote {args.output}: {_plural(len(model.graph.node), 'node')} -> "
@@ -322,6 +323,17 @@ def _optimize(args: argparse.Namespace) -> int:
         if extra:
             print(f"wrote {extra}")
     return 0
+
+
+def _note_device_providers() -> None:
+    """Where this onnxruntime offers a GPU provider, say that TcKernels run on the CPU."""
+    import onnxruntime as onnxrt
+
+    from .runtime.ort import cpu_only_note, device_providers
+
+    device = device_providers(onnxrt.get_available_providers())
+    if device:
+        print(f"warning: {cpu_only_note(device)}", file=sys.stderr)
 
 
 def _write_dot(optimized: onnx.ModelProto, path: str) -> None:

@@ -21,6 +21,7 @@ import os
 import statistics
 import sys
 import time
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -31,7 +32,7 @@ import onnx
 from onnx import helper, numpy_helper
 
 from ..api import define
-from ..errors import TcError
+from ..errors import TcError, TcWarning
 from ..options import MappingOptions
 from ..runtime import cc, ort
 from ..runtime.kernel import code_version
@@ -879,9 +880,13 @@ def InferenceSession(
     **kw: Any,
 ) -> Any:
     """An onnxruntime.InferenceSession with tc_graph's library registered and every
-    TcKernel compiled (from the cache, or now). It does not optimize: see optimize."""
+    TcKernel compiled (from the cache, or now). It does not optimize: see optimize.
+    A TcWarning says so where `providers` name a GPU provider: TcKernels run on the CPU."""
     import onnxruntime as onnxrt
 
+    device = ort.device_providers(providers or ())
+    if device:
+        warnings.warn(TcWarning(ort.cpu_only_note(device)), stacklevel=2)
     proto = _load(model)
     prepare(proto)
     so = sess_options if sess_options is not None else onnxrt.SessionOptions()

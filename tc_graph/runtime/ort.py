@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import shlex
 import threading
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -20,7 +21,7 @@ from . import cc
 if TYPE_CHECKING:
     import onnxruntime
 
-__all__ = ["DOMAIN", "OP_TYPE", "library_path", "register"]
+__all__ = ["DOMAIN", "OP_TYPE", "cpu_only_note", "device_providers", "library_path", "register"]
 
 DOMAIN = "ai.tc_graph"
 OP_TYPE = "TcKernel"
@@ -29,6 +30,14 @@ _SOURCE = Path(__file__).with_name("ort_op.c")
 # Only RegisterCustomOps is exported; dlopen lives in libdl on glibc before 2.34.
 _EXTRA_FLAGS: tuple[str, ...] = ("-fvisibility=hidden",)
 _EXTRA_LIBS: tuple[str, ...] = ("-ldl",)
+
+# onnxruntime's execution providers that run nodes on a device other than the host CPU.
+_DEVICE_PROVIDERS = frozenset({
+    "CUDAExecutionProvider", "ROCMExecutionProvider", "MIGraphXExecutionProvider",
+    "TensorrtExecutionProvider", "NvTensorRTRTXExecutionProvider", "DmlExecutionProvider",
+    "WebGpuExecutionProvider", "CoreMLExecutionProvider", "QNNExecutionProvider",
+    "CANNExecutionProvider", "OpenVINOExecutionProvider",
+})  # fmt: skip
 
 _lock = threading.Lock()
 _memo: dict[tuple[str | None, ...], Path] = {}
@@ -69,3 +78,22 @@ def library_path() -> str:
 def register(so: onnxruntime.SessionOptions) -> None:
     """Make ``TcKernel`` nodes runnable in sessions created with these options."""
     so.register_custom_ops_library(library_path())
+
+
+def device_providers(providers: Iterable[str | tuple[str, object]]) -> list[str]:
+    """The device (GPU, NPU) execution providers among `providers`, as onnxruntime takes
+    them: names, or (name, options) pairs."""
+    names = [p if isinstance(p, str) else p[0] for p in providers]
+    return [n for n in names if n in _DEVICE_PROVIDERS]
+
+
+def cpu_only_note(device: Iterable[str]) -> str:
+    """What a session with device providers should know: the native library registers
+    TcKernel for the CPU only, so onnxruntime places every TcKernel there."""
+    names = ", ".join(device)
+    return (
+        f"TcKernel nodes run on the CPU, not on {names}: in such a session each TcKernel "
+        "copies its inputs from the device to the host and its outputs back, on every run. "
+        "tc_graph measured its fusions against onnxruntime on the CPU; for a GPU session, "
+        "compare with the original model"
+    )
