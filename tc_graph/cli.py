@@ -264,13 +264,14 @@ DEMO_ROUND_S = {False: 0.02, True: 0.1}
 
 
 def _read_model(path: str) -> onnx.ModelProto:
-    """The model at `path`, or a TcError that names the file."""
+    """The model at `path` (tensors stored as external data not read), or a TcError that
+    names the file."""
     import onnx
 
     if not Path(path).is_file():
         raise TcError(f"ONNX model file '{path}' does not exist")
     try:
-        return onnx.load(path)
+        return onnx.load(path, load_external_data=False)  # external data stays in its files
     except Exception as e:  # protobuf's DecodeError, external-data errors, ...
         raise TcError(f"'{path}' is not a readable ONNX model: {e}") from None
 
@@ -291,8 +292,7 @@ def _plural(n: int, word: str) -> str:
 
 
 def _optimize(args: argparse.Namespace) -> int:
-    import onnx
-
+    from .graph.external import save_model, uses_external
     from .graph.optimize import optimize
 
     try:
@@ -300,10 +300,19 @@ def _optimize(args: argparse.Namespace) -> int:
             _plotting()  # fail before the slow part, not after it
         model = _read_model(args.input)
         result = optimize(
-            model, force=args.force, tune=args.tune, report=args.report, progress=_on_terminal()
+            args.input,
+            force=args.force,
+            tune=args.tune,
+            report=args.report,
+            progress=_on_terminal(),
         )
         try:
-            onnx.save(result, args.output)
+            save_model(
+                result,
+                args.output,
+                base_dir=Path(args.input).resolve().parent,
+                save_as_external_data=uses_external(model),
+            )
         except (OSError, ValueError) as e:
             raise TcError(f"cannot write {args.output}: {e}") from None
         if args.graph_png:
