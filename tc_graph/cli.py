@@ -191,7 +191,11 @@ def _cache(action: str) -> int:
         print(f"entries: {info['entries']}")
         print(f"size: {info['bytes'] / 1e6:.1f} MB")
     else:
+        from .graph.optimize import clear_decisions
+
         print(f"removed {cc.cache_clear()} entries from {cc.cache_dir()}")
+        if clear_decisions():
+            print("removed the cached optimize decisions")
     return 0
 
 
@@ -303,7 +307,12 @@ def _optimize(args: argparse.Namespace) -> int:
             _plotting()  # fail before the slow part, not after it
         model = _read_model(args.input)
         result = optimize(
-            model, force=args.force, tune=args.tune, report=args.report, progress=_on_terminal()
+            model,
+            force=args.force,
+            tune=args.tune,
+            report=args.report,
+            progress=_on_terminal(),
+            remeasure=args.remeasure,
         )
         try:
             onnx.save(result, args.output)
@@ -730,6 +739,9 @@ def _main(argv: Sequence[str] | None) -> int:
     opt.add_argument("--force", action="store_true", help="fuse every group, without measuring")
     opt.add_argument("--tune", action="store_true", help="autotune each chosen group first")
     opt.add_argument("--report", action="store_true", help="print the per-group table (stderr)")
+    opt.add_argument(
+        "--remeasure", action="store_true", help="measure again, ignoring cached decisions"
+    )
     opt.add_argument(
         "--graph-png", metavar="FILE", help="draw the partitioned graph (needs matplotlib)"
     )
