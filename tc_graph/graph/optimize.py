@@ -240,9 +240,10 @@ def _decide(
     """Keep the group, or else try its parts (see _split), recursively. A model like
     prodmodel then keeps the parts that pay. (Dropping a big Gemm that loses alone and
     fusing all the rest, Concat with the lookups, measured slower on prodmodel: 1.14x
-    against 1.23x for this split, interleaved.)"""
+    against 1.23x for this split, interleaved.) A group whose timing never settled is not
+    split: its parts would meet the same load."""
     decision, compiled = _evaluate(g, group, force, name=name)
-    if not decision.fused:
+    if not decision.fused and not decision.why.startswith(_UNSTEADY):  # noise is not a loss
         parts = _split(g, group)
         if parts:
             log.debug("%s: trying its %s instead", name, _plural(len(parts), "part"))
@@ -665,7 +666,10 @@ def _race(
             }
         log.debug("try %d: the rounds disagree (spread %.0f%%)", attempt + 1, spread * 100)
     said = f"rounds spread {spread:.0%}, over {MAX_SPREAD:.0%}, in {TRIES} tries"
-    return {"why": f"not measured: the timings disagree ({said})", "unsteady": True, "spread": said}
+    return {"why": f"{_UNSTEADY} ({said})", "unsteady": True, "spread": said}
+
+
+_UNSTEADY = "not measured: the timings disagree"
 
 
 def _rounds(calls: Mapping[str, Callable[[], object]]) -> dict[str, list[float]]:
