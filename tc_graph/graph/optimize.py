@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import functools
 import hashlib
 import json
 import logging
@@ -25,6 +26,7 @@ import re
 import statistics
 import sys
 import time
+import warnings
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -36,10 +38,11 @@ import onnx
 from onnx import helper, numpy_helper
 
 from ..api import define
-from ..errors import TcError
+from ..errors import TcError, TcWarning
 from ..options import MappingOptions
 from ..runtime import cc, ort
 from ..runtime.kernel import code_version
+from . import external
 from . import translate as tr
 from .model import TC_DOMAIN, TC_OP, Graph
 from .partition import Group, candidate_groups, components, excluded, is_convex, make_group
@@ -105,6 +108,13 @@ def _now() -> _Measuring:
     return _MEASURING.get() or _Measuring()
 
 
+# The folder of the model being optimized, where its external data lives (None for a
+# ModelProto): the measured sessions read it from there (see external.session).
+_BASE_DIR: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "tc_graph_base_dir", default=None
+)
+
+
 @dataclass(frozen=True)
 class Decision:
     """What optimize decided for one group (one row of the report)."""
@@ -149,11 +159,13 @@ def optimize(
     """A copy of the model with every group that pays off replaced by a TcKernel node,
     measured under the session settings the model will run with (`sess_options`, and
     `threads` intra-op threads), a group kept when it is `min_speedup` times faster.
-    `remeasure` ignores the decisions cached by earlier calls."""
+    `remeasure` ignores the decisions cached by earlier calls. A model file's big
+    initializers stored as external data stay there: the result names them as
+    `onnx.load(path, load_external_data=False)` would (save it with save_model)."""
     measuring = _measuring(sess_options, threads, min_speedup, remeasure)
     token = _MEASURING.set(measuring)
     try:
-        return _optimize(model, force=force, tune=tune, report=report, progress=progress)
+        return _optimize_model(model, force=force, tune=tune, report=report, progress=progress)
     finally:
         _MEASURING.reset(token)
 
@@ -178,7 +190,7 @@ def _measuring(
     return _Measuring(sess_options, threads, float(min_speedup), bool(remeasure))
 
 
-def _optimize(
+def _optimize_model(
     model: str | os.PathLike[str] | onnx.ModelProto,
     *,
     force: bool,
@@ -186,23 +198,32 @@ def _optimize(
     report: bool,
     progress: bool,
 ) -> onnx.ModelProto:
+    """optimize inside its measuring settings: with tune, twice (see below)."""
     if tune:
         # Choose the groups, then choose again while their compiles autotune: the tuned
         # options land in the TcKernel nodes, and a tuned group is measured again.
         from ..autotune import tuning_compiles
 
-        first = _optimize(model, force=force, tune=False, report=False, progress=progress)
+        again = functools.partial(_optimize_model, model, force=force, tune=False)
+        first = again(report=False, progress=progress)
         if not _tc_nodes(first):
-            if not report:
-                return first
-            return _optimize(model, force=force, tune=False, report=True, progress=False)
+            return again(report=True, progress=False) if report else first
         token = _TUNING.set(True)
         try:
             with tuning_compiles(first, progress=progress):
-                return _optimize(model, force=force, tune=False, report=report, progress=progress)
+                return again(report=report, progress=progress)
         finally:
             _TUNING.reset(token)
     g = Graph.from_model(model)
+    token = _BASE_DIR.set(g.base_dir)
+    try:
+        result = _optimize(g, force=force, report=report, progress=progress)
+    finally:
+        _BASE_DIR.reset(token)
+    return result
+
+
+def _optimize(g: Graph, *, force: bool, report: bool, progress: bool) -> onnx.ModelProto:
     opset = tr.opset_version(g.model)
 
     def translatable(node: onnx.NodeProto) -> str | None:
@@ -592,6 +613,8 @@ def _subgraph_models(
         for v in dict.fromkeys(names):
             if v in added:
                 out.append(added[v])
+            elif v in g.external_tensors and v not in feeds:
+                out.append(g.external_tensors[v])  # its data stays in its file
             elif v in g.constants and v not in feeds:
                 out.append(numpy_helper.from_array(np.asarray(g.constants[v]), v))
         return out
@@ -631,17 +654,12 @@ def _race(
     the native library): their outputs compared, then timed in interleaved rounds. Rounds
     that disagree (see MAX_SPREAD) are run again; if they never agree, the result says so
     ("unsteady") and decides nothing."""
-    import onnxruntime as onnxrt
-
+    cpu, base_dir = ["CPUExecutionProvider"], _BASE_DIR.get()
     try:
-        plain = onnxrt.InferenceSession(
-            original.SerializeToString(), _session_options(), providers=["CPUExecutionProvider"]
-        )
+        plain = external.session(original, _session_options(), cpu, base_dir=base_dir)
         so = _session_options()
         ort.register(so)
-        ours = onnxrt.InferenceSession(
-            fused.SerializeToString(), so, providers=["CPUExecutionProvider"]
-        )
+        ours = external.session(fused, so, cpu, base_dir=base_dir)
         want = plain.run(None, dict(feeds))
         got = ours.run(None, dict(feeds))
     except Exception as e:  # onnxruntime raises its own exception types
@@ -913,7 +931,8 @@ def _load(model: str | os.PathLike[str] | onnx.ModelProto) -> onnx.ModelProto:
     if isinstance(model, onnx.ModelProto):
         return model
     try:
-        proto = onnx.load(os.fspath(model))
+        # Only nodes are read: external data stays where it is (onnxruntime maps it).
+        proto = onnx.load(os.fspath(model), load_external_data=False)
     except Exception as e:  # OSError, protobuf's DecodeError, a checker ValidationError, ...
         raise TcError(f"cannot read ONNX model {os.fspath(model)!r}: {e}") from None
     if not proto.graph.output:
@@ -1120,20 +1139,21 @@ def InferenceSession(
     **kw: Any,
 ) -> Any:
     """An onnxruntime.InferenceSession with tc_graph's library registered and every
-    TcKernel compiled (from the cache, or now). It does not optimize: see optimize."""
+    TcKernel compiled (from the cache, or now). It does not optimize: see optimize.
+    A TcWarning says so where `providers` name a GPU provider: TcKernels run on the CPU."""
     import onnxruntime as onnxrt
 
+    device = ort.device_providers(providers or ())
+    if device:
+        warnings.warn(TcWarning(ort.cpu_only_note(device)), stacklevel=2)
     proto = _load(model)
     prepare(proto)
     so = sess_options if sess_options is not None else onnxrt.SessionOptions()
     ort.register(so)
-    source = os.fspath(model) if not isinstance(model, onnx.ModelProto) else None
-    return onnxrt.InferenceSession(
-        source if source is not None else proto.SerializeToString(),
-        so,
-        providers=list(providers) if providers else ["CPUExecutionProvider"],
-        **kw,
-    )
+    chosen = list(providers) if providers else ["CPUExecutionProvider"]
+    if isinstance(model, onnx.ModelProto):
+        return external.session(proto, so, chosen, **kw)
+    return onnxrt.InferenceSession(os.fspath(model), so, providers=chosen, **kw)
 
 
 def signature(model: onnx.ModelProto) -> str:
