@@ -174,6 +174,14 @@ def _measuring(
     sess_options: Any, threads: int | None, min_speedup: float, remeasure: bool
 ) -> _Measuring:
     """optimize's measuring arguments, checked (TcError otherwise)."""
+    import onnxruntime as onnxrt
+
+    if sess_options is not None and not isinstance(sess_options, onnxrt.SessionOptions):
+        raise TcError(
+            f"sess_options must be an onnxruntime.SessionOptions or None, not "
+            f"{type(sess_options).__name__}",
+            hint="pass the SessionOptions the optimized model will run with",
+        )
     if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int)
                                 or threads < 1):  # fmt: skip
         raise TcError(

@@ -285,6 +285,7 @@ def test_min_speedup_is_the_threshold(cache: Path, monkeypatch: pytest.MonkeyPat
         ({"min_speedup": float("nan")}, "min_speedup must be a finite number of at least 1.0"),
         ({"threads": 0}, "threads must be a positive integer or None"),
         ({"threads": 1.5}, "threads must be a positive integer or None"),
+        ({"sess_options": {"threads": 1}}, "sess_options must be an onnxruntime.SessionOptions"),
     ],
 )
 def test_bad_measuring_arguments_are_a_clean_error(kw: dict, message: str) -> None:
