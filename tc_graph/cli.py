@@ -194,8 +194,12 @@ def _cache(action: str) -> int:
         from .graph.optimize import clear_decisions
 
         print(f"removed {cc.cache_clear()} entries from {cc.cache_dir()}")
-        if clear_decisions():
-            print("removed the cached optimize decisions")
+        try:
+            if clear_decisions():
+                print("removed the cached optimize decisions")
+        except TcError as e:
+            print(e, file=sys.stderr)
+            return 1
     return 0
 
 

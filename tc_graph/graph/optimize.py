@@ -806,10 +806,16 @@ def _store_decision(key: str, value: Mapping[str, Any]) -> None:
 
 def clear_decisions() -> bool:
     """Forget every cached decision (`tc-graph cache clear`); True if there were some."""
+    path = _decisions_path()
     try:
-        _decisions_path().unlink()
+        path.unlink()
     except FileNotFoundError:
         return False
+    except OSError as e:
+        raise TcError(
+            f"cannot remove the cached decisions {path}: {e}",
+            hint="check the permissions of the kernel cache directory (TC_GRAPH_CACHE)",
+        ) from None
     return True
 
 

@@ -291,3 +291,11 @@ def test_min_speedup_is_the_threshold(cache: Path, monkeypatch: pytest.MonkeyPat
 def test_bad_measuring_arguments_are_a_clean_error(kw: dict, message: str) -> None:
     with pytest.raises(tg.TcError, match=message):
         tg.optimize(MODEL, **kw)
+
+
+def test_cache_clear_says_when_decisions_cannot_be_removed(
+    cache: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cache.mkdir(parents=True)  # a directory where the file should be: unlink fails
+    assert cli_main(["cache", "clear"]) == 1
+    assert "cannot remove the cached decisions" in capsys.readouterr().err
