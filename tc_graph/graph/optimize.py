@@ -309,7 +309,7 @@ def _keep_what_pays_whole(
         if not known.get("why") and known.get("ratio", 0.0) >= MIN_WHOLE_SPEEDUP:
             return float(known["ratio"])
         if known.get("unsteady"):
-            why = f"dropped: the whole model could not be timed steadily ({known['spread']})"
+            why = f"{_UNSTEADY_WHOLE} ({known['spread']})"
             worst = list(chosen)
         else:
             why = f"{_DROPPED} {ran}"
@@ -696,6 +696,7 @@ def _race(
 
 
 _UNSTEADY = "not measured: the timings disagree"
+_UNSTEADY_WHOLE = "dropped: the whole model could not be timed steadily"
 
 
 def _rounds(calls: Mapping[str, Callable[[], object]]) -> dict[str, list[float]]:
@@ -843,9 +844,12 @@ def verdict(d: Decision) -> str:
 
 
 def _reason_kind(why: str) -> str:
-    """A reason without its measured ratio, so that like reasons count together."""
+    """A reason without its measured ratio or spread, so that like reasons count together."""
     if why.startswith(_DROPPED):
         return "the whole model ran slower with them"
+    for unsteady in (_UNSTEADY, _UNSTEADY_WHOLE):
+        if why.startswith(unsteady):
+            return f"{unsteady} (a busy machine? optimize again when it is quiet)"
     return _RATIO.sub("", why)
 
 

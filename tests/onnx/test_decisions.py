@@ -164,6 +164,11 @@ def test_noisy_rounds_are_repeated_then_discarded_never_cached(
     assert made["why"].startswith("not measured: the timings disagree (rounds spread ")
     assert not made["fused"] and _kernels(optimized) == 0
     assert _cached(cache) == {}
+    (summary,) = [p.value for p in optimized.metadata_props if p.key == "tc_graph.summary"]
+    assert summary == (
+        "nothing fused: not measured: the timings disagree (a busy machine? optimize again "
+        "when it is quiet) (1 of 1 group)"
+    )
     # Noisy once, then steady: measured again, and the steady result counts and is kept.
     rounds, taken = _scripted_rounds([True, False, False])
     monkeypatch.setattr(OPT, "_rounds", rounds)
