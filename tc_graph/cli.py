@@ -191,7 +191,15 @@ def _cache(action: str) -> int:
         print(f"entries: {info['entries']}")
         print(f"size: {info['bytes'] / 1e6:.1f} MB")
     else:
+        from .graph.optimize import clear_decisions
+
         print(f"removed {cc.cache_clear()} entries from {cc.cache_dir()}")
+        try:
+            if clear_decisions():
+                print("removed the cached optimize decisions")
+        except TcError as e:
+            print(e, file=sys.stderr)
+            return 1
     return 0
 
 
@@ -308,6 +316,7 @@ def _optimize(args: argparse.Namespace) -> int:
             tune=args.tune,
             report=args.report,
             progress=_on_terminal(),
+            remeasure=args.remeasure,
         )
         try:
             save_model(
@@ -764,6 +773,9 @@ def _main(argv: Sequence[str] | None) -> int:
     opt.add_argument("--force", action="store_true", help="fuse every group, without measuring")
     opt.add_argument("--tune", action="store_true", help="autotune each chosen group first")
     opt.add_argument("--report", action="store_true", help="print the per-group table (stderr)")
+    opt.add_argument(
+        "--remeasure", action="store_true", help="measure again, ignoring cached decisions"
+    )
     opt.add_argument(
         "--graph-png", metavar="FILE", help="draw the partitioned graph (needs matplotlib)"
     )
