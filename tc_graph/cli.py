@@ -642,25 +642,22 @@ LOG_LEVELS = {
 
 def _add_log_flags(parsers: Sequence[argparse.ArgumentParser]) -> None:
     """-v and -q on the command and on every subcommand (the later one given wins)."""
+    flags = (
+        ("-v", "--verbose", "debug", "also print debug messages: what is measured, compiled, "
+         "found in the cache"),
+        ("-q", "--quiet", "warning", "print only warnings, errors and results"),
+    )  # fmt: skip
     for p in parsers:
-        p.add_argument(
-            "-v",
-            "--verbose",
-            dest="log_level",
-            action="store_const",
-            const="debug",
-            default=argparse.SUPPRESS,
-            help="also print debug messages: what is measured, compiled, found in the cache",
-        )
-        p.add_argument(
-            "-q",
-            "--quiet",
-            dest="log_level",
-            action="store_const",
-            const="warning",
-            default=argparse.SUPPRESS,
-            help="print only warnings, errors and results",
-        )
+        for short, long, level, what in flags:
+            p.add_argument(
+                short,
+                long,
+                dest="log_level",
+                action="store_const",
+                const=level,
+                default=argparse.SUPPRESS,
+                help=what,
+            )
 
 
 class _LogFormatter(logging.Formatter):
