@@ -1191,7 +1191,10 @@ class _Printer:
         for k, child in enumerate(children):
             self.out(1, f"case {k}: {{")
             start = len(self.lines)
-            self.mode, self.phase_trips = "chunk", None
+            # Only a phase that is one loop nest splits into chunks: code beside its
+            # parallel loop would run once per chunk.
+            self.mode = "chunk" if _one_nest(child) else "serial"
+            self.phase_trips = None
             try:
                 self.node(child, 2)
             except _Serial:
@@ -1262,6 +1265,19 @@ ONNX_TYPES = {
     "float32": 1, "uint8": 2, "int8": 3, "uint16": 4, "int16": 5, "int32": 6, "int64": 7,
     "bool": 9, "float16": 10, "float64": 11, "uint32": 12, "uint64": 13,
 }  # fmt: skip
+
+
+def _one_nest(node: isl.AstNode) -> bool:
+    """Whether an AST node is a single loop nest (or statement), seen through marks and
+    guards without an else: nothing runs beside its outermost loop."""
+    while True:
+        t = node.get_type()
+        if t == isl.ast_node_type.mark:
+            node = node.mark_get_node()
+        elif t == isl.ast_node_type.if_ and not node.if_has_else_node():
+            node = node.if_get_then_node()
+        else:
+            return t != isl.ast_node_type.block
 
 
 class _Serial(Exception):
