@@ -55,6 +55,16 @@ ROUND_S = 0.02
 # Fused outputs are compared with onnxruntime's before a group is kept.
 RTOL, ATOL = 1e-3, 1e-4
 _DECISIONS = "decisions.json"
+BUDGET_S = 90.0
+"""optimize's default time for deciding, in seconds. Compiling a group takes up to about
+12 s (see partition.MAX_GROUP_NODES) and the last one started may finish past the
+budget, so at 90 s a whole network (densenet121: 910 translatable nodes) is done in
+under the 120 s promised, the groups not reached left to onnxruntime."""
+
+OVER_BUDGET = "not measured within the budget"
+# The clock the budget is counted on (a seam for tests).
+_clock = time.monotonic
+
 # Gather tables from this size on are fed to the measured sessions rather than embedded.
 _FED_BYTES = 1 << 24
 # Sample inputs of a measurement (a group's, or the whole model's) may take this much
@@ -106,20 +116,30 @@ def optimize(
     tune: bool = False,
     report: bool = False,
     progress: bool = False,
+    budget_s: float | None = BUDGET_S,
 ) -> onnx.ModelProto:
-    """A copy of the model with every group that pays off replaced by a TcKernel node."""
+    """A copy of the model with every group that pays off replaced by a TcKernel node.
+
+    `budget_s` bounds the time spent deciding (None: no bound): once it is spent, no
+    new compile starts, and the groups left stay with onnxruntime, "not measured within
+    the budget"."""
+    deadline = _deadline(budget_s)
     if tune:
         # Choose the groups, then choose again while their compiles autotune: the tuned
         # options land in the TcKernel nodes, and a tuned group is measured again.
         from ..autotune import tuning_compiles
 
-        first = optimize(model, force=force, progress=progress)
+        first = optimize(model, force=force, progress=progress, budget_s=budget_s)
         if not _tc_nodes(first):
-            return optimize(model, force=force, report=report) if report else first
+            if not report:
+                return first
+            return optimize(model, force=force, report=report, budget_s=budget_s)
         token = _TUNING.set(True)
         try:
             with tuning_compiles(first, progress=progress):
-                return optimize(model, force=force, report=report, progress=progress)
+                return optimize(
+                    model, force=force, report=report, progress=progress, budget_s=budget_s
+                )
         finally:
             _TUNING.reset(token)
     g = Graph.from_model(model)
@@ -134,9 +154,11 @@ def optimize(
     chosen: list[_Choice] = []
     decisions: list[Decision] = []
     with _progress(len(groups), progress) as step:
-        for group in groups:
-            _decide(g, group, force, chosen, decisions, name=f"fused{len(decisions)}")
+        for k, group in enumerate(groups):
+            name = f"fused{len(decisions)}"
+            _decide(g, group, force, chosen, decisions, name=name, deadline=deadline)
             step()
+            _log_progress(k + 1, len(groups), decisions[-1], deadline)
     whole = None if force else _keep_what_pays_whole(g, chosen, decisions)
     # The summary names why nodes were not translated only where there is no group.
     left = untranslated(g, translatable) if report or not decisions else []
@@ -156,22 +178,53 @@ def _decide(
     decisions: list[Decision],
     *,
     name: str,
+    deadline: float = math.inf,
 ) -> None:
     """Keep the group, or else try its parts (see _split), recursively. A model like
     prodmodel then keeps the parts that pay. (Dropping a big Gemm that loses alone and
     fusing all the rest, Concat with the lookups, measured slower on prodmodel: 1.14x
-    against 1.23x for this split, interleaved.)"""
+    against 1.23x for this split, interleaved.) Past the deadline nothing more is
+    compiled: the group stays with onnxruntime."""
+    if _clock() >= deadline:
+        decisions.append(_over_budget(g, group))
+        return
     decision, compiled = _evaluate(g, group, force, name=name)
-    if not decision.fused:
+    if not decision.fused and _clock() < deadline:
         parts = _split(g, group)
         if parts:
             log.debug("%s: trying its %s instead", name, _plural(len(parts), "part"))
             for k, part in enumerate(parts):
-                _decide(g, part, force, chosen, decisions, name=f"{name}_{k}")
+                _decide(g, part, force, chosen, decisions, name=f"{name}_{k}", deadline=deadline)
             return
     decisions.append(decision)
     if decision.fused and compiled is not None:
         chosen.append(_Choice(group, compiled.attrs, len(decisions) - 1))
+
+
+def _deadline(budget_s: float | None) -> float:
+    """The monotonic time past which optimize starts no new compile."""
+    if budget_s is None:
+        return math.inf
+    if not budget_s >= 0:
+        raise TcError(
+            f"budget_s must be a number of seconds >= 0, not {budget_s!r}",
+            hint="pass budget_s=None for no bound",
+        )
+    return _clock() + budget_s
+
+
+def _over_budget(g: Graph, group: Group) -> Decision:
+    ops, shapes = _describe(g, group)
+    return Decision(ops, shapes, None, None, False, OVER_BUDGET)
+
+
+def _log_progress(done: int, total: int, last: Decision, deadline: float) -> None:
+    """Progress for logs (the bar shows it on a terminal): groups done, the latest
+    verdict, and the budget left."""
+    left = deadline - _clock()
+    budget = "" if math.isinf(deadline) else f"; {max(0.0, left):.0f} s of the budget left"
+    ops = last.ops if len(last.ops) <= 60 else last.ops[:57] + "..."
+    log.info("group %d of %d (%s): %s%s", done, total, ops, verdict(last), budget)
 
 
 def _keep_what_pays_whole(
