@@ -37,7 +37,7 @@ from ..api import define
 from ..errors import TcError
 from ..options import MappingOptions
 from ..runtime import cc, ort
-from ..runtime.kernel import code_version
+from ..runtime.kernel import CompileTimeout, code_version, compile_timeout
 from . import translate as tr
 from .model import TC_DOMAIN, TC_OP, Graph
 from .partition import Group, candidate_groups, components, excluded, is_convex, make_group
@@ -185,10 +185,17 @@ def _decide(
     fusing all the rest, Concat with the lookups, measured slower on prodmodel: 1.14x
     against 1.23x for this split, interleaved.) Past the deadline nothing more is
     compiled: the group stays with onnxruntime."""
-    if _clock() >= deadline:
+    left = deadline - _clock()
+    if left <= 0:
         decisions.append(_over_budget(g, group))
         return
-    decision, compiled = _evaluate(g, group, force, name=name)
+    try:
+        with compile_timeout(left):
+            decision, compiled = _evaluate(g, group, force, name=name)
+    except CompileTimeout:
+        log.debug("%s: its compile ran past the budget and was killed", name)
+        decisions.append(_over_budget(g, group))
+        return
     if not decision.fused and _clock() < deadline:
         parts = _split(g, group)
         if parts:

@@ -109,24 +109,21 @@ def candidate_groups(
             continue
         members = {seed}
         bits, anc, desc = q.unit(pos[seed])
-        grown = True
-        while grown:
-            grown = False
-            frontier = sorted(
-                {
-                    m
-                    for n in members
-                    for m in (*g.dag.predecessors(n), *g.dag.successors(n))
-                    if m in eligible_set and m not in assigned and m not in members
-                },
-                key=pos.__getitem__,
-            )
-            for cand in frontier:
+        # The eligible unassigned neighbours of the members, kept as they grow: working
+        # it out from all members each round was quadratic (7 s on densenet121).
+        frontier = _free_neighbours(g, seed, eligible_set, assigned)
+        while frontier:
+            grown, reached = False, set()
+            for cand in sorted(frontier, key=pos.__getitem__):
                 c_bits, c_anc, c_desc = q.unit(pos[cand])
                 if _convex(bits | c_bits, anc | c_anc, desc | c_desc):
                     bits, anc, desc = bits | c_bits, anc | c_anc, desc | c_desc
                     members.add(cand)
+                    reached |= _free_neighbours(g, cand, eligible_set, assigned)
                     grown = True
+            if not grown:
+                break
+            frontier = (frontier | reached) - members
         assigned |= members
         if all(g.node(n).op_type == "Identity" for n in members):
             continue
@@ -152,6 +149,15 @@ def _cut(g: Graph, nodes: list[int], max_nodes: int) -> list[Group]:
         for run in runs
         if not all(g.node(n).op_type == "Identity" for n in run)
     ]
+
+
+def _free_neighbours(g: Graph, n: int, eligible: set[int], assigned: set[int]) -> set[int]:
+    """n's producers and consumers that are eligible and in no group yet."""
+    return {
+        m
+        for m in (*g.dag.predecessors(n), *g.dag.successors(n))
+        if m in eligible and m not in assigned
+    }
 
 
 def make_group(g: Graph, nodes: Iterable[int]) -> Group:

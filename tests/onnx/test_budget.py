@@ -10,6 +10,7 @@ import functools
 import importlib
 import json
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -21,9 +22,11 @@ import tc_graph as tg
 from tc_graph.errors import TcError
 from tc_graph.graph import models
 from tc_graph.graph.partition import candidate_groups
+from tc_graph.runtime.kernel import CompileTimeout, compile_timeout
 
 OPT = importlib.import_module("tc_graph.graph.optimize")
 RTOL, ATOL = 1e-4, 1e-5
+ADD = "def add1(float(N) A) -> (B) { B(i) = A(i) + 1 }"
 
 
 def reference(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
@@ -92,3 +95,34 @@ def test_groups_past_the_budget_stay_with_onnxruntime(monkeypatch: pytest.Monkey
 def test_a_bad_budget_is_a_tc_error(budget: float) -> None:
     with pytest.raises(TcError, match="budget_s"):
         tg.optimize(models.build("mlp1", small=True), budget_s=budget)
+
+
+def test_a_compile_past_its_timeout_is_killed_and_leaves_no_kernel(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cache miss under compile_timeout(0) is killed; the same compile without a
+    timeout then builds the kernel, which a timeout no longer affects (a cache hit)."""
+    monkeypatch.setenv("TC_GRAPH_CACHE", str(tmp_path))
+    a = np.arange(5, dtype=np.float32)
+    with compile_timeout(0), pytest.raises(CompileTimeout):
+        tg.define(ADD).add1.compile(a)
+    assert not any(p.name.endswith(".so") for p in tmp_path.rglob("*"))
+    tg.define(ADD).add1.compile(a)
+    with compile_timeout(0):
+        kernel = tg.define(ADD).add1.compile(a)
+    np.testing.assert_array_equal(kernel(a), a + 1)
+
+
+def test_groups_whose_compile_is_killed_stay_with_onnxruntime(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A clock that stands still at 0 leaves each group a budget of 1 ms, which no
+    compile (on an empty cache) meets: each is killed and left to onnxruntime."""
+    monkeypatch.setenv("TC_GRAPH_CACHE", str(tmp_path))
+    monkeypatch.setattr(OPT, "_clock", lambda: 0.0)
+    model = models.build("mlp3_gemm", small=True)
+    optimized = tg.optimize(model, force=True, budget_s=1e-3)
+    made = decisions(optimized)
+    assert made and all(d["why"] == OPT.OVER_BUDGET for d in made)
+    assert tc_count(optimized) == 0
+    assert_same_as_onnxruntime(optimized, model)
