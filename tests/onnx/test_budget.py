@@ -126,3 +126,29 @@ def test_groups_whose_compile_is_killed_stay_with_onnxruntime(
     assert made and all(d["why"] == OPT.OVER_BUDGET for d in made)
     assert tc_count(optimized) == 0
     assert_same_as_onnxruntime(optimized, model)
+
+
+def test_a_measurement_past_the_budget_stops_and_is_not_remembered(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each timed call moves a fake clock on by 10 s: with a budget of 15 s the race stops
+    after its first round, the group stays with onnxruntime, and nothing is cached, so a
+    later optimize without the budget measures it."""
+    monkeypatch.setenv("TC_GRAPH_CACHE", str(tmp_path))
+    clock = [0.0]
+    median_call = OPT._median_call
+
+    def slow_call(call: Any) -> float:
+        clock[0] += 10.0
+        return median_call(call)
+
+    monkeypatch.setattr(OPT, "_clock", lambda: clock[0])
+    monkeypatch.setattr(OPT, "_median_call", slow_call)
+    model = models.build("mlp1", small=True)
+    optimized = tg.optimize(model, budget_s=15)
+    assert [d["why"] for d in decisions(optimized)] == [OPT.OVER_BUDGET]
+    assert clock[0] == 20.0  # one round: onnxruntime's call and the fused one
+    assert_same_as_onnxruntime(optimized, model)
+    monkeypatch.setattr(OPT, "_median_call", median_call)
+    again = decisions(tg.optimize(model, budget_s=None))
+    assert len(again) == 1 and again[0]["why"] != OPT.OVER_BUDGET
