@@ -98,6 +98,7 @@ class _Compiled:
     attrs: NodeAttrs
     feeds: dict[str, np.ndarray]  # sample values of the group's runtime inputs
     unsampled: str = ""  # why there are no samples (too large): it cannot be measured
+    runtime: tuple[str, ...] = ()  # the runtime inputs a measurement makes samples of
 
 
 @dataclass(frozen=True)
@@ -467,7 +468,12 @@ def _compile(g: Graph, group: Group, *, name: str, sample: bool) -> _Compiled:
     unsampled = ""
     if sample:
         try:
-            feeds = _samples(g, runtime, _index_extents(g, group.nodes))
+            # Only the tuner runs kernels while compiling; a measurement makes its
+            # samples itself, and a cached decision needs none (they took most of a
+            # warm optimize).
+            _check_sample_size(g, runtime)
+            if _TUNING.get():
+                feeds = _samples(g, runtime, _index_extents(g, group.nodes))
         except _TooLarge as e:
             unsampled = str(e)
     values: list[np.ndarray] = []
@@ -500,7 +506,7 @@ def _compile(g: Graph, group: Group, *, name: str, sample: bool) -> _Compiled:
     )
     attrs = replace(attrs, kernel_key=kernel_key(attrs.attributes()))
     cc.adopt(attrs.kernel_key, kernel.library, stamp=_stamp())
-    return _Compiled(group, attrs, feeds, unsampled)
+    return _Compiled(group, attrs, feeds, unsampled, runtime=tuple(runtime) if sample else ())
 
 
 def _index_extents(g: Graph, nodes: Iterable[int]) -> dict[str, int]:
@@ -525,9 +531,8 @@ class _TooLarge(Exception):
     """Sample inputs that would take too much memory (caught in this module)."""
 
 
-def _samples(g: Graph, names: Sequence[str], indices: Mapping[str, int]) -> dict[str, np.ndarray]:
-    """Sample values of runtime inputs of static types; _TooLarge where they would take
-    more than _SAMPLE_MAX_BYTES in all, or the allocation fails."""
+def _check_sample_size(g: Graph, names: Sequence[str]) -> int:
+    """The bytes samples of these runtime inputs take; _TooLarge past _SAMPLE_MAX_BYTES."""
     names = list(dict.fromkeys(names))
     total = sum(math.prod(g.types[v][1]) * np.dtype(g.types[v][0]).itemsize for v in names)
     if total > _SAMPLE_MAX_BYTES:
@@ -535,6 +540,14 @@ def _samples(g: Graph, names: Sequence[str], indices: Mapping[str, int]) -> dict
             f"its sample inputs would take {total / 2**20:.0f} MiB "
             f"(the limit is {_SAMPLE_MAX_BYTES / 2**20:.0f} MiB)"
         )
+    return total
+
+
+def _samples(g: Graph, names: Sequence[str], indices: Mapping[str, int]) -> dict[str, np.ndarray]:
+    """Sample values of runtime inputs of static types; _TooLarge where they would take
+    more than _SAMPLE_MAX_BYTES in all, or the allocation fails."""
+    names = list(dict.fromkeys(names))
+    total = _check_sample_size(g, names)
     rng = np.random.default_rng(0)
     feeds: dict[str, np.ndarray] = {}
     try:
@@ -584,7 +597,7 @@ def _subgraph_models(
     group, attrs = c.group, c.attrs
     nodes = [g.node(n) for n in group.nodes]
     tables = {n.input[0] for n in nodes if n.op_type == "Gather"}
-    feeds = dict(c.feeds)
+    feeds = dict(c.feeds) or _samples(g, c.runtime, _index_extents(g, group.nodes))
     for v in sorted(tables):
         if v in g.constants and v not in feeds and g.constants[v].nbytes >= _FED_BYTES:
             feeds[v] = np.asarray(g.constants[v])
@@ -629,7 +642,10 @@ def _subgraph_models(
 
 
 def _measure(g: Graph, c: _Compiled) -> dict[str, Any]:
-    original, fused, feeds = _subgraph_models(g, c)
+    try:
+        original, fused, feeds = _subgraph_models(g, c)
+    except _TooLarge as e:  # the samples did not fit in memory after all
+        return {"why": f"not measured: {e}"}
     return _race(original, fused, feeds)
 
 
