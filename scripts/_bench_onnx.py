@@ -36,8 +36,9 @@ class PreparedModel:
 
 
 def _optimized_session(model: onnx.ModelProto, threads: int) -> tuple[object, int]:
-    """tg.optimize (cost-aware) and a tg.InferenceSession on the result; its TcKernel count."""
-    optimized = tg.optimize(model)
+    """tg.optimize (cost-aware, measured under the session settings the bench runs with)
+    and a tg.InferenceSession on the result; its TcKernel count."""
+    optimized = tg.optimize(model, sess_options=bm._session_options(threads))
     kernels = sum(n.op_type == TC_KERNEL for n in optimized.graph.node)
     return tg.InferenceSession(optimized, bm._session_options(threads)), kernels
 

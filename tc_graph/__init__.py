@@ -3,6 +3,7 @@
 from .api import TcFunction, TcModule, define
 from .autotune import autotune
 from .errors import TcError, TcWarning
+from .graph.external import save_model
 from .graph.optimize import InferenceSession, optimize, prepare
 from .options import MappingOptions
 from .runtime.kernel import Kernel
@@ -21,5 +22,6 @@ __all__ = [
     "optimize",
     "ort_library_path",
     "prepare",
+    "save_model",
 ]
 __version__ = "0.1.0"

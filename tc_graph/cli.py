@@ -191,7 +191,15 @@ def _cache(action: str) -> int:
         print(f"entries: {info['entries']}")
         print(f"size: {info['bytes'] / 1e6:.1f} MB")
     else:
+        from .graph.optimize import clear_decisions
+
         print(f"removed {cc.cache_clear()} entries from {cc.cache_dir()}")
+        try:
+            if clear_decisions():
+                print("removed the cached optimize decisions")
+        except TcError as e:
+            print(e, file=sys.stderr)
+            return 1
     return 0
 
 
@@ -267,13 +275,14 @@ DEMO_ROUND_S = {False: 0.02, True: 0.1}
 
 
 def _read_model(path: str) -> onnx.ModelProto:
-    """The model at `path`, or a TcError that names the file."""
+    """The model at `path` (tensors stored as external data not read), or a TcError that
+    names the file."""
     import onnx
 
     if not Path(path).is_file():
         raise TcError(f"ONNX model file '{path}' does not exist")
     try:
-        return onnx.load(path)
+        return onnx.load(path, load_external_data=False)  # external data stays in its files
     except Exception as e:  # protobuf's DecodeError, external-data errors, ...
         raise TcError(f"'{path}' is not a readable ONNX model: {e}") from None
 
@@ -294,8 +303,7 @@ def _plural(n: int, word: str) -> str:
 
 
 def _optimize(args: argparse.Namespace) -> int:
-    import onnx
-
+    from .graph.external import save_model, uses_external
     from .graph.optimize import SUMMARY_KEY, optimize
 
     try:
@@ -303,28 +311,63 @@ def _optimize(args: argparse.Namespace) -> int:
             _plotting()  # fail before the slow part, not after it
         model = _read_model(args.input)
         result = optimize(
-            model, force=args.force, tune=args.tune, report=args.report, progress=_on_terminal()
+            args.input,
+            force=args.force,
+            tune=args.tune,
+            report=args.report,
+            progress=_on_terminal(),
+            remeasure=args.remeasure,
         )
         try:
-            onnx.save(result, args.output)
+            save_model(
+                result,
+                args.output,
+                base_dir=Path(args.input).resolve().parent,
+                save_as_external_data=uses_external(model),
+            )
         except (OSError, ValueError) as e:
             raise TcError(f"cannot write {args.output}: {e}") from None
         if args.graph_png:
             _draw_partition(model, result, args.graph_png)
+        if args.graph_dot:
+            _write_dot(result, args.graph_dot)
     except TcError as e:
         print(f"{args.input}: {e}", file=sys.stderr)
         return 1
+    _note_device_providers()
     kernels = len(_tc_kernels(result))
     _status(
         f"wrote {args.output}: {_plural(len(model.graph.node), 'node')} -> "
         f"{len(result.graph.node)}, {_plural(kernels, 'TcKernel')}"
     )
-    if args.graph_png:
-        _status(f"wrote {args.graph_png}")
+    for extra in (args.graph_png, args.graph_dot):
+        if extra:
+            _status(f"wrote {extra}")
     summary = next((p.value for p in result.metadata_props if p.key == SUMMARY_KEY), "")
     if summary and not args.report:  # the report ends with it
         _status(summary)
     return 0
+
+
+def _note_device_providers() -> None:
+    """Where this onnxruntime offers a GPU provider, say that TcKernels run on the CPU."""
+    import onnxruntime as onnxrt
+
+    from .runtime.ort import cpu_only_note, device_providers
+
+    device = device_providers(onnxrt.get_available_providers())
+    if device:
+        print(f"warning: {cpu_only_note(device)}", file=sys.stderr)
+
+
+def _write_dot(optimized: onnx.ModelProto, path: str) -> None:
+    """The optimized graph as Graphviz DOT text (no Graphviz needed to write it)."""
+    from .graph.dot import to_dot
+
+    try:
+        Path(path).write_text(to_dot(optimized), encoding="utf-8")
+    except OSError as e:
+        raise TcError(f"cannot write {path}: {e.strerror}") from None
 
 
 def _prepare(path: str) -> int:
@@ -731,7 +774,13 @@ def _main(argv: Sequence[str] | None) -> int:
     opt.add_argument("--tune", action="store_true", help="autotune each chosen group first")
     opt.add_argument("--report", action="store_true", help="print the per-group table (stderr)")
     opt.add_argument(
+        "--remeasure", action="store_true", help="measure again, ignoring cached decisions"
+    )
+    opt.add_argument(
         "--graph-png", metavar="FILE", help="draw the partitioned graph (needs matplotlib)"
+    )
+    opt.add_argument(
+        "--graph-dot", metavar="FILE", help="write the optimized graph as Graphviz DOT text"
     )
     tune = sub.add_parser(
         "tune", help="autotune one def for given shapes; store the best options for this machine"

@@ -25,7 +25,8 @@ class MappingOptions:
       (1 turns unrolling off).
     parallel_depth: 1 runs the outer parallel loop as an OpenMP `parallel for`,
       0 runs the kernel on one thread (collapsing deeper loops is not supported yet).
-    vector_width: float lanes of one vector register (16 for AVX-512).
+    vector_width: float lanes of one vector (16: AVX-512's register; the defaults a call
+      gets, default_options, use its CPU's widest register: 8 with AVX2).
     register_tile: vectors of an output row kept in registers across a reduction
       (register_tile * vector_width outputs per tile; 0 turns register tiling off).
     dot_tile: rows x columns of outputs per tile of a dot-product contraction kernel

@@ -22,6 +22,7 @@ from google.protobuf.message import Message
 from onnx import numpy_helper
 
 from ..errors import TcError
+from . import external
 
 TC_DOMAIN = "ai.tc_graph"
 TC_OP = "TcKernel"
@@ -47,9 +48,10 @@ _NONDETERMINISTIC = frozenset(
 def load(model: str | os.PathLike[str] | onnx.ModelProto) -> onnx.ModelProto:
     """Read and check a model, then add inferred shapes (with data propagation).
 
-    The input proto is never mutated (a proto argument is copied once). Raises TcError
-    for a missing file, a file that is not an ONNX model, or a model the ONNX checker
-    rejects. Checking and inference run on a skeleton whose big initializers are graph
+    The input proto is never mutated (a proto argument is copied once). A file's big
+    initializers stored as external data stay in their files (external.load). Raises
+    TcError for a missing file, a file that is not an ONNX model, or a model the ONNX
+    checker rejects. Checking and inference run on a skeleton whose big initializers are graph
     inputs of the same type: serializing hundreds of MB of weights twice per load (the
     checker and inference both do) was most of the time, and it lifts the 2 GB limit.
     """
@@ -61,7 +63,9 @@ def load(model: str | os.PathLike[str] | onnx.ModelProto) -> onnx.ModelProto:
         if not path.is_file():
             raise TcError(f"ONNX model file '{path}' does not exist")
         try:
-            proto = onnx.load(str(path))
+            proto = external.load(path)
+        except TcError:
+            raise
         except Exception as exc:  # protobuf DecodeError, external data errors, ...
             raise TcError(f"'{path}' is not a readable ONNX model: {exc}") from exc
     skeleton = _skeleton(proto)
@@ -204,7 +208,7 @@ def copy_without_initializers(proto: onnx.ModelProto) -> onnx.ModelProto:
     return out
 
 
-_SKELETON_MIN_BYTES = 1 << 16
+_SKELETON_MIN_BYTES = external.KEEP_EXTERNAL_BYTES
 
 
 def _tensor_nbytes(tensor: onnx.TensorProto) -> int:
@@ -389,7 +393,8 @@ class _Constants(Mapping[str, np.ndarray]):
     """Known constant values, converted to arrays only when asked for (a model's
     initializers can be gigabytes; the partitioner rarely needs to see them)."""
 
-    def __init__(self) -> None:
+    def __init__(self, base_dir: str | None = None) -> None:
+        self._base_dir = base_dir  # where external data lives (None: a ModelProto's)
         self._protos: dict[str, onnx.TensorProto] = {}
         self._arrays: dict[str, np.ndarray] = {}
         self._shapes: dict[str, ValueType] = {}
@@ -412,8 +417,11 @@ class _Constants(Mapping[str, np.ndarray]):
     def __getitem__(self, name: str) -> np.ndarray:
         if name not in self._arrays:
             proto = self._protos[name]
-            value = numpy_helper.to_array(proto)
-            value.flags.writeable = False
+            if external.is_external(proto):
+                value = external.array(proto, self._base_dir)  # a read-only map
+            else:
+                value = numpy_helper.to_array(proto)
+                value.flags.writeable = False
             self._arrays[name] = value
         return self._arrays[name]
 
@@ -446,13 +454,17 @@ class Graph:
     consumers: Mapping[str, tuple[int, ...]] = field(repr=False)
     graph_inputs: tuple[str, ...] = ()
     graph_outputs: tuple[str, ...] = ()
+    base_dir: str | None = None  # the model file's folder: where its external data lives
 
     @classmethod
     def from_model(cls, model: str | os.PathLike[str] | onnx.ModelProto) -> Graph:
         """Build from a path or proto; runs `load` (check + shape inference) first."""
         proto = load(model)
         dag = to_graph(proto)
-        constants = _Constants()
+        base_dir = None
+        if not isinstance(model, onnx.ModelProto):
+            base_dir = str(Path(model).resolve().parent)
+        constants = _Constants(base_dir)
         graph_input_names = {v.name for v in proto.graph.input}
         for tensor in proto.graph.initializer:
             if tensor.name not in graph_input_names:
@@ -492,11 +504,18 @@ class Graph:
             consumers={k: tuple(v) for k, v in consumers.items()},
             graph_inputs=tuple(v.name for v in proto.graph.input),
             graph_outputs=tuple(v.name for v in proto.graph.output),
+            base_dir=base_dir,
         )
 
     def node(self, index: int) -> onnx.NodeProto:
         """The NodeProto of graph node `index`."""
         return self.dag.nodes[index]["node"]
+
+    @cached_property
+    def external_tensors(self) -> Mapping[str, onnx.TensorProto]:
+        """Initializers whose data stays in a file of `base_dir`, by name: a model built
+        from the graph can name them instead of copying their data."""
+        return {t.name: t for t in self.model.graph.initializer if external.is_external(t)}
 
     def is_static(self, name: str) -> bool:
         """Whether value `name` has a known dtype and fully static shape."""

@@ -4,15 +4,18 @@
 it, and keeps it only where its kernel, run inside onnxruntime through the native
 library, beats onnxruntime on the same subgraph (both timed on the spot, interleaved,
 same session settings) and computes the same values; then the whole rewritten model
-must not be slower than the original either. Decisions are remembered in the
-cache (`decisions.json`) by kernel key and thread count, so optimizing a model again is
-fast. `force=True` keeps every group that compiles, without measuring.
+must not be slower than the original either: that race runs on every optimize, so a
+cached decision is checked again in the model. Group measurements whose rounds agree are
+remembered in the cache (`decisions.json`), keyed by the kernel and everything else that
+changes them (see _context_key), so optimizing a model again is fast. `force=True` keeps
+every group that compiles, without measuring.
 """
 
 from __future__ import annotations
 
 import contextlib
 import contextvars
+import functools
 import hashlib
 import json
 import logging
@@ -23,6 +26,7 @@ import re
 import statistics
 import sys
 import time
+import warnings
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -34,10 +38,11 @@ import onnx
 from onnx import helper, numpy_helper
 
 from ..api import define
-from ..errors import TcError
+from ..errors import TcError, TcWarning
 from ..options import MappingOptions
 from ..runtime import cc, ort
 from ..runtime.kernel import CompileTimeout, code_version, compile_timeout
+from . import external
 from . import translate as tr
 from .model import TC_DOMAIN, TC_OP, Graph
 from .partition import Group, candidate_groups, components, excluded, is_convex, make_group
@@ -52,6 +57,11 @@ MIN_SPEEDUP = 1.05
 MIN_WHOLE_SPEEDUP = 1.0
 ROUNDS = 7
 ROUND_S = 0.02
+# Rounds disagree when the interquartile range of their ratios exceeds this fraction of
+# the median ratio (a loaded machine): the rounds are then run again, at most TRIES times
+# in all, and a race that never settles decides nothing and is not cached.
+MAX_SPREAD = 0.15
+TRIES = 3
 # Fused outputs are compared with onnxruntime's before a group is kept.
 RTOL, ATOL = 1e-3, 1e-4
 _DECISIONS = "decisions.json"
@@ -78,6 +88,41 @@ _MAP_NORESERVE = 0x4000 if sys.platform.startswith("linux") else 0
 # Set while optimize(tune=True) compiles: the tuner runs the kernels, so even forced
 # compiles get sample inputs (valid, spread Gather indices), not placeholders.
 _TUNING: contextvars.ContextVar[bool] = contextvars.ContextVar("tc_graph_tuning", default=False)
+# The onnxruntime session settings copied into the measured sessions.
+_SESSION_SETTINGS = (
+    "intra_op_num_threads", "inter_op_num_threads", "execution_mode", "execution_order",
+    "graph_optimization_level", "enable_cpu_mem_arena", "enable_mem_pattern",
+    "enable_mem_reuse", "use_deterministic_compute",
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class _Measuring:
+    """How one optimize call measures: the user's session settings (threads overriding
+    their intra-op thread count), the margin a group needs, and whether the cached
+    decisions count."""
+
+    sess_options: Any = None
+    threads: int | None = None
+    min_speedup: float = MIN_SPEEDUP
+    remeasure: bool = False
+
+
+_MEASURING: contextvars.ContextVar[_Measuring | None] = contextvars.ContextVar(
+    "tc_graph_measuring", default=None
+)
+
+
+def _now() -> _Measuring:
+    """The measuring settings of the optimize call in progress (the defaults outside)."""
+    return _MEASURING.get() or _Measuring()
+
+
+# The folder of the model being optimized, where its external data lives (None for a
+# ModelProto): the measured sessions read it from there (see external.session).
+_BASE_DIR: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "tc_graph_base_dir", default=None
+)
 
 
 @dataclass(frozen=True)
@@ -117,34 +162,95 @@ def optimize(
     tune: bool = False,
     report: bool = False,
     progress: bool = False,
+    sess_options: Any = None,
+    threads: int | None = None,
+    min_speedup: float = MIN_SPEEDUP,
+    remeasure: bool = False,
     budget_s: float | None = BUDGET_S,
 ) -> onnx.ModelProto:
-    """A copy of the model with every group that pays off replaced by a TcKernel node.
-
+    """A copy of the model with every group that pays off replaced by a TcKernel node,
+    measured under the session settings the model will run with (`sess_options`, and
+    `threads` intra-op threads), a group kept when it is `min_speedup` times faster.
+    `remeasure` ignores the decisions cached by earlier calls. A model file's big
+    initializers stored as external data stay there: the result names them as
+    `onnx.load(path, load_external_data=False)` would (save it with save_model).
     `budget_s` bounds the time spent deciding (None: no bound): once it is spent, no
-    new compile starts, and the groups left stay with onnxruntime, "not measured within
-    the budget"."""
-    deadline = _deadline(budget_s)
+    compile or measurement goes on, and the groups left stay with onnxruntime, "not
+    measured within the budget"."""
+    measuring = _measuring(sess_options, threads, min_speedup, remeasure)
+    token = _MEASURING.set(measuring)
+    budget = _DEADLINE.set(_deadline(budget_s))
+    try:
+        return _optimize_model(model, force=force, tune=tune, report=report, progress=progress)
+    finally:
+        _DEADLINE.reset(budget)
+        _MEASURING.reset(token)
+
+
+def _measuring(
+    sess_options: Any, threads: int | None, min_speedup: float, remeasure: bool
+) -> _Measuring:
+    """optimize's measuring arguments, checked (TcError otherwise)."""
+    import onnxruntime as onnxrt
+
+    if sess_options is not None and not isinstance(sess_options, onnxrt.SessionOptions):
+        raise TcError(
+            f"sess_options must be an onnxruntime.SessionOptions or None, not "
+            f"{type(sess_options).__name__}",
+            hint="pass the SessionOptions the optimized model will run with",
+        )
+    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int)
+                                or threads < 1):  # fmt: skip
+        raise TcError(
+            f"threads must be a positive integer or None, not {threads!r}",
+            hint="pass the intra-op thread count the model will run with, or None for "
+            "onnxruntime's default (or sess_options' own)",
+        )
+    if (isinstance(min_speedup, bool) or not isinstance(min_speedup, int | float)
+            or not 1.0 <= min_speedup < math.inf):  # fmt: skip
+        raise TcError(
+            f"min_speedup must be a finite number of at least 1.0, not {min_speedup!r}",
+            hint=f"a group is fused only when it is faster; the default is {MIN_SPEEDUP}",
+        )
+    return _Measuring(sess_options, threads, float(min_speedup), bool(remeasure))
+
+
+def _optimize_model(
+    model: str | os.PathLike[str] | onnx.ModelProto,
+    *,
+    force: bool,
+    tune: bool,
+    report: bool,
+    progress: bool,
+) -> onnx.ModelProto:
+    """optimize inside its measuring settings: with tune, twice (see below)."""
     if tune:
         # Choose the groups, then choose again while their compiles autotune: the tuned
         # options land in the TcKernel nodes, and a tuned group is measured again.
         from ..autotune import tuning_compiles
 
-        first = optimize(model, force=force, progress=progress, budget_s=budget_s)
+        again = functools.partial(_optimize_model, model, force=force, tune=False)
+        first = again(report=False, progress=progress)
         if not _tc_nodes(first):
-            if not report:
-                return first
-            return optimize(model, force=force, report=report, budget_s=budget_s)
+            return again(report=True, progress=False) if report else first
         token = _TUNING.set(True)
         try:
             with tuning_compiles(first, progress=progress):
-                return optimize(
-                    model, force=force, report=report, progress=progress, budget_s=budget_s
-                )
+                return again(report=report, progress=progress)
         finally:
             _TUNING.reset(token)
     g = Graph.from_model(model)
+    token = _BASE_DIR.set(g.base_dir)
+    try:
+        result = _optimize(g, force=force, report=report, progress=progress)
+    finally:
+        _BASE_DIR.reset(token)
+    return result
+
+
+def _optimize(g: Graph, *, force: bool, report: bool, progress: bool) -> onnx.ModelProto:
     opset = tr.opset_version(g.model)
+    deadline = _DEADLINE.get()
 
     def translatable(node: onnx.NodeProto) -> str | None:
         return tr.translatable(node, g.types, g.constants, opset=opset)
@@ -184,7 +290,8 @@ def _decide(
     """Keep the group, or else try its parts (see _split), recursively. A model like
     prodmodel then keeps the parts that pay. (Dropping a big Gemm that loses alone and
     fusing all the rest, Concat with the lookups, measured slower on prodmodel: 1.14x
-    against 1.23x for this split, interleaved.) Past the deadline nothing more is
+    against 1.23x for this split, interleaved.) A group whose timing never settled is not
+    split: its parts would meet the same load. Past the deadline nothing more is
     compiled: the group stays with onnxruntime."""
     left = deadline - _clock()
     if left <= 0:
@@ -200,7 +307,8 @@ def _decide(
         return
     finally:
         _MEASURE_DEADLINE.reset(token)
-    if not decision.fused and _clock() < deadline:
+    # A timing that never settled is noise, not a loss; past the budget, no parts.
+    if not decision.fused and not decision.why.startswith(_UNSTEADY) and _clock() < deadline:
         parts = _split(g, group)
         if parts:
             log.debug("%s: trying its %s instead", name, _plural(len(parts), "part"))
@@ -224,6 +332,10 @@ def _deadline(budget_s: float | None) -> float:
     return _clock() + budget_s
 
 
+# The _clock() past which the optimize call in progress decides nothing more.
+_DEADLINE: contextvars.ContextVar[float] = contextvars.ContextVar(
+    "tc_graph_optimize_deadline", default=math.inf
+)
 # The _clock() past which a group's measurement stops (see _within_budget).
 _MEASURE_DEADLINE: contextvars.ContextVar[float] = contextvars.ContextVar(
     "tc_graph_measure_deadline", default=math.inf
@@ -262,32 +374,32 @@ def _keep_what_pays_whole(
     that won by the least until it is not slower (MIN_WHOLE_SPEEDUP) and computes the
     same values. Each group won alone, on its subgraph; inside the whole model, the
     traffic between a TcKernel and onnxruntime's kernels around it can undo a small win
-    (the small MLP3 of the demo measured 0.74x with one of its layer pairs fused).
-    Verdicts are cached like group decisions. Skipped where a graph input has no static
-    shape (no sample can be made). Returns the speedup of the whole model as kept, or
-    None when it was not measured."""
+    (the small MLP3 of the demo measured 0.74x with one of its layer pairs fused). The
+    verdict is never cached: this race is the check of cached group decisions, so it runs
+    on every optimize (a DLRM model ran 0.61x on a cached verdict taken under load). A
+    race whose rounds never agree drops every group: nothing confirms them. Skipped where
+    a graph input has no static shape (no sample can be made). Returns the speedup of the
+    whole model as kept, or None when it was not measured."""
     feeds = _model_feeds(g)
     if chosen and feeds is None:
         log.debug("the whole model is not measured: an input has no static shape or is too large")
     while chosen and feeds is not None:
         pairs = [(c.group, c.attrs) for c in chosen]
-        key = _whole_key(g, chosen)
-        known = _known_decision(key)
-        if known is None:
-            log.debug("measuring the whole model with %s", _plural(len(chosen), "group"))
-            known = _race(*_fed_models(g, rewrite(g.model, pairs), feeds), feeds)
-            _store_decision(key, known)
-        else:
-            log.debug("whole model with %s: cached verdict", _plural(len(chosen), "group"))
+        log.debug("measuring the whole model with %s", _plural(len(chosen), "group"))
+        known = _race(*_fed_models(g, rewrite(g.model, pairs), feeds), feeds)
         ran = known.get("why") or f"{known.get('ratio', 0.0):.2f}x"
         log.debug("whole model: %s", ran)
         if not known.get("why") and known.get("ratio", 0.0) >= MIN_WHOLE_SPEEDUP:
             return float(known["ratio"])
-        worst = min(chosen, key=lambda c: _won_by(decisions[c.decision]))
-        decisions[worst.decision] = replace(
-            decisions[worst.decision], fused=False, why=f"{_DROPPED} {ran}"
-        )
-        chosen.remove(worst)
+        if known.get("unsteady"):
+            why = f"{_UNSTEADY_WHOLE} ({known['spread']})"
+            worst = list(chosen)
+        else:
+            why = f"{_DROPPED} {ran}"
+            worst = [min(chosen, key=lambda c: _won_by(decisions[c.decision]))]
+        for c in worst:
+            decisions[c.decision] = replace(decisions[c.decision], fused=False, why=why)
+            chosen.remove(c)
     return None
 
 
@@ -308,18 +420,6 @@ def _model_feeds(g: Graph) -> dict[str, np.ndarray] | None:
         return _samples(g, runtime, _index_extents(g, range(len(g.model.graph.node))))
     except _TooLarge:
         return None
-
-
-def _whole_key(g: Graph, chosen: Sequence[_Choice]) -> str:
-    """The model's structure (not its weights) and the chosen kernels."""
-    h = hashlib.sha256()
-    for node in g.model.graph.node:
-        h.update(repr((node.op_type, list(node.input), list(node.output))).encode())
-    for v in g.graph_inputs:
-        h.update(repr((v, g.types.get(v))).encode())
-    for c in chosen:
-        h.update(c.attrs.kernel_key.encode())
-    return f"whole:{h.hexdigest()[:32]}:{os.cpu_count()}"
 
 
 def _fed_models(
@@ -418,14 +518,15 @@ def _evaluate(
         return Decision(ops, shapes, None, None, False, f"not compiled: {first}"), None
     if force:
         return Decision(ops, shapes, None, None, True, "forced"), compiled
-    key = f"{compiled.attrs.kernel_key}:{os.cpu_count()}"
-    known = _known_decision(key)
+    key = f"{compiled.attrs.kernel_key}:{_context_key()}"
+    known = None if _now().remeasure else _known_decision(key)
     if compiled.unsampled:
         known = {"why": f"not measured: {compiled.unsampled}"}
     elif known is None:
         log.debug("measuring %s (%s -> %s) against onnxruntime", name, ops, shapes)
         known = _measure(g, compiled)
-        _store_decision(key, known)
+        if not known.get("unsteady"):  # a race that never settled is not remembered
+            _store_decision(key, known)
     else:
         log.debug("%s (%s -> %s): decision cache hit", name, ops, shapes)
     fused_us, ort_us, ratio, why = (
@@ -434,7 +535,7 @@ def _evaluate(
         known.get("ratio", 0.0),
         known.get("why", ""),
     )
-    ok = not why and ratio >= MIN_SPEEDUP
+    ok = not why and ratio >= _now().min_speedup
     decision = Decision(ops, shapes, fused_us, ort_us, ok, why or _ratio_why(ratio))
     log.debug("%s: %s", name, verdict(decision))
     return decision, compiled
@@ -442,11 +543,12 @@ def _evaluate(
 
 def _ratio_why(ratio: float) -> str:
     """A measured group's reason: how much faster, or why that is not enough."""
-    if ratio >= MIN_SPEEDUP:
+    needed = _now().min_speedup
+    if ratio >= needed:
         return f"{ratio:.2f}x faster"
     if ratio < 1:
         return f"{ratio:.2f}x, slower than onnxruntime"
-    return f"{ratio:.2f}x, less than the {MIN_SPEEDUP:.2f}x needed"
+    return f"{ratio:.2f}x, less than the {needed:.2f}x needed"
 
 
 def _compile(g: Graph, group: Group, *, name: str, sample: bool) -> _Compiled:
@@ -614,6 +716,8 @@ def _subgraph_models(
         for v in dict.fromkeys(names):
             if v in added:
                 out.append(added[v])
+            elif v in g.external_tensors and v not in feeds:
+                out.append(g.external_tensors[v])  # its data stays in its file
             elif v in g.constants and v not in feeds:
                 out.append(numpy_helper.from_array(np.asarray(g.constants[v]), v))
         return out
@@ -652,19 +756,16 @@ def _measure(g: Graph, c: _Compiled) -> dict[str, Any]:
 def _race(
     original: onnx.ModelProto, fused: onnx.ModelProto, feeds: Mapping[str, np.ndarray]
 ) -> dict[str, Any]:
-    """Both models in onnxruntime (the fused one with the native library): their outputs
-    compared, then timed in interleaved rounds, the first alternating."""
-    import onnxruntime as onnxrt
-
+    """Both models in onnxruntime under the user's session settings (the fused one with
+    the native library): their outputs compared, then timed in interleaved rounds. Rounds
+    that disagree (see MAX_SPREAD) are run again; if they never agree, the result says so
+    ("unsteady") and decides nothing."""
+    cpu, base_dir = ["CPUExecutionProvider"], _BASE_DIR.get()
     try:
-        plain = onnxrt.InferenceSession(
-            original.SerializeToString(), providers=["CPUExecutionProvider"]
-        )
-        so = onnxrt.SessionOptions()
+        plain = external.session(original, _session_options(), cpu, base_dir=base_dir)
+        so = _session_options()
         ort.register(so)
-        ours = onnxrt.InferenceSession(
-            fused.SerializeToString(), so, providers=["CPUExecutionProvider"]
-        )
+        ours = external.session(fused, so, cpu, base_dir=base_dir)
         want = plain.run(None, dict(feeds))
         got = ours.run(None, dict(feeds))
     except Exception as e:  # onnxruntime raises its own exception types
@@ -676,17 +777,43 @@ def _race(
         "ort": lambda: plain.run(None, dict(feeds)),
         "fused": lambda: ours.run(None, dict(feeds)),
     }
-    times: dict[str, list[float]] = {"ort": [], "fused": []}
+    spread = math.inf
+    for attempt in range(TRIES):
+        times = _rounds(calls)
+        ratios = [o / f for o, f in zip(times["ort"], times["fused"], strict=True)]
+        spread = _spread(ratios)
+        if spread <= MAX_SPREAD:
+            return {
+                "fused_us": statistics.median(times["fused"]) * 1e6,
+                "ort_us": statistics.median(times["ort"]) * 1e6,
+                "ratio": statistics.median(ratios),
+            }
+        log.debug("try %d: the rounds disagree (spread %.0f%%)", attempt + 1, spread * 100)
+    said = f"rounds spread {spread:.0%}, over {MAX_SPREAD:.0%}, in {TRIES} tries"
+    return {"why": f"{_UNSTEADY} ({said})", "unsteady": True, "spread": said}
+
+
+_UNSTEADY = "not measured: the timings disagree"
+_UNSTEADY_WHOLE = "dropped: the whole model could not be timed steadily"
+
+
+def _rounds(calls: Mapping[str, Callable[[], object]]) -> dict[str, list[float]]:
+    """Seconds per call of each side in ROUNDS interleaved rounds, the first alternating
+    (so drift and warm caches favour neither side)."""
+    first, second = calls
+    times: dict[str, list[float]] = {first: [], second: []}
     for r in range(ROUNDS):
         _within_budget()
-        for who in ("ort", "fused") if r % 2 == 0 else ("fused", "ort"):
+        for who in (first, second) if r % 2 == 0 else (second, first):
             times[who].append(_median_call(calls[who]))
-    ratios = [o / f for o, f in zip(times["ort"], times["fused"], strict=True)]
-    return {
-        "fused_us": statistics.median(times["fused"]) * 1e6,
-        "ort_us": statistics.median(times["ort"]) * 1e6,
-        "ratio": statistics.median(ratios),
-    }
+    return times
+
+
+def _spread(ratios: Sequence[float]) -> float:
+    """The interquartile range of the per-round ratios relative to their median: how much
+    the rounds disagree (interleaving cancels slow drift; load that comes and goes shows)."""
+    q1, _, q3 = statistics.quantiles(ratios, n=4)
+    return (q3 - q1) / statistics.median(ratios)
 
 
 def _median_call(call: Callable[[], object]) -> float:
@@ -698,6 +825,42 @@ def _median_call(call: Callable[[], object]) -> float:
         call()
         samples.append(time.perf_counter() - t0)
     return statistics.median(samples)
+
+
+def _session_options() -> Any:
+    """Fresh onnxruntime SessionOptions with the user's settings (those that change how
+    fast a model runs) and their thread count: the measured sessions run as theirs will.
+    A copy, so the user's own object is never changed (the library is registered on the
+    fused side's copy)."""
+    import onnxruntime as onnxrt
+
+    m = _now()
+    so = onnxrt.SessionOptions()
+    if m.sess_options is not None:
+        for name in _SESSION_SETTINGS:
+            setattr(so, name, getattr(m.sess_options, name))
+    if m.threads is not None:
+        so.intra_op_num_threads = m.threads
+    return so
+
+
+def _context_key() -> str:
+    """What besides the kernel changes a measurement, as one hash: tc_graph's code,
+    onnxruntime's version, the session settings (threads above all; the default is one
+    per core), and the compiler, CPU model and ISA (cc.compiler_identity names the CPU
+    and its features, vector_unit what the kernels use)."""
+    import onnxruntime as onnxrt
+
+    so = _session_options()
+    settings = {name: str(getattr(so, name)) for name in _SESSION_SETTINGS}
+    return cc.cache_key(
+        "tc_graph decision",
+        code_version(),
+        f"onnxruntime {onnxrt.__version__}",
+        json.dumps(settings, sort_keys=True),
+        f"cores {os.cpu_count()}",
+        repr(cc.vector_unit()),
+    )
 
 
 def _decisions_path() -> Path:
@@ -741,6 +904,21 @@ def _store_decision(key: str, value: Mapping[str, Any]) -> None:
         os.replace(tmp, path)
 
 
+def clear_decisions() -> bool:
+    """Forget every cached decision (`tc-graph cache clear`); True if there were some."""
+    path = _decisions_path()
+    try:
+        path.unlink()
+    except FileNotFoundError:
+        return False
+    except OSError as e:
+        raise TcError(
+            f"cannot remove the cached decisions {path}: {e}",
+            hint="check the permissions of the kernel cache directory (TC_GRAPH_CACHE)",
+        ) from None
+    return True
+
+
 def setattr_decisions(
     model: onnx.ModelProto, decisions: Sequence[Decision], *, summary: str = ""
 ) -> None:
@@ -765,9 +943,12 @@ def verdict(d: Decision) -> str:
 
 
 def _reason_kind(why: str) -> str:
-    """A reason without its measured ratio, so that like reasons count together."""
+    """A reason without its measured ratio or spread, so that like reasons count together."""
     if why.startswith(_DROPPED):
         return "the whole model ran slower with them"
+    for unsteady in (_UNSTEADY, _UNSTEADY_WHOLE):
+        if why.startswith(unsteady):
+            return f"{unsteady} (a busy machine? optimize again when it is quiet)"
     return _RATIO.sub("", why)
 
 
@@ -867,7 +1048,8 @@ def _load(model: str | os.PathLike[str] | onnx.ModelProto) -> onnx.ModelProto:
     if isinstance(model, onnx.ModelProto):
         return model
     try:
-        proto = onnx.load(os.fspath(model))
+        # Only nodes are read: external data stays where it is (onnxruntime maps it).
+        proto = onnx.load(os.fspath(model), load_external_data=False)
     except Exception as e:  # OSError, protobuf's DecodeError, a checker ValidationError, ...
         raise TcError(f"cannot read ONNX model {os.fspath(model)!r}: {e}") from None
     if not proto.graph.output:
@@ -1074,20 +1256,21 @@ def InferenceSession(
     **kw: Any,
 ) -> Any:
     """An onnxruntime.InferenceSession with tc_graph's library registered and every
-    TcKernel compiled (from the cache, or now). It does not optimize: see optimize."""
+    TcKernel compiled (from the cache, or now). It does not optimize: see optimize.
+    A TcWarning says so where `providers` name a GPU provider: TcKernels run on the CPU."""
     import onnxruntime as onnxrt
 
+    device = ort.device_providers(providers or ())
+    if device:
+        warnings.warn(TcWarning(ort.cpu_only_note(device)), stacklevel=2)
     proto = _load(model)
     prepare(proto)
     so = sess_options if sess_options is not None else onnxrt.SessionOptions()
     ort.register(so)
-    source = os.fspath(model) if not isinstance(model, onnx.ModelProto) else None
-    return onnxrt.InferenceSession(
-        source if source is not None else proto.SerializeToString(),
-        so,
-        providers=list(providers) if providers else ["CPUExecutionProvider"],
-        **kw,
-    )
+    chosen = list(providers) if providers else ["CPUExecutionProvider"]
+    if isinstance(model, onnx.ModelProto):
+        return external.session(proto, so, chosen, **kw)
+    return onnxrt.InferenceSession(os.fspath(model), so, providers=chosen, **kw)
 
 
 def signature(model: onnx.ModelProto) -> str:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import heapq
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -125,6 +126,37 @@ def make_tc_node(name: str, attrs: NodeAttrs) -> onnx.NodeProto:
     return node
 
 
+_DOC_HEAD = "tc_graph: this TcKernel replaces these nodes of the original model (op_type name):"
+
+
+def replaced_doc(nodes: Sequence[onnx.NodeProto]) -> str:
+    """A TcKernel's doc_string: the nodes it replaced, one `op_type "name"` line each (the
+    name as a JSON string, empty for an unnamed node), so viewers such as Netron show
+    what was fused."""
+    lines = [_DOC_HEAD]
+    lines += [f"{n.op_type} {json.dumps(n.name, ensure_ascii=False)}" for n in nodes]
+    return "\n".join(lines)
+
+
+def replaced_nodes(node: onnx.NodeProto) -> list[tuple[str, str]]:
+    """(op_type, name) of each node a TcKernel replaced, read back from its doc_string;
+    empty when the doc_string is not one replaced_doc wrote."""
+    lines = node.doc_string.split("\n")
+    if lines[0] != _DOC_HEAD:
+        return []
+    out = []
+    for line in lines[1:]:
+        op_type, _, name = line.partition(" ")
+        try:
+            value = json.loads(name)
+        except ValueError:
+            return []
+        if not isinstance(value, str):
+            return []
+        out.append((op_type, value))
+    return out
+
+
 def rewrite(
     model: onnx.ModelProto,
     replacements: Sequence[tuple[Group, NodeAttrs]],
@@ -134,7 +166,8 @@ def rewrite(
     """A copy of `model` with each group replaced by one TcKernel node `tc_fused_<k>`.
 
     Group node indices refer to `model.graph.node` (use the model the groups were
-    computed on, i.e. `Graph.model`). Initializers and Constant/standard nodes that only
+    computed on, i.e. `Graph.model`). Each TcKernel's doc_string lists the nodes it
+    replaced (replaced_doc). Initializers and Constant/standard nodes that only
     fed removed nodes are dropped; the `ai.tc_graph` opset (version 1) is declared; the
     result passes onnx.checker (when `check`). TcError when a replacement does not fit
     its group: overlapping groups, a value used outside that the kernel does not
@@ -165,7 +198,9 @@ def rewrite(
         name = f"tc_fused_{counter}"
         existing_names.add(name)
         counter += 1
-        fused.append((min(group.nodes), make_tc_node(name, attrs)))
+        node = make_tc_node(name, attrs)
+        node.doc_string = replaced_doc([old_nodes[i] for i in sorted(group.nodes)])
+        fused.append((min(group.nodes), node))
 
     kept = [(i, node) for i, node in enumerate(old_nodes) if i not in removed]
     available = {v.name for v in graph.input} | {t.name for t in model.graph.initializer}

@@ -228,9 +228,21 @@ def compiler_identity() -> str:
     if cached is not None:
         return cached
     cc, args = compiler()
+    proc = _ask_compiler("--version")  # CC's own arguments may pick the compiler (ccache gcc)
+    lines = (proc.stdout or proc.stderr).strip().splitlines()
+    version = lines[0].strip() if lines else "unknown version"
+    resolved = shutil.which(cc) or cc
+    identity = " | ".join([resolved, version, shlex.join(args), _cpu_identity()])
+    _identity_memo[memo_key] = identity
+    return identity
+
+
+def _ask_compiler(*args: str) -> subprocess.CompletedProcess[str]:
+    """CC run with these arguments for what it prints (its version, its macros)."""
+    argv = _cc_argv()
     try:
-        proc = subprocess.run(
-            [*_cc_argv(), "--version"],  # CC's own arguments may pick the compiler (ccache gcc)
+        return subprocess.run(
+            [*argv, *args],
             capture_output=True,
             text=True,
             errors="replace",
@@ -238,17 +250,8 @@ def compiler_identity() -> str:
             stdin=subprocess.DEVNULL,
             check=False,
         )
-        lines = (proc.stdout or proc.stderr).strip().splitlines()
-        version = lines[0].strip() if lines else "unknown version"
     except (OSError, subprocess.TimeoutExpired) as exc:
-        raise TcError(
-            f"cannot run the C compiler {cc!r}: {exc}",
-            hint=_CC_HINT,
-        ) from None
-    resolved = shutil.which(cc) or cc
-    identity = " | ".join([resolved, version, shlex.join(args), _cpu_identity()])
-    _identity_memo[memo_key] = identity
-    return identity
+        raise TcError(f"cannot run the C compiler {argv[0]!r}: {exc}", hint=_CC_HINT) from None
 
 
 def vector_unit() -> VectorUnit:
@@ -277,21 +280,7 @@ def _predefined_macros() -> frozenset[str]:
     if macros is not None:
         return macros
     _, args = compiler()
-    try:
-        proc = subprocess.run(
-            [*_cc_argv(), *args, "-dM", "-E", "-x", "c", os.devnull],
-            capture_output=True,
-            text=True,
-            errors="replace",
-            timeout=_VERSION_TIMEOUT_S,
-            stdin=subprocess.DEVNULL,
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise TcError(
-            f"cannot run the C compiler: {exc}",
-            hint=_CC_HINT,
-        ) from None
+    proc = _ask_compiler(*args, "-dM", "-E", "-x", "c", os.devnull)
     macros = frozenset(
         ln.split()[1] for ln in proc.stdout.splitlines() if ln.startswith("#define ")
     )

@@ -13,6 +13,7 @@ import platform
 import re
 import shlex
 import threading
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -28,6 +29,8 @@ __all__ = [
     "KERNEL_DIR_ENV",
     "OP_TYPE",
     "api_versions",
+    "cpu_only_note",
+    "device_providers",
     "library_path",
     "register",
 ]
@@ -46,6 +49,14 @@ _EXTRA_LIBS: tuple[str, ...] = ("-ldl",)
 # A deployed library must load on any x86-64 CPU so that it can refuse a kernel the CPU
 # cannot run with a message, not die of an illegal instruction.
 _PORTABLE_FLAGS: tuple[str, ...] = ("-march=x86-64", "-mtune=generic")
+
+# onnxruntime's execution providers that run nodes on a device other than the host CPU.
+_DEVICE_PROVIDERS = frozenset({
+    "CUDAExecutionProvider", "ROCMExecutionProvider", "MIGraphXExecutionProvider",
+    "TensorrtExecutionProvider", "NvTensorRTRTXExecutionProvider", "DmlExecutionProvider",
+    "WebGpuExecutionProvider", "CoreMLExecutionProvider", "QNNExecutionProvider",
+    "CANNExecutionProvider", "OpenVINOExecutionProvider",
+})  # fmt: skip
 
 _lock = threading.Lock()
 _memo: dict[tuple[str | None, ...], Path] = {}
@@ -98,3 +109,22 @@ def library_path(*, portable: bool = False) -> str:
 def register(so: onnxruntime.SessionOptions) -> None:
     """Make ``TcKernel`` nodes runnable in sessions created with these options."""
     so.register_custom_ops_library(library_path())
+
+
+def device_providers(providers: Iterable[str | tuple[str, object]]) -> list[str]:
+    """The device (GPU, NPU) execution providers among `providers`, as onnxruntime takes
+    them: names, or (name, options) pairs."""
+    names = [p if isinstance(p, str) else p[0] for p in providers]
+    return [n for n in names if n in _DEVICE_PROVIDERS]
+
+
+def cpu_only_note(device: Iterable[str]) -> str:
+    """What a session with device providers should know: the native library registers
+    TcKernel for the CPU only, so onnxruntime places every TcKernel there."""
+    names = ", ".join(device)
+    return (
+        f"TcKernel nodes run on the CPU, not on {names}: in such a session each TcKernel "
+        "copies its inputs from the device to the host and its outputs back, on every run. "
+        "tc_graph measured its fusions against onnxruntime on the CPU; for a GPU session, "
+        "compare with the original model"
+    )

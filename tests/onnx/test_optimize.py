@@ -534,8 +534,8 @@ def test_groups_are_dropped_until_the_whole_model_is_not_slower(
 def test_the_whole_model_check_runs_both_models_for_real(
     small: dict, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Without stand-ins: the whole-model race compares outputs and times both models, and
-    its verdict is cached with the group decisions."""
+    """Without stand-ins: the whole-model race compares outputs and times both models (on
+    a loaded machine its rounds may disagree: then it says so and decides nothing)."""
     OPT = importlib.import_module("tc_graph.graph.optimize")
     monkeypatch.setenv("TC_GRAPH_CACHE", str(tmp_path / "cache"))
     model, feeds, _ = small["tbmm"]
@@ -545,7 +545,8 @@ def test_the_whole_model_check_runs_both_models_for_real(
     forced = tg.optimize(model, force=True)
     original, rewritten = OPT._fed_models(g, forced, sample)
     verdict = OPT._race(original, rewritten, sample)
-    assert "why" not in verdict and verdict["ratio"] > 0, verdict
+    timed = "why" not in verdict and verdict["ratio"] > 0
+    assert timed or verdict.get("unsteady") is True, verdict
     # A rewritten model that computes something else is caught by the same race.
     broken = onnx.ModelProto()
     broken.CopyFrom(rewritten)

@@ -258,8 +258,14 @@ def test_library_is_built_once_and_exports_only_its_entry_point() -> None:
         lib.create_kernel_v2  # noqa: B018 -- hidden by -fvisibility=hidden
 
 
-def test_library_is_rebuilt_when_the_cache_entry_is_gone() -> None:
+def test_library_is_rebuilt_when_the_cache_entry_is_gone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A cache of its own: removing the shared one's entry broke the sessions of the other
+    # xdist worker, which loaded the library from it at that moment.
+    monkeypatch.setenv("TC_GRAPH_CACHE", str(tmp_path))
     path = Path(tort.library_path())
+    assert path.parent.parent == tmp_path
     shutil.rmtree(path.parent)  # `tc-graph cache clear`; loaded copies stay mapped
     assert tort.library_path() == str(path)
     assert cc.lookup(path.parent.name) == path

@@ -1,0 +1,306 @@
+"""Cached optimize decisions (issue 14, "never slower, for real"): what is remembered,
+under which key, and what is measured again.
+
+The timing is a stand-in (monkeypatched): what these tests check is what optimize does
+with a verdict, not how fast a kernel is. Whatever is decided, the optimized model must
+compute what onnxruntime computes on the original model.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import helper, numpy_helper
+
+import tc_graph as tg
+from tc_graph.cli import main as cli_main
+from tc_graph.graph import models
+
+OPT = importlib.import_module("tc_graph.graph.optimize")
+RTOL, ATOL = 1e-4, 1e-5
+
+
+def _model() -> onnx.ModelProto:
+    """Gemm+Relu: one candidate group, which is not split."""
+    rng = np.random.default_rng(3)
+    inits = [
+        numpy_helper.from_array(rng.standard_normal((6, 5)).astype(np.float32), "w"),
+        numpy_helper.from_array(rng.standard_normal(6).astype(np.float32), "b"),
+    ]
+    graph = helper.make_graph(
+        [
+            helper.make_node("Gemm", ["X", "w", "b"], ["g"], transB=1),
+            helper.make_node("Relu", ["g"], ["Y"]),
+        ],
+        "gemm_relu",
+        [helper.make_tensor_value_info("X", onnx.TensorProto.FLOAT, [4, 5])],
+        [helper.make_tensor_value_info("Y", onnx.TensorProto.FLOAT, [4, 6])],
+        inits,
+    )
+    return helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", models.OPSET)], ir_version=models.IR_VERSION
+    )
+
+
+MODEL = _model()
+
+
+class Race:
+    """A stand-in for optimize's race: the group's subgraph runs `group` times faster,
+    the whole model `whole` times; `races` lists which was raced ("group" or "whole")."""
+
+    def __init__(self, group: float = 2.0, whole: float = 1.2) -> None:
+        self.group, self.whole = group, whole
+        self.races: list[str] = []
+        self.threads: list[int] = []
+
+    def __call__(self, original: onnx.ModelProto, fused: onnx.ModelProto, feeds: dict) -> dict:
+        which = "group" if fused.graph.name == "fused" else "whole"
+        self.races.append(which)
+        self.threads.append(OPT._session_options().intra_op_num_threads)
+        ratio = self.group if which == "group" else self.whole
+        return {"fused_us": 1.0, "ort_us": ratio, "ratio": ratio}
+
+    def taken(self) -> list[str]:
+        out, self.races = self.races, []
+        return out
+
+
+@pytest.fixture
+def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A kernel cache of the test's own; its decisions.json."""
+    monkeypatch.setenv("TC_GRAPH_CACHE", str(tmp_path / "cache"))
+    return tmp_path / "cache" / "decisions.json"
+
+
+def _optimize(**kw: Any) -> onnx.ModelProto:
+    """optimize MODEL, its outputs checked against onnxruntime on the original."""
+    optimized = tg.optimize(MODEL, **kw)
+    feeds = models.sample_inputs(MODEL, seed=5)
+    plain = ort.InferenceSession(MODEL.SerializeToString(), providers=["CPUExecutionProvider"])
+    want = plain.run(None, feeds)
+    got = tg.InferenceSession(optimized).run(None, feeds)
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(g, w, rtol=RTOL, atol=ATOL)
+    return optimized
+
+
+def _kernels(model: onnx.ModelProto) -> int:
+    return sum(n.op_type == "TcKernel" for n in model.graph.node)
+
+
+def _decisions(model: onnx.ModelProto) -> list[dict[str, Any]]:
+    (entry,) = [p.value for p in model.metadata_props if p.key == "tc_graph.decisions"]
+    return json.loads(entry)
+
+
+def _cached(path: Path) -> dict[str, Any]:
+    """The cached decisions, without the code version."""
+    if not path.exists():
+        return {}
+    return {k: v for k, v in json.loads(path.read_text()).items() if k != "code"}
+
+
+def test_a_losing_whole_model_is_never_cached_and_raced_again(
+    cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The group wins alone but the whole model loses: nothing is fused, only the group's
+    own measurement is cached, and the next optimize races the whole model again (and
+    fuses once the whole model wins)."""
+    race = Race(group=2.0, whole=0.8)
+    monkeypatch.setattr(OPT, "_race", race)
+    optimized = _optimize()
+    assert race.taken() == ["group", "whole"]
+    assert _kernels(optimized) == 0
+    (made,) = _decisions(optimized)
+    assert made["why"] == "dropped: the whole model with it ran 0.80x" and not made["fused"]
+    assert [v["ratio"] for v in _cached(cache).values()] == [2.0]  # the group's, not a verdict
+    _optimize()
+    assert race.taken() == ["whole"]  # the group's decision cached, the whole model not
+    race.whole = 1.3
+    optimized = _optimize()
+    assert race.taken() == ["whole"]
+    assert _kernels(optimized) == 1
+    (summary,) = [p.value for p in optimized.metadata_props if p.key == "tc_graph.summary"]
+    assert summary == "1 of 1 group fused, 1.30 times faster on the sample inputs"
+    race.whole = 0.9  # a cached win is checked again: the whole model now loses
+    assert _kernels(_optimize()) == 0
+    assert race.taken() == ["whole"]
+
+
+def _scripted_rounds(spreads: list[bool]) -> tuple[Callable[..., dict], list[bool]]:
+    """A stand-in for the timed rounds: each call takes the next entry of `spreads`, and
+    gives rounds that disagree wildly (True) or agree on 2x (False)."""
+    rng = np.random.default_rng(11)
+    taken: list[bool] = []
+
+    def rounds(calls: dict) -> dict[str, list[float]]:
+        noisy = spreads.pop(0) if spreads else False
+        taken.append(noisy)
+        fused = list(rng.uniform(1.0, 4.0, OPT.ROUNDS)) if noisy else [1e-3] * OPT.ROUNDS
+        return {"ort": [2e-3] * OPT.ROUNDS, "fused": [f * 1e-3 for f in fused] if noisy else fused}
+
+    return rounds, taken
+
+
+def test_noisy_rounds_are_repeated_then_discarded_never_cached(
+    cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Rounds that disagree are timed again, at most TRIES times; if they never agree the
+    group is left to onnxruntime, uncached, and the next optimize measures it again."""
+    rounds, taken = _scripted_rounds([True] * OPT.TRIES)
+    monkeypatch.setattr(OPT, "_rounds", rounds)
+    optimized = _optimize()
+    assert taken == [True] * OPT.TRIES  # the group's race gave up; no whole-model race
+    (made,) = _decisions(optimized)
+    assert made["why"].startswith("not measured: the timings disagree (rounds spread ")
+    assert not made["fused"] and _kernels(optimized) == 0
+    assert _cached(cache) == {}
+    (summary,) = [p.value for p in optimized.metadata_props if p.key == "tc_graph.summary"]
+    assert summary == (
+        "nothing fused: not measured: the timings disagree (a busy machine? optimize again "
+        "when it is quiet) (1 of 1 group)"
+    )
+    # Noisy once, then steady: measured again, and the steady result counts and is kept.
+    rounds, taken = _scripted_rounds([True, False, False])
+    monkeypatch.setattr(OPT, "_rounds", rounds)
+    optimized = _optimize()
+    assert taken == [True, False, False]  # the group twice, then the whole model
+    assert _kernels(optimized) == 1
+    assert [v["ratio"] for v in _cached(cache).values()] == [2.0]
+
+
+def test_a_whole_model_that_cannot_be_timed_steadily_keeps_nothing(
+    cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rounds, taken = _scripted_rounds([False, *[True] * OPT.TRIES])
+    monkeypatch.setattr(OPT, "_rounds", rounds)
+    optimized = _optimize()
+    assert taken == [False, *[True] * OPT.TRIES]
+    (made,) = _decisions(optimized)
+    assert made["why"].startswith("dropped: the whole model could not be timed steadily")
+    assert _kernels(optimized) == 0
+
+
+def test_a_changed_key_part_misses_the_cache(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another onnxruntime or another thread count measures again; the same settings
+    find the cached decision."""
+    race = Race()
+    monkeypatch.setattr(OPT, "_race", race)
+    _optimize()
+    assert race.taken() == ["group", "whole"]
+    _optimize()
+    assert race.taken() == ["whole"]
+    _optimize(threads=1)
+    assert race.taken() == ["group", "whole"]
+    assert race.threads[-1] == 1  # the measured sessions ran with the threads asked for
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = 1
+    _optimize(sess_options=so)  # the same settings, given as session options: a hit
+    assert race.taken() == ["whole"]
+    monkeypatch.setattr(ort, "__version__", "0.0.0-another")
+    _optimize()
+    assert race.taken() == ["group", "whole"]
+    assert len(_cached(cache)) == 3
+
+
+def test_session_options_are_copied_not_changed(
+    cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The measured sessions take the user's settings, `threads` overriding their
+    intra-op count; the user's own object is left as it was."""
+    seen: list[tuple[int, Any]] = []
+
+    def race(original: onnx.ModelProto, fused: onnx.ModelProto, feeds: dict) -> dict:
+        so = OPT._session_options()
+        seen.append((so.intra_op_num_threads, so.graph_optimization_level))
+        return {"fused_us": 1.0, "ort_us": 2.0, "ratio": 2.0}
+
+    monkeypatch.setattr(OPT, "_race", race)
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+    so.intra_op_num_threads = 2
+    _optimize(sess_options=so, threads=1)
+    assert set(seen) == {(1, ort.GraphOptimizationLevel.ORT_ENABLE_BASIC)}
+    assert so.intra_op_num_threads == 2
+
+
+def test_cache_clear_removes_decisions(
+    cache: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    race = Race()
+    monkeypatch.setattr(OPT, "_race", race)
+    _optimize()
+    assert _cached(cache) and race.taken() == ["group", "whole"]
+    assert cli_main(["cache", "clear"]) == 0
+    assert "removed the cached optimize decisions" in capsys.readouterr().out
+    assert not cache.exists()
+    _optimize()
+    assert race.taken() == ["group", "whole"]
+
+
+def test_remeasure_ignores_cached_decisions(
+    cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    race = Race()
+    monkeypatch.setattr(OPT, "_race", race)
+    _optimize()
+    race.taken()
+    race.group = 0.5  # what a remeasure finds now
+    optimized = _optimize(remeasure=True)
+    assert race.taken() == ["group"]
+    assert _kernels(optimized) == 0
+    assert [v["ratio"] for v in _cached(cache).values()] == [0.5]  # the new measurement
+    race.group = 3.0
+    onnx.save(MODEL, tmp_path / "in.onnx")
+    argv = ["optimize", str(tmp_path / "in.onnx"), str(tmp_path / "out.onnx")]
+    assert cli_main([*argv, "--remeasure"]) == 0
+    assert race.taken() == ["group", "whole"]
+    assert _kernels(onnx.load(tmp_path / "out.onnx")) == 1
+    assert cli_main(argv) == 0
+    assert race.taken() == ["whole"]
+
+
+def test_min_speedup_is_the_threshold(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A 1.10x group is fused at the default 1.05x, not at min_speedup=1.2; the cached
+    measurement serves both (the threshold is applied to it, not stored)."""
+    race = Race(group=1.1)
+    monkeypatch.setattr(OPT, "_race", race)
+    assert _kernels(_optimize()) == 1
+    assert race.taken() == ["group", "whole"]
+    optimized = _optimize(min_speedup=1.2)
+    assert race.taken() == []
+    (made,) = _decisions(optimized)
+    assert made["why"] == "1.10x, less than the 1.20x needed" and _kernels(optimized) == 0
+    assert _kernels(_optimize(min_speedup=1.1)) == 1
+
+
+@pytest.mark.parametrize(
+    ("kw", "message"),
+    [
+        ({"min_speedup": 0.9}, "min_speedup must be a finite number of at least 1.0"),
+        ({"min_speedup": float("nan")}, "min_speedup must be a finite number of at least 1.0"),
+        ({"threads": 0}, "threads must be a positive integer or None"),
+        ({"threads": 1.5}, "threads must be a positive integer or None"),
+        ({"sess_options": {"threads": 1}}, "sess_options must be an onnxruntime.SessionOptions"),
+    ],
+)
+def test_bad_measuring_arguments_are_a_clean_error(kw: dict, message: str) -> None:
+    with pytest.raises(tg.TcError, match=message):
+        tg.optimize(MODEL, **kw)
+
+
+def test_cache_clear_says_when_decisions_cannot_be_removed(
+    cache: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cache.mkdir(parents=True)  # a directory where the file should be: unlink fails
+    assert cli_main(["cache", "clear"]) == 1
+    assert "cannot remove the cached decisions" in capsys.readouterr().err
