@@ -214,6 +214,7 @@ class _Printer:
         # each enclosing mark (poly/cpu.py records it in the mark); None otherwise.
         self.proved = proved
         self.mark_depth: dict[str, int | None] = {}
+        self._touchers: dict[str, frozenset[str]] | None = None
 
     def out(self, depth: int, text: str) -> None:
         self.lines.append("  " * depth + text)
@@ -1117,17 +1118,30 @@ class _Printer:
             rows = 1
         first = re.compile(rf"{it}( \+ c\d+)?" if rows > 1 else re.escape(it))
         names = {st.name for st, _ in users}
+        touchers = self.touchers()
         out = []
         for temp in self.program.temporaries:
             shape = self.scop.shapes[temp]
             if not shape or rows * math.prod(shape[1:]) * 8 > _PRIVATE_BYTES:
                 continue
-            if any(_touches(s, temp) for s in self.scop.statements if s.name not in names):
+            if not touchers.get(temp, frozenset()) <= names:
                 continue
-            touching = [(st, args) for st, args in users if _touches(st, temp)]
+            touching = [(st, args) for st, args in users if st.name in touchers.get(temp, ())]
             if touching and all(_first_index_is(st, args, temp, first) for st, args in touching):
                 out.append((temp, rows))
         return out
+
+    def touchers(self) -> dict[str, frozenset[str]]:
+        """Each tensor's statements that read or write it, worked out once per printer:
+        privatizable asks for every parallel loop and temporary, and walking every
+        statement's expression each time was quadratic (minutes on a whole network)."""
+        if self._touchers is None:
+            names: dict[str, set[str]] = {}
+            for st in self.scop.statements:
+                for tensor in _touched(st):
+                    names.setdefault(tensor, set()).add(st.name)
+            self._touchers = {t: frozenset(n) for t, n in names.items()}
+        return self._touchers
 
     # -- the kernel ------------------------------------------------------
     def arguments(self) -> None:
@@ -1333,11 +1347,12 @@ def _blocks(lo: int, hi: int, size: int) -> list[tuple[int, int]]:
     return [b for b in ((full, size), (1, rest)) if b[0] and b[1]]
 
 
-def _touches(st: ScopStmt, tensor: str) -> bool:
+def _touched(st: ScopStmt) -> set[str]:
+    """The tensors a statement reads or writes."""
     if st.kind == "check":
         assert st.checked is not None
-        return any(r.tensor == tensor for r in ir.reads(st.checked.subscripts[st.checked_dim]))
-    return st.source.tensor == tensor or any(r.tensor == tensor for r in ir.reads(st.source.rhs))
+        return {r.tensor for r in ir.reads(st.checked.subscripts[st.checked_dim])}
+    return {st.source.tensor, *(r.tensor for r in ir.reads(st.source.rhs))}
 
 
 def _first_index_is(st: ScopStmt, args: Sequence[str], tensor: str, loop: re.Pattern[str]) -> bool:

@@ -41,7 +41,7 @@ from ..api import define
 from ..errors import TcError, TcWarning
 from ..options import MappingOptions
 from ..runtime import cc, ort
-from ..runtime.kernel import code_version
+from ..runtime.kernel import CompileTimeout, code_version, compile_timeout
 from . import external
 from . import translate as tr
 from .model import TC_DOMAIN, TC_OP, Graph
@@ -65,6 +65,16 @@ TRIES = 3
 # Fused outputs are compared with onnxruntime's before a group is kept.
 RTOL, ATOL = 1e-3, 1e-4
 _DECISIONS = "decisions.json"
+BUDGET_S = 90.0
+"""optimize's default time for deciding, in seconds. Compiling a group takes up to about
+12 s (see partition.MAX_GROUP_NODES) and the last one started may finish past the
+budget, so at 90 s a whole network (densenet121: 910 translatable nodes) is done in
+under the 120 s promised, the groups not reached left to onnxruntime."""
+
+OVER_BUDGET = "not measured within the budget"
+# The clock the budget is counted on (a seam for tests).
+_clock = time.monotonic
+
 # Gather tables from this size on are fed to the measured sessions rather than embedded.
 _FED_BYTES = 1 << 24
 # Sample inputs of a measurement (a group's, or the whole model's) may take this much
@@ -133,6 +143,7 @@ class _Compiled:
     attrs: NodeAttrs
     feeds: dict[str, np.ndarray]  # sample values of the group's runtime inputs
     unsampled: str = ""  # why there are no samples (too large): it cannot be measured
+    runtime: tuple[str, ...] = ()  # the runtime inputs a measurement makes samples of
 
 
 @dataclass(frozen=True)
@@ -155,18 +166,24 @@ def optimize(
     threads: int | None = None,
     min_speedup: float = MIN_SPEEDUP,
     remeasure: bool = False,
+    budget_s: float | None = BUDGET_S,
 ) -> onnx.ModelProto:
     """A copy of the model with every group that pays off replaced by a TcKernel node,
     measured under the session settings the model will run with (`sess_options`, and
     `threads` intra-op threads), a group kept when it is `min_speedup` times faster.
     `remeasure` ignores the decisions cached by earlier calls. A model file's big
     initializers stored as external data stay there: the result names them as
-    `onnx.load(path, load_external_data=False)` would (save it with save_model)."""
+    `onnx.load(path, load_external_data=False)` would (save it with save_model).
+    `budget_s` bounds the time spent deciding (None: no bound): once it is spent, no
+    compile or measurement goes on, and the groups left stay with onnxruntime, "not
+    measured within the budget"."""
     measuring = _measuring(sess_options, threads, min_speedup, remeasure)
     token = _MEASURING.set(measuring)
+    budget = _DEADLINE.set(_deadline(budget_s))
     try:
         return _optimize_model(model, force=force, tune=tune, report=report, progress=progress)
     finally:
+        _DEADLINE.reset(budget)
         _MEASURING.reset(token)
 
 
@@ -233,6 +250,7 @@ def _optimize_model(
 
 def _optimize(g: Graph, *, force: bool, report: bool, progress: bool) -> onnx.ModelProto:
     opset = tr.opset_version(g.model)
+    deadline = _DEADLINE.get()
 
     def translatable(node: onnx.NodeProto) -> str | None:
         return tr.translatable(node, g.types, g.constants, opset=opset)
@@ -243,9 +261,11 @@ def _optimize(g: Graph, *, force: bool, report: bool, progress: bool) -> onnx.Mo
     chosen: list[_Choice] = []
     decisions: list[Decision] = []
     with _progress(len(groups), progress) as step:
-        for group in groups:
-            _decide(g, group, force, chosen, decisions, name=f"fused{len(decisions)}")
+        for k, group in enumerate(groups):
+            name = f"fused{len(decisions)}"
+            _decide(g, group, force, chosen, decisions, name=name, deadline=deadline)
             step()
+            _log_progress(k + 1, len(groups), decisions[-1], deadline)
     whole = None if force else _keep_what_pays_whole(g, chosen, decisions)
     # The summary names why nodes were not translated only where there is no group.
     left = untranslated(g, translatable) if report or not decisions else []
@@ -265,23 +285,86 @@ def _decide(
     decisions: list[Decision],
     *,
     name: str,
+    deadline: float = math.inf,
 ) -> None:
     """Keep the group, or else try its parts (see _split), recursively. A model like
     prodmodel then keeps the parts that pay. (Dropping a big Gemm that loses alone and
     fusing all the rest, Concat with the lookups, measured slower on prodmodel: 1.14x
     against 1.23x for this split, interleaved.) A group whose timing never settled is not
-    split: its parts would meet the same load."""
-    decision, compiled = _evaluate(g, group, force, name=name)
-    if not decision.fused and not decision.why.startswith(_UNSTEADY):  # noise is not a loss
+    split: its parts would meet the same load. Past the deadline nothing more is
+    compiled: the group stays with onnxruntime."""
+    left = deadline - _clock()
+    if left <= 0:
+        decisions.append(_over_budget(g, group))
+        return
+    token = _MEASURE_DEADLINE.set(deadline)
+    try:
+        with compile_timeout(left):
+            decision, compiled = _evaluate(g, group, force, name=name)
+    except (CompileTimeout, _OverBudget):
+        log.debug("%s: its compile or measurement ran past the budget", name)
+        decisions.append(_over_budget(g, group))
+        return
+    finally:
+        _MEASURE_DEADLINE.reset(token)
+    # A timing that never settled is noise, not a loss; past the budget, no parts.
+    if not decision.fused and not decision.why.startswith(_UNSTEADY) and _clock() < deadline:
         parts = _split(g, group)
         if parts:
             log.debug("%s: trying its %s instead", name, _plural(len(parts), "part"))
             for k, part in enumerate(parts):
-                _decide(g, part, force, chosen, decisions, name=f"{name}_{k}")
+                _decide(g, part, force, chosen, decisions, name=f"{name}_{k}", deadline=deadline)
             return
     decisions.append(decision)
     if decision.fused and compiled is not None:
         chosen.append(_Choice(group, compiled.attrs, len(decisions) - 1))
+
+
+def _deadline(budget_s: float | None) -> float:
+    """The monotonic time past which optimize starts no new compile."""
+    if budget_s is None:
+        return math.inf
+    if not budget_s >= 0:
+        raise TcError(
+            f"budget_s must be a number of seconds >= 0, not {budget_s!r}",
+            hint="pass budget_s=None for no bound",
+        )
+    return _clock() + budget_s
+
+
+# The _clock() past which the optimize call in progress decides nothing more.
+_DEADLINE: contextvars.ContextVar[float] = contextvars.ContextVar(
+    "tc_graph_optimize_deadline", default=math.inf
+)
+# The _clock() past which a group's measurement stops (see _within_budget).
+_MEASURE_DEADLINE: contextvars.ContextVar[float] = contextvars.ContextVar(
+    "tc_graph_measure_deadline", default=math.inf
+)
+
+
+class _OverBudget(Exception):
+    """A group's measurement stopped at the budget (caught in _decide; nothing cached)."""
+
+
+def _within_budget() -> None:
+    """Between rounds of a group's race: a kernel far slower than onnxruntime took 44 s
+    to time on densenet121, so the budget must bound measuring too."""
+    if _clock() >= _MEASURE_DEADLINE.get():
+        raise _OverBudget
+
+
+def _over_budget(g: Graph, group: Group) -> Decision:
+    ops, shapes = _describe(g, group)
+    return Decision(ops, shapes, None, None, False, OVER_BUDGET)
+
+
+def _log_progress(done: int, total: int, last: Decision, deadline: float) -> None:
+    """Progress for logs (the bar shows it on a terminal): groups done, the latest
+    verdict, and the budget left."""
+    left = deadline - _clock()
+    budget = "" if math.isinf(deadline) else f"; {max(0.0, left):.0f} s of the budget left"
+    ops = last.ops if len(last.ops) <= 60 else last.ops[:57] + "..."
+    log.info("group %d of %d (%s): %s%s", done, total, ops, verdict(last), budget)
 
 
 def _keep_what_pays_whole(
@@ -487,7 +570,12 @@ def _compile(g: Graph, group: Group, *, name: str, sample: bool) -> _Compiled:
     unsampled = ""
     if sample:
         try:
-            feeds = _samples(g, runtime, _index_extents(g, group.nodes))
+            # Only the tuner runs kernels while compiling; a measurement makes its
+            # samples itself, and a cached decision needs none (they took most of a
+            # warm optimize).
+            _check_sample_size(g, runtime)
+            if _TUNING.get():
+                feeds = _samples(g, runtime, _index_extents(g, group.nodes))
         except _TooLarge as e:
             unsampled = str(e)
     values: list[np.ndarray] = []
@@ -520,7 +608,7 @@ def _compile(g: Graph, group: Group, *, name: str, sample: bool) -> _Compiled:
     )
     attrs = replace(attrs, kernel_key=kernel_key(attrs.attributes()))
     cc.adopt(attrs.kernel_key, kernel.library, stamp=_stamp())
-    return _Compiled(group, attrs, feeds, unsampled)
+    return _Compiled(group, attrs, feeds, unsampled, runtime=tuple(runtime) if sample else ())
 
 
 def _index_extents(g: Graph, nodes: Iterable[int]) -> dict[str, int]:
@@ -545,9 +633,8 @@ class _TooLarge(Exception):
     """Sample inputs that would take too much memory (caught in this module)."""
 
 
-def _samples(g: Graph, names: Sequence[str], indices: Mapping[str, int]) -> dict[str, np.ndarray]:
-    """Sample values of runtime inputs of static types; _TooLarge where they would take
-    more than _SAMPLE_MAX_BYTES in all, or the allocation fails."""
+def _check_sample_size(g: Graph, names: Sequence[str]) -> int:
+    """The bytes samples of these runtime inputs take; _TooLarge past _SAMPLE_MAX_BYTES."""
     names = list(dict.fromkeys(names))
     total = sum(math.prod(g.types[v][1]) * np.dtype(g.types[v][0]).itemsize for v in names)
     if total > _SAMPLE_MAX_BYTES:
@@ -555,6 +642,14 @@ def _samples(g: Graph, names: Sequence[str], indices: Mapping[str, int]) -> dict
             f"its sample inputs would take {total / 2**20:.0f} MiB "
             f"(the limit is {_SAMPLE_MAX_BYTES / 2**20:.0f} MiB)"
         )
+    return total
+
+
+def _samples(g: Graph, names: Sequence[str], indices: Mapping[str, int]) -> dict[str, np.ndarray]:
+    """Sample values of runtime inputs of static types; _TooLarge where they would take
+    more than _SAMPLE_MAX_BYTES in all, or the allocation fails."""
+    names = list(dict.fromkeys(names))
+    total = _check_sample_size(g, names)
     rng = np.random.default_rng(0)
     feeds: dict[str, np.ndarray] = {}
     try:
@@ -604,7 +699,7 @@ def _subgraph_models(
     group, attrs = c.group, c.attrs
     nodes = [g.node(n) for n in group.nodes]
     tables = {n.input[0] for n in nodes if n.op_type == "Gather"}
-    feeds = dict(c.feeds)
+    feeds = dict(c.feeds) or _samples(g, c.runtime, _index_extents(g, group.nodes))
     for v in sorted(tables):
         if v in g.constants and v not in feeds and g.constants[v].nbytes >= _FED_BYTES:
             feeds[v] = np.asarray(g.constants[v])
@@ -651,7 +746,10 @@ def _subgraph_models(
 
 
 def _measure(g: Graph, c: _Compiled) -> dict[str, Any]:
-    original, fused, feeds = _subgraph_models(g, c)
+    try:
+        original, fused, feeds = _subgraph_models(g, c)
+    except _TooLarge as e:  # the samples did not fit in memory after all
+        return {"why": f"not measured: {e}"}
     return _race(original, fused, feeds)
 
 
@@ -705,6 +803,7 @@ def _rounds(calls: Mapping[str, Callable[[], object]]) -> dict[str, list[float]]
     first, second = calls
     times: dict[str, list[float]] = {first: [], second: []}
     for r in range(ROUNDS):
+        _within_budget()
         for who in (first, second) if r % 2 == 0 else (second, first):
             times[who].append(_median_call(calls[who]))
     return times
@@ -722,6 +821,7 @@ def _median_call(call: Callable[[], object]) -> float:
     start = time.perf_counter()
     samples = []
     while not samples or time.perf_counter() - start < ROUND_S:
+        _within_budget()  # a slow kernel's calls take seconds each
         t0 = time.perf_counter()
         call()
         samples.append(time.perf_counter() - t0)

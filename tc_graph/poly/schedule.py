@@ -94,6 +94,7 @@ class _Scheduler:
         self.order = {s.name: loop_order(s) for s in scop.statements}
         self.by_name = {s.name: s for s in scop.statements}
         self.deps = scop.dependences
+        self.deps_from = _by_source(self.deps)
 
     def prefix(self, name: str, depth: int) -> isl.Map:
         """{ S[iterators] -> [the first `depth` loops] }"""
@@ -117,10 +118,15 @@ class _Scheduler:
         return out
 
     def deps_among(self, names: Sequence[str]) -> isl.UnionMap:
-        dom = isl.UnionSet.empty(isl.Space.params_alloc(_CTX, 0))
-        for n in names:
-            dom = dom.union(isl.UnionSet.from_set(self.by_name[n].domain))
-        return self.deps.intersect_domain(dom).intersect_range(dom)
+        """The dependences between statements of names: the pieces of `deps` indexed by
+        source statement, so the cost follows the dependences among names, not all."""
+        among = set(names)
+        out = isl.UnionMap.empty(isl.Space.params_alloc(_CTX, 0))
+        for n in among:
+            for sink, m in self.deps_from.get(n, ()):
+                if sink in among:
+                    out = out.union(isl.UnionMap.from_map(m))
+        return out
 
     def distances(self, names: Sequence[str], depth: int) -> isl.UnionMap:
         """Dependences among names as pairs of loop prefixes of length `depth`."""
@@ -198,13 +204,12 @@ class _Scheduler:
 
     def related(self, group: Sequence[str], n: str) -> bool:
         """Some dependence links n with a statement of group."""
-        one = isl.UnionSet.from_set(self.by_name[n].domain)
-        rest = isl.UnionSet.empty(isl.Space.params_alloc(_CTX, 0))
-        for m in group:
-            rest = rest.union(isl.UnionSet.from_set(self.by_name[m].domain))
-        forward = self.deps.intersect_domain(rest).intersect_range(one)
-        backward = self.deps.intersect_domain(one).intersect_range(rest)
-        return not (forward.is_empty() and backward.is_empty())
+        members = set(group)
+        forward = (
+            not d.is_empty() for m in members for sink, d in self.deps_from.get(m, ()) if sink == n
+        )
+        backward = (not d.is_empty() for sink, d in self.deps_from.get(n, ()) if sink in members)
+        return any(forward) or any(backward)
 
     def keeps_loop(self, name: str, depth: int) -> bool:
         """A dot product's output loop stays its own: the printer tiles it with the
@@ -238,6 +243,17 @@ class _Scheduler:
             keep = min(3, depth + 1)
             return all(self.carried_free(names, depth + 1, k) for k in range(keep))
         return True
+
+
+def _by_source(deps: isl.UnionMap) -> dict[str, list[tuple[str, isl.Map]]]:
+    """Each dependence map under the name of its source statement, with its sink's."""
+    maps: list[isl.Map] = []
+    deps.foreach_map(maps.append)
+    out: dict[str, list[tuple[str, isl.Map]]] = {}
+    for m in maps:
+        source = m.get_tuple_name(isl.dim_type.in_)
+        out.setdefault(source, []).append((m.get_tuple_name(isl.dim_type.out), m))
+    return out
 
 
 def _origin(name: str) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import islpy as isl
 
@@ -51,7 +52,12 @@ class Scop:
         return out
 
     def statement(self, name: str) -> ScopStmt:
-        return next(s for s in self.statements if s.name == name)
+        return self._by_name[name]
+
+    @cached_property
+    def _by_name(self) -> dict[str, ScopStmt]:
+        """Statements by name, built once: the printer looks one up per AST leaf."""
+        return {s.name: s for s in self.statements}
 
 
 def specialize(

@@ -6,13 +6,19 @@ a dlopen); only a miss runs scop → schedule → mapping → C → compiler.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import ctypes
 import functools
 import hashlib
 import logging
+import math
+import multiprocessing
 import operator
+import os
+import signal
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +39,54 @@ from . import cc
 log = logging.getLogger(__name__)
 
 ENTRY = "tc_kernel"
+
+# The time.monotonic() past which a kernel cache miss is killed (see compile_timeout).
+_DEADLINE: contextvars.ContextVar[float] = contextvars.ContextVar(
+    "tc_graph_compile_deadline", default=math.inf
+)
+
+
+class CompileTimeout(Exception):
+    """A compile killed at the end of its compile_timeout."""
+
+
+@contextlib.contextmanager
+def compile_timeout(seconds: float) -> Iterator[None]:
+    """Within, a CPU kernel that is not in the cache is generated and built in a child
+    process, killed (CompileTimeout) if it runs past `seconds` from now: optimize's budget
+    bounds a compile of any size. A cache hit is unaffected."""
+    token = _DEADLINE.set(time.monotonic() + seconds)
+    try:
+        yield
+    finally:
+        _DEADLINE.reset(token)
+
+
+def _in_time(build: Callable[[], Path], key: str) -> Path:
+    """build() (which puts the library in the cache under key), in a forked child when a
+    compile_timeout is set. A child that fails is run again here, for its error."""
+    deadline = _DEADLINE.get()
+    if math.isinf(deadline):
+        return build()
+
+    def child() -> None:
+        os.setpgid(0, 0)  # killed with the C compiler it runs
+        try:
+            build()
+        except BaseException:
+            os._exit(1)
+
+    process = multiprocessing.get_context("fork").Process(target=child, daemon=True)
+    process.start()
+    process.join(max(0.0, deadline - time.monotonic()))
+    if process.is_alive():
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.kill()
+        process.join()
+        raise CompileTimeout(f"compile killed after its {deadline:.0f} s deadline")
+    library = cc.lookup(key) if process.exitcode == 0 else None
+    return library if library is not None else build()
 
 
 def _address(a: np.ndarray) -> int:
@@ -226,11 +280,15 @@ def compile_kernel(
     library = cc.lookup(key)
     if library is None:
         log.debug("%s: kernel cache miss, generating C", checked.name)
-        start = time.perf_counter()
-        unit = cc.vector_unit()
-        source = generate_c(program, {**sizes, **program.constants}, shapes, options, unit)
-        log.debug("%s: C generated in %.2f s", checked.name, time.perf_counter() - start)
-        library = cc.build(source, key)
+
+        def build() -> Path:
+            start = time.perf_counter()
+            unit = cc.vector_unit()
+            source = generate_c(program, {**sizes, **program.constants}, shapes, options, unit)
+            log.debug("%s: C generated in %.2f s", checked.name, time.perf_counter() - start)
+            return cc.build(source, key)
+
+        library = _in_time(build, key)
     else:
         log.debug("%s: kernel cache hit %s", checked.name, library.parent)
     return Kernel(

@@ -19,6 +19,7 @@ from onnx import TensorProto, helper, numpy_helper
 from tc_graph.errors import TcError
 from tc_graph.graph.model import Graph, load, to_graph
 from tc_graph.graph.partition import (
+    MAX_GROUP_NODES,
     Group,
     candidate_groups,
     components,
@@ -379,6 +380,40 @@ def test_random_dags_give_disjoint_convex_groups_that_rewrite(seed: int, merge: 
             continue
         chosen += components(g, grp) if rng.random() < 0.5 else [grp]
     out = rewrite(g.model, [(grp, fake_attrs(g, grp)) for grp in chosen])
+    assert_topological(out)
+
+
+def test_oversized_group_is_cut_into_runs_of_the_cap() -> None:
+    """A chain of Relus longer than the cap is one group uncapped, and runs of at most
+    MAX_GROUP_NODES capped, in order, that rewrite together into a valid model."""
+    n = 2 * MAX_GROUP_NODES + 5
+    nodes = [helper.make_node("Relu", [f"v{i}"], [f"v{i + 1}"], name=f"r{i}") for i in range(n)]
+    g = Graph.from_model(model_of(nodes, [vi("v0", F, [4])], [vi(f"v{n}", F, [4])]))
+    whole = candidate_groups(g, translatable=only("Relu"), max_nodes=n)
+    assert [grp.nodes for grp in whole] == [tuple(range(n))]
+    groups = candidate_groups(g, translatable=only("Relu"))
+    cap = MAX_GROUP_NODES
+    assert [grp.nodes for grp in groups] == [
+        tuple(range(0, cap)), tuple(range(cap, 2 * cap)), tuple(range(2 * cap, n))
+    ]  # fmt: skip
+    assert [grp.inputs for grp in groups] == [("v0",), (f"v{cap}",), (f"v{2 * cap}",)]
+    assert [grp.outputs for grp in groups] == [(f"v{cap}",), (f"v{2 * cap}",), (f"v{n}",)]
+    out = rewrite(g.model, [(grp, fake_attrs(g, grp)) for grp in groups])
+    onnx.checker.check_model(out)
+    assert_topological(out)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_random_dags_cut_small_still_rewrite_together(seed: int) -> None:
+    model, translatable_nodes = random_dag_model(seed)
+    g = Graph.from_model(model)
+    groups = candidate_groups(g, translatable=only("Add", "Relu"), max_nodes=3)
+    assert all(len(grp) <= 3 for grp in groups)
+    assert sorted(n for grp in groups for n in grp.nodes) == sorted(translatable_nodes)
+    for grp in groups:
+        assert_convex(g, grp.nodes)
+    out = rewrite(g.model, [(grp, fake_attrs(g, grp)) for grp in groups])
+    onnx.checker.check_model(out)
     assert_topological(out)
 
 

@@ -1,0 +1,154 @@
+"""optimize's time budget and group cap, on data: which groups are decided, with what
+reason, and that the result still computes what onnxruntime computes on the original.
+
+No test here times anything: the budget's clock is replaced by one that the test moves.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+
+import tc_graph as tg
+from tc_graph.errors import TcError
+from tc_graph.graph import models
+from tc_graph.graph.partition import candidate_groups
+from tc_graph.runtime.kernel import CompileTimeout, compile_timeout
+
+OPT = importlib.import_module("tc_graph.graph.optimize")
+RTOL, ATOL = 1e-4, 1e-5
+ADD = "def add1(float(N) A) -> (B) { B(i) = A(i) + 1 }"
+
+
+def reference(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return sess.run(None, feeds)
+
+
+def decisions(model: onnx.ModelProto) -> list[dict[str, Any]]:
+    (entry,) = [p for p in model.metadata_props if p.key == "tc_graph.decisions"]
+    return json.loads(entry.value)
+
+
+def tc_count(model: onnx.ModelProto) -> int:
+    return sum(n.op_type == "TcKernel" for n in model.graph.node)
+
+
+def assert_same_as_onnxruntime(optimized: onnx.ModelProto, original: onnx.ModelProto) -> None:
+    feeds = models.sample_inputs(original, seed=3)
+    got = tg.InferenceSession(optimized).run(None, feeds)
+    for g, w in zip(got, reference(original, feeds), strict=True):
+        np.testing.assert_allclose(g, w, rtol=RTOL, atol=ATOL)
+
+
+@pytest.mark.parametrize("force", [False, True])
+def test_zero_budget_leaves_every_group_to_onnxruntime(force: bool) -> None:
+    model = models.build("prodmodel", small=True)
+    optimized = tg.optimize(model, force=force, budget_s=0)
+    made = decisions(optimized)
+    assert made
+    assert all(not d["fused"] and d["why"] == OPT.OVER_BUDGET for d in made)
+    assert tc_count(optimized) == 0
+    assert Counter(n.op_type for n in optimized.graph.node) == Counter(
+        n.op_type for n in model.graph.node
+    )
+    summary = {p.key: p.value for p in optimized.metadata_props}[OPT.SUMMARY_KEY]
+    assert summary.startswith(f"nothing fused: {OPT.OVER_BUDGET}")
+    assert OPT.verdict(OPT.Decision("Relu", "4", None, None, False, OPT.OVER_BUDGET)) == (
+        "left to onnxruntime: not measured within the budget"
+    )
+    assert_same_as_onnxruntime(optimized, model)
+
+
+def test_groups_past_the_budget_stay_with_onnxruntime(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each compile moves a fake clock on by 10 s; with a budget of 25 s, the first three
+    groups are compiled (started at 0, 10 and 20 s) and the rest are not."""
+    clock = [0.0]
+    evaluate = OPT._evaluate
+
+    def slow_evaluate(*args: Any, **kwargs: Any) -> Any:
+        clock[0] += 10.0
+        return evaluate(*args, **kwargs)
+
+    monkeypatch.setattr(OPT, "_clock", lambda: clock[0])
+    monkeypatch.setattr(OPT, "_evaluate", slow_evaluate)
+    monkeypatch.setattr(OPT, "candidate_groups", functools.partial(candidate_groups, max_nodes=2))
+    model = models.build("mlp3_matmul", small=True)
+    optimized = tg.optimize(model, force=True, budget_s=25)
+    made = decisions(optimized)
+    assert len(made) == 5  # nine nodes in groups of two
+    assert [d["why"] for d in made] == ["forced"] * 3 + [OPT.OVER_BUDGET] * 2
+    assert tc_count(optimized) == 3
+    assert_same_as_onnxruntime(optimized, model)
+
+
+@pytest.mark.parametrize("budget", [-1.0, float("nan")])
+def test_a_bad_budget_is_a_tc_error(budget: float) -> None:
+    with pytest.raises(TcError, match="budget_s"):
+        tg.optimize(models.build("mlp1", small=True), budget_s=budget)
+
+
+def test_a_compile_past_its_timeout_is_killed_and_leaves_no_kernel(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cache miss under compile_timeout(0) is killed; the same compile without a
+    timeout then builds the kernel, which a timeout no longer affects (a cache hit)."""
+    monkeypatch.setenv("TC_GRAPH_CACHE", str(tmp_path))
+    a = np.arange(5, dtype=np.float32)
+    with compile_timeout(0), pytest.raises(CompileTimeout):
+        tg.define(ADD).add1.compile(a)
+    assert not any(p.name.endswith(".so") for p in tmp_path.rglob("*"))
+    tg.define(ADD).add1.compile(a)
+    with compile_timeout(0):
+        kernel = tg.define(ADD).add1.compile(a)
+    np.testing.assert_array_equal(kernel(a), a + 1)
+
+
+def test_groups_whose_compile_is_killed_stay_with_onnxruntime(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A clock that stands still at 0 leaves each group a budget of 1 ms, which no
+    compile (on an empty cache) meets: each is killed and left to onnxruntime."""
+    monkeypatch.setenv("TC_GRAPH_CACHE", str(tmp_path))
+    monkeypatch.setattr(OPT, "_clock", lambda: 0.0)
+    model = models.build("mlp3_gemm", small=True)
+    optimized = tg.optimize(model, force=True, budget_s=1e-3)
+    made = decisions(optimized)
+    assert made and all(d["why"] == OPT.OVER_BUDGET for d in made)
+    assert tc_count(optimized) == 0
+    assert_same_as_onnxruntime(optimized, model)
+
+
+def test_a_measurement_past_the_budget_stops_and_is_not_remembered(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each timed call moves a fake clock on by 10 s: with a budget of 15 s the race stops
+    after its first round, the group stays with onnxruntime, and nothing is cached, so a
+    later optimize without the budget measures it."""
+    monkeypatch.setenv("TC_GRAPH_CACHE", str(tmp_path))
+    clock = [0.0]
+    median_call = OPT._median_call
+
+    def slow_call(call: Any) -> float:
+        clock[0] += 10.0
+        return median_call(call)
+
+    monkeypatch.setattr(OPT, "_clock", lambda: clock[0])
+    monkeypatch.setattr(OPT, "_median_call", slow_call)
+    model = models.build("mlp1", small=True)
+    optimized = tg.optimize(model, budget_s=15)
+    assert [d["why"] for d in decisions(optimized)] == [OPT.OVER_BUDGET]
+    assert clock[0] == 20.0  # one round: onnxruntime's call and the fused one
+    assert_same_as_onnxruntime(optimized, model)
+    monkeypatch.setattr(OPT, "_median_call", median_call)
+    again = decisions(tg.optimize(model, budget_s=None))
+    assert len(again) == 1 and again[0]["why"] != OPT.OVER_BUDGET
