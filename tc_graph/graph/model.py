@@ -517,6 +517,14 @@ class Graph:
         from the graph can name them instead of copying their data."""
         return {t.name: t for t in self.model.graph.initializer if external.is_external(t)}
 
+    @cached_property
+    def defaults(self) -> Mapping[str, onnx.TensorProto]:
+        """Graph inputs that have an initializer, by name: not constants (a caller may
+        override them), but a model cut out of this one, or a run that does not feed
+        them, needs their default (inception's Reshape shapes are such inputs)."""
+        inputs = set(self.graph_inputs)
+        return {t.name: t for t in self.model.graph.initializer if t.name in inputs}
+
     def is_static(self, name: str) -> bool:
         """Whether value `name` has a known dtype and fully static shape."""
         return name in self.types
