@@ -46,6 +46,7 @@ import gc
 import json
 import math
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -291,20 +292,25 @@ def _zoo_one(path: str, timeout: float) -> dict[str, object]:
     with tempfile.TemporaryDirectory(prefix="tc-zoo-") as cache:
         env = {**os.environ, "TC_GRAPH_CACHE": cache}
         worker = Path(__file__).with_name("_bench_zoo.py")
+        # Its own session, so that a timeout ends the compilers it started too.
+        proc = subprocess.Popen(
+            [sys.executable, str(worker), path],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
         try:
-            done = subprocess.run(
-                [sys.executable, str(worker), path],
-                env=env,
-                capture_output=True,
-                text=True,
-                timeout=timeout,
-            )
+            out, err = proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
             return {"model": name, "error": f"did not finish in {timeout:g} s"}
-    lines = done.stdout.strip().splitlines()
-    if done.returncode != 0 or not lines:
-        tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        return {"model": name, "error": f"exit {done.returncode}: {tail}"}
+    lines = out.strip().splitlines()
+    if proc.returncode != 0 or not lines:
+        tail = (err.strip().splitlines() or ["no output"])[-1]
+        return {"model": name, "error": f"exit {proc.returncode}: {tail}"}
     return json.loads(lines[-1])
 
 
