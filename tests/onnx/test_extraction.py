@@ -145,9 +145,16 @@ def test_node_named_like_a_fused_kernel() -> None:
 
 
 def _branch(name: str, op: str) -> onnx.GraphProto:
-    """A body reading 'h' from the outer scope."""
+    """A body reading 'h' and the initializer 'k' (which a group reads too) from the
+    outer scope."""
     return helper.make_graph(
-        [helper.make_node(op, ["h"], [f"{name}_out"])], name, [], [_vi(f"{name}_out", [2, 3])]
+        [
+            helper.make_node(op, ["h"], [f"{name}_a"]),
+            helper.make_node("Add", [f"{name}_a", "k"], [f"{name}_out"]),
+        ],
+        name,
+        [],
+        [_vi(f"{name}_out", [2, 3])],
     )
 
 
@@ -155,7 +162,7 @@ def _branch(name: str, op: str) -> onnx.GraphProto:
 def test_if_bodies_stay_untouched(flag: bool) -> None:
     nodes = [
         helper.make_node("Relu", ["x"], ["h"]),
-        helper.make_node("Neg", ["h"], ["n"]),
+        helper.make_node("Mul", ["h", "k"], ["n"]),
         helper.make_node(
             "If",
             ["cond"],
@@ -166,7 +173,7 @@ def test_if_bodies_stay_untouched(flag: bool) -> None:
         helper.make_node("Add", ["i", "n"], ["y"]),
     ]
     inputs = [_vi("x", [2, 3]), _vi("cond", [], TensorProto.BOOL)]
-    model = _model(nodes, inputs, [_vi("y", [2, 3])])
+    model = _model(nodes, inputs, [_vi("y", [2, 3])], [_t("k", _x(2, 3))])
     optimized = _check(model, {"x": _x(2, 3), "cond": np.array(flag)})
     (node,) = [n for n in optimized.graph.node if n.op_type == "If"]
     assert node == model.graph.node[2], "the If node changed"
