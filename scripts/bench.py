@@ -322,6 +322,8 @@ def _zoo_line(row: dict[str, object]) -> str:
     if row.get("match_reference") is False:
         match += "*"
     rejected = "; ".join(f"{n}x {why}" for why, n in row["rejected"].items()) or "-"
+    if row.get("race"):
+        rejected = f"{rejected} (ratio: {row['race']})"
     return ZOO_ROW.format(
         row["model"],
         row["nodes"],
