@@ -4,6 +4,8 @@
                                     [--target cpu|reference|...] [--only NAME[,NAME]] [--small]
     python scripts/bench.py models  [--json FILE] [--rounds N] [--threads N]
                                     [--only NAME[,NAME]] [--small]
+    python scripts/bench.py zoo     [--json FILE] [--threads N] [--only NAME[,NAME]]
+                                    [--timeout S]
 
 `kernels` runs the TC paper kernels (MLP3, MLP1, C3, 2LUT, tbmm, gconv, tmm) at the paper's
 sizes. Per kernel it compiles the TC in a fresh empty TC_GRAPH_CACHE (cold, seconds), then
@@ -23,6 +25,14 @@ TC_GRAPH_CACHE (seconds: measuring candidate groups and compiling kernels); `com
 is the same two steps again with that cache warm (milliseconds). Each row also has
 `tc_kernels`, the number of TcKernel nodes in the optimized model.
 
+`zoo` runs models nobody here wrote: onnx's nine light_* models (shipped in the onnx wheel,
+with reference outputs) and the committed models/torch_*.onnx, each in its own process
+(scripts/_bench_zoo.py) with a fresh empty TC_GRAPH_CACHE, killed after --timeout seconds.
+Per model: nodes, TcKernels, `tg.optimize` seconds cold and warm, the optimized model's
+ratio against onnxruntime on the original (tc_graph's own interleaved race, the one
+optimize decides by; --rounds does not apply), whether the outputs match onnxruntime's
+(tests/tolerances.py), and the groups left to onnxruntime, counted by reason.
+
 OMP_NUM_THREADS (and OpenBLAS's thread count) are set to --threads before NumPy,
 onnxruntime or tc_graph are loaded; onnxruntime's intra-op pool gets the same count. Both
 pools spin briefly between calls (onnxruntime's default; GOMP_SPINCOUNT bounds libgomp's),
@@ -36,10 +46,14 @@ import gc
 import json
 import math
 import os
+import signal
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 WARMUP_S = 0.01
 IDLE_S = 0.25
@@ -258,6 +272,92 @@ def _models(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     return 0
 
 
+def _zoo_models() -> dict[str, str]:
+    """Model name -> path: onnx's light_* models, then the committed torch exports."""
+    import onnx
+
+    light = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
+    paths = sorted(p for p in light.glob("light_*.onnx"))
+    paths += sorted((Path(__file__).resolve().parents[1] / "models").glob("torch_*.onnx"))
+    return {p.stem: str(p) for p in paths}
+
+
+ZOO_ROW = "{:<20} {:>6} {:>9} {:>8} {:>8} {:>7} {:>6}  {}"
+
+
+def _zoo_one(path: str, timeout: float) -> dict[str, object]:
+    """One model in a fresh process and a fresh cache; an error row if it fails or
+    runs out of time."""
+    name = Path(path).stem
+    with tempfile.TemporaryDirectory(prefix="tc-zoo-") as cache:
+        env = {**os.environ, "TC_GRAPH_CACHE": cache}
+        worker = Path(__file__).with_name("_bench_zoo.py")
+        # Its own session, so that a timeout ends the compilers it started too.
+        proc = subprocess.Popen(
+            [sys.executable, str(worker), path],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+            return {"model": name, "error": f"did not finish in {timeout:g} s"}
+    lines = out.strip().splitlines()
+    if proc.returncode != 0 or not lines:
+        tail = (err.strip().splitlines() or ["no output"])[-1]
+        return {"model": name, "error": f"exit {proc.returncode}: {tail}"}
+    return json.loads(lines[-1])
+
+
+def _zoo_line(row: dict[str, object]) -> str:
+    if "error" in row:
+        return f"{row['model']:<20} {row['error']}"
+    ratio = "-" if row["ratio"] is None else f"{row['ratio']:.2f}x"
+    match = "yes" if row["match"] else "no"
+    if row.get("match_reference") is False:
+        match += "*"
+    rejected = "; ".join(f"{n}x {why}" for why, n in row["rejected"].items()) or "-"
+    if row.get("race"):
+        rejected = f"{rejected} (ratio: {row['race']})"
+    return ZOO_ROW.format(
+        row["model"],
+        row["nodes"],
+        row["tc_kernels"],
+        f"{row['cold_s']:.1f}",
+        f"{row['warm_s']:.1f}",
+        ratio,
+        match,
+        rejected,
+    )
+
+
+def _zoo(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    _set_thread_env(args.threads)
+    models = _zoo_models()
+    names = _select(list(models), args.only, "model", parser)
+    print(
+        f"tc_graph.optimize on the zoo; threads={args.threads}, a fresh cache and process "
+        f"per model, timeout {args.timeout:g} s; ratio: ORT time / optimized time"
+    )
+    print(ZOO_ROW.format("model", "nodes", "TcKernels", "cold s", "warm s", "ratio", "match",
+                         "groups left to onnxruntime, by reason"))  # fmt: skip
+    rows = []
+    for name in names:
+        print(f"[{name}] optimizing cold and warm, racing ...", file=sys.stderr)
+        row = _zoo_one(models[name], args.timeout)
+        rows.append(row)
+        print(_zoo_line(row), flush=True)
+    if any(r.get("match_reference") is False for r in rows):
+        print("*: differs from onnx's reference outputs")
+    _write_json(args.json, rows)
+    return 0
+
+
 def _positive(text: str) -> int:
     value = int(text)
     if value < 1:
@@ -294,6 +394,12 @@ def _parser() -> argparse.ArgumentParser:
         parents=[common],
         help="whole ONNX models: tc_graph.optimize + InferenceSession against onnxruntime",
     )
+    zoo = sub.add_parser(
+        "zoo",
+        parents=[common],
+        help="onnx's light_* models and models/torch_*.onnx: optimize time, ratio, matches",
+    )
+    zoo.add_argument("--timeout", type=float, default=600.0, help="seconds per model (600)")
     return parser
 
 
@@ -302,6 +408,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command == "models":
         return _models(args, parser)
+    if args.command == "zoo":
+        return _zoo(args, parser)
     return _kernels(args, parser)
 
 

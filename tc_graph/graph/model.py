@@ -85,11 +85,35 @@ def load(model: str | os.PathLike[str] | onnx.ModelProto) -> onnx.ModelProto:
     inferred = _infer_shapes(skeleton)
     if inferred is not None:
         graph = proto.graph
-        for field_name in ("node", "value_info", "output"):
+        nodes = _with_own_bodies(inferred.graph.node, graph.node)
+        for field_name, merged in (
+            ("node", nodes),
+            ("value_info", inferred.graph.value_info),
+            ("output", inferred.graph.output),
+        ):
             field_value = getattr(graph, field_name)
             del field_value[:]
-            field_value.extend(getattr(inferred.graph, field_name))
+            field_value.extend(merged)
     return proto
+
+
+def _with_own_bodies(
+    inferred: Iterable[onnx.NodeProto], original: Iterable[onnx.NodeProto]
+) -> list[onnx.NodeProto]:
+    """The inferred nodes, except that a node with subgraphs (If/Loop/Scan bodies) stays
+    as the model wrote it: inference annotates the bodies, and optimize leaves them
+    untouched."""
+    out = list(inferred)
+    for k, node in enumerate(original):
+        if k < len(out) and _has_bodies(node) and out[k].output == node.output:
+            out[k] = node
+    return out
+
+
+def _has_bodies(node: onnx.NodeProto) -> bool:
+    return any(
+        a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in node.attribute
+    )
 
 
 def _without_hints(skeleton: onnx.ModelProto) -> onnx.ModelProto:
@@ -517,6 +541,14 @@ class Graph:
         from the graph can name them instead of copying their data."""
         return {t.name: t for t in self.model.graph.initializer if external.is_external(t)}
 
+    @cached_property
+    def defaults(self) -> Mapping[str, onnx.TensorProto]:
+        """Graph inputs that have an initializer, by name: not constants (a caller may
+        override them), but a model cut out of this one, or a run that does not feed
+        them, needs their default (inception's Reshape shapes are such inputs)."""
+        inputs = set(self.graph_inputs)
+        return {t.name: t for t in self.model.graph.initializer if t.name in inputs}
+
     def is_static(self, name: str) -> bool:
         """Whether value `name` has a known dtype and fully static shape."""
         return name in self.types
@@ -604,9 +636,7 @@ def _fold_node(
 ) -> dict[str, np.ndarray] | None:
     if node.domain not in ("", "ai.onnx") or node.op_type in _NONDETERMINISTIC:
         return None
-    if any(
-        a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in node.attribute
-    ):
+    if _has_bodies(node):
         return None
     if node.op_type == "Constant":
         return {node.output[0]: _constant_value(node)}

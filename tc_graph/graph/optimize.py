@@ -413,7 +413,7 @@ def _won_by(d: Decision) -> float:
 def _model_feeds(g: Graph) -> dict[str, np.ndarray] | None:
     """Sample values for the model's runtime inputs (valid Gather indices), or None where
     an input has no static shape or the samples would be too large (not measured)."""
-    runtime = [v for v in g.graph_inputs if v not in g.constants]
+    runtime = [v for v in g.graph_inputs if v not in g.constants and v not in g.defaults]
     if any(v not in g.types for v in runtime):
         return None
     try:
@@ -720,6 +720,8 @@ def _subgraph_models(
                 out.append(g.external_tensors[v])  # its data stays in its file
             elif v in g.constants and v not in feeds:
                 out.append(numpy_helper.from_array(np.asarray(g.constants[v]), v))
+            elif v in g.defaults and v not in feeds:
+                out.append(g.defaults[v])  # read by the group, not by the kernel
         return out
 
     inputs = [value_info(v) for v in feeds]

@@ -189,6 +189,8 @@ def rewrite(
     counter = 0
     for group, attrs in replacements:
         for tensor in attrs.initializers:
+            if _shared(tensor, new_inits):
+                continue
             if tensor.name in value_names:
                 raise TcError(f"new initializer '{tensor.name}' clashes with an existing value")
             value_names.add(tensor.name)
@@ -221,6 +223,13 @@ def rewrite(
         except TcError as exc:
             raise TcError(f"the rewritten model is invalid: {exc.message}") from exc
     return out
+
+
+def _shared(tensor: onnx.TensorProto, added: Sequence[onnx.TensorProto]) -> bool:
+    """Whether an earlier replacement already added this very initializer: two groups
+    that pack the same weight name it alike (translate's `<weight>__tc_t`), and one copy
+    serves both."""
+    return any(t.name == tensor.name and t == tensor for t in added)
 
 
 def _check_replacement(
