@@ -1,7 +1,8 @@
 """Suite-wide settings: one kernel cache per test run (shared by the xdist workers),
 one OpenMP thread per worker so parallel workers do not oversubscribe the cores, and the
 ``--sanitize`` job (scripts/sanitize.sh), which builds the onnxruntime library and every
-kernel with AddressSanitizer and UndefinedBehaviorSanitizer."""
+kernel with AddressSanitizer and UndefinedBehaviorSanitizer, and ``--slow``, which adds the
+tests marked slow."""
 
 from __future__ import annotations
 
@@ -23,11 +24,28 @@ SANITIZE_CFLAGS = "-fsanitize=address,undefined -fno-sanitize-recover=all -fno-o
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
+        "--slow",
+        action="store_true",
+        help="also run the tests marked slow: more of what the default suite covers, "
+        "which would take CI past its 10 minutes",
+    )
+    parser.addoption(
         "--sanitize",
         action="store_true",
         help="build kernels and the onnxruntime library with ASan and UBSan "
         "(needs the sanitizer runtimes preloaded: run scripts/sanitize.sh)",
     )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Without --slow, the tests marked slow are deselected (not skipped: nothing is wrong
+    with the machine)."""
+    if config.getoption("--slow"):
+        return
+    slow = [item for item in items if item.get_closest_marker("slow")]
+    if slow:
+        config.hook.pytest_deselected(items=slow)
+        items[:] = [item for item in items if not item.get_closest_marker("slow")]
 
 
 def _sanitizer_loaded() -> bool:

@@ -24,7 +24,14 @@ def fuzzer() -> Iterator[Fuzzer]:
     f.close()
 
 
-@pytest.mark.parametrize("chunk", range(CHUNKS))
+FAST_CHUNKS = 3
+"""Chunks the default suite runs (90 programs); --slow adds the others."""
+
+
+@pytest.mark.parametrize(
+    "chunk",
+    [c if c < FAST_CHUNKS else pytest.param(c, marks=pytest.mark.slow) for c in range(CHUNKS)],
+)
 def test_generated_programs_match_the_reference(fuzzer: Fuzzer, chunk: int) -> None:
     indices = range(chunk * PER_CHUNK, (chunk + 1) * PER_CHUNK)
     findings, _ = judge_slice(fuzzer, indices, budget=20, runs=lambda _case: True)

@@ -36,7 +36,9 @@ def fuzzer() -> Iterator[Fuzzer]:
     f.close()
 
 
-@pytest.mark.parametrize("chunk", range(CHUNKS))
+@pytest.mark.parametrize(
+    "chunk", [0, *(pytest.param(c, marks=pytest.mark.slow) for c in range(1, CHUNKS))]
+)
 def test_generated_programs_match_the_reference_on_opencl(fuzzer: Fuzzer, chunk: int) -> None:
     extensions = _extensions()
     indices = range(chunk * PER_CHUNK, (chunk + 1) * PER_CHUNK)

@@ -50,7 +50,10 @@ FUZZ = {
 }
 
 
-@pytest.mark.parametrize("name", sorted(FUZZ))
+@pytest.mark.parametrize(
+    "name",
+    [pytest.param(n, marks=pytest.mark.slow) if n == "tmm_relu" else n for n in sorted(FUZZ)],
+)
 def test_random_points_of_the_gpu_space_compute_the_right_values(
     name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
