@@ -742,7 +742,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
 
 
-def _main(argv: Sequence[str] | None) -> int:
+def _parser() -> argparse.ArgumentParser:
+    """The command line: every subcommand and its options."""
     parser = argparse.ArgumentParser(
         prog="tc-graph", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -805,6 +806,11 @@ def _main(argv: Sequence[str] | None) -> int:
     demo.add_argument("--full", action="store_true", help="the full-size models (slower)")
     demo.add_argument("--models", help="comma-separated subset of the sample models")
     _add_log_flags([parser, *sub.choices.values()])
+    return parser
+
+
+def _main(argv: Sequence[str] | None) -> int:
+    parser = _parser()
     args = parser.parse_args(argv)
     if not _logging_set_up(args):
         return 1

@@ -1169,7 +1169,7 @@ class _Printer:
         if ast is not None:
             self.node(ast, 1)
         body, self.lines = self.lines, prologue
-        temps = [n for n in p.temporaries if n not in self.private]
+        temps = self.shared_temps()
         for n in temps:
             t = p.tensors[n]
             count = max(1, math.prod(self.scop.shapes[n]))
@@ -1220,7 +1220,7 @@ class _Printer:
             self.out(1, "}")
         self.mode = "omp"
         body, self.lines = self.lines, []
-        temps = [n for n in p.temporaries if n not in self.private]
+        temps = self.shared_temps()
         self.out(
             0,
             "int tc_phase(int32_t phase, void *const *args, void *const *temps, "
@@ -1240,6 +1240,16 @@ class _Printer:
         self.out(0, "done:")
         self.out(1, "return code;")
         self.out(0, "}")
+        return self.phase_metadata(trips)
+
+    def shared_temps(self) -> list[str]:
+        """The temporaries the caller allocates: all but the privatized ones."""
+        return [n for n in self.program.temporaries if n not in self.private]
+
+    def phase_metadata(self, trips: list[int]) -> str:
+        """The exported metadata of docs/onnx.md, then tc_phase (already in self.lines)."""
+        p = self.program
+        temps = self.shared_temps()
         checks = [s for s in self.scop.statements if s.kind == "check"]
         texts = []
         for st in checks:
