@@ -23,6 +23,7 @@ import numpy as np
 from . import ir
 from .api import TcFunction, TcModule
 from .errors import TcError, TcWarning
+from .graph.optimize import BUDGET_S, MIN_SPEEDUP
 from .options import MappingOptions
 from .runtime import cc
 
@@ -317,6 +318,9 @@ def _optimize(args: argparse.Namespace) -> int:
             report=args.report,
             progress=_on_terminal(),
             remeasure=args.remeasure,
+            budget_s=args.budget,
+            threads=args.threads,
+            min_speedup=args.min_speedup,
         )
         try:
             save_model(
@@ -775,6 +779,24 @@ def _parser() -> argparse.ArgumentParser:
         "--remeasure", action="store_true", help="measure again, ignoring cached decisions"
     )
     opt.add_argument(
+        "--budget",
+        type=_seconds_or_none,
+        default=BUDGET_S,
+        metavar="SECONDS",
+        help=f"time to spend deciding ({BUDGET_S:.0f}; 'none': no bound); groups not "
+        "decided in time stay with onnxruntime",
+    )
+    opt.add_argument(
+        "--threads", type=int, metavar="N", help="the intra-op threads the model will run with"
+    )
+    opt.add_argument(
+        "--min-speedup",
+        type=float,
+        default=MIN_SPEEDUP,
+        metavar="X",
+        help=f"keep a group only when it is X times faster ({MIN_SPEEDUP})",
+    )
+    opt.add_argument(
         "--graph-png", metavar="FILE", help="draw the partitioned graph (needs matplotlib)"
     )
     opt.add_argument(
@@ -807,6 +829,16 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--models", help="comma-separated subset of the sample models")
     _add_log_flags([parser, *sub.choices.values()])
     return parser
+
+
+def _seconds_or_none(text: str) -> float | None:
+    """--budget's value: seconds, or 'none' for no bound."""
+    if text.strip().lower() == "none":
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds or 'none'") from None
 
 
 def _main(argv: Sequence[str] | None) -> int:

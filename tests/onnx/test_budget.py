@@ -152,3 +152,30 @@ def test_a_measurement_past_the_budget_stops_and_is_not_remembered(
     monkeypatch.setattr(OPT, "_median_call", median_call)
     again = decisions(tg.optimize(model, budget_s=None))
     assert len(again) == 1 and again[0]["why"] != OPT.OVER_BUDGET
+
+
+def test_the_command_line_passes_budget_threads_and_min_speedup(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`tc-graph optimize --budget 0` leaves every group to onnxruntime; --threads and
+    --min-speedup reach optimize as its keyword arguments (checked by optimize itself)."""
+    from tc_graph import cli
+
+    src, out = tmp_path / "in.onnx", tmp_path / "out.onnx"
+    onnx.save(models.build("prodmodel", small=True), str(src))
+    assert cli.main(["-q", "optimize", str(src), str(out), "--budget", "0"]) == 0
+    made = decisions(onnx.load(str(out)))
+    assert made and all(d["why"] == OPT.OVER_BUDGET for d in made)
+    seen: dict[str, Any] = {}
+
+    def fake(model: object, **kw: Any) -> onnx.ModelProto:
+        seen.update(kw)
+        return onnx.load(str(src))
+
+    monkeypatch.setattr(OPT, "optimize", fake)
+    args = ["optimize", str(src), str(out), "--threads", "1", "--min-speedup", "1.2"]
+    assert cli.main(["-q", *args, "--budget", "none"]) == 0
+    assert (seen["threads"], seen["min_speedup"], seen["budget_s"]) == (1, 1.2, None)
+    with pytest.raises(SystemExit) as bad:
+        cli.main(["-q", "optimize", str(src), str(out), "--budget", "soon"])
+    assert bad.value.code == 2
