@@ -1010,8 +1010,8 @@ def print_report(
     summary: str = "",
 ) -> None:
     """One line per group: ops, output shapes, fused and onnxruntime time, decision;
-    then one line per node left to onnxruntime untranslated, with the reason, so users
-    see what to expect of a model; then the summary line."""
+    then the nodes left to onnxruntime untranslated, a line per reason, so users see
+    what to expect of a model; then the summary line."""
 
     def us(x: float | None) -> str:
         return "-" if x is None else f"{x:.1f}"
@@ -1026,10 +1026,27 @@ def print_report(
         )
     if untranslated:
         print(f"\nnot translated ({_plural(len(untranslated), 'node')}):", file=file)
-        for label, reason in untranslated:
-            print(f"  {label}: left to onnxruntime: {reason}", file=file)
+        for line in _untranslated_lines(untranslated):
+            print(f"  {line}", file=file)
     if summary:
         print(f"\n{summary}", file=file)
+
+
+def _untranslated_lines(untranslated: Sequence[tuple[str, str]], named: int = 3) -> list[str]:
+    """A line per reason, in order of first appearance: the node alone, or a count and
+    the first `named` nodes (a DenseNet export has 836 ConstantOfShape nodes)."""
+    by_reason: dict[str, list[str]] = {}
+    for label, reason in untranslated:
+        by_reason.setdefault(reason, []).append(label)
+    lines = []
+    for reason, labels in by_reason.items():
+        if len(labels) == 1:
+            lines.append(f"{labels[0]}: left to onnxruntime: {reason}")
+            continue
+        names = ", ".join(labels[:named])
+        more = f" and {len(labels) - named} more" if len(labels) > named else ""
+        lines.append(f"{len(labels)} nodes, left to onnxruntime: {reason}: {names}{more}")
+    return lines
 
 
 @contextlib.contextmanager

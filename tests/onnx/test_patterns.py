@@ -219,3 +219,15 @@ def test_summary_of_a_model_with_nothing_to_translate(capsys: pytest.CaptureFixt
     assert capsys.readouterr().err.rstrip().splitlines()[-1] == line
     (summary,) = [p.value for p in optimized.metadata_props if p.key == "tc_graph.summary"]
     assert summary == line
+
+
+def test_report_counts_untranslated_nodes_of_one_reason_on_one_line(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """densenet121 has 836 ConstantOfShape nodes: the report names a few, counts the rest."""
+    nodes = [helper.make_node("Hardmax", [f"x{k}"], [f"x{k + 1}"]) for k in range(6)]
+    tg.optimize(_model(nodes, {"x0": (2, 3)}, ["x6"], {}), report=True)
+    err = capsys.readouterr().err
+    (line,) = [s for s in err.splitlines() if s.startswith("  ") and "Hardmax" in s]
+    why = "left to onnxruntime: no TC translation for op type Hardmax"
+    assert line == f"  6 nodes, {why}: Hardmax #0, Hardmax #1, Hardmax #2 and 3 more"
