@@ -389,9 +389,10 @@ def _keep_what_pays_whole(
         known = _race(*_fed_models(g, rewrite(g.model, pairs), feeds), feeds)
         ran = known.get("why") or f"{known.get('ratio', 0.0):.2f}x"
         log.debug("whole model: %s", ran)
-        if not known.get("why") and known.get("ratio", 0.0) >= MIN_WHOLE_SPEEDUP:
+        steady = not known.get("why") and not known.get("unsteady")
+        if steady and known.get("ratio", 0.0) >= MIN_WHOLE_SPEEDUP:
             return float(known["ratio"])
-        if known.get("unsteady"):
+        if "spread" in known:  # no verdict at all, not even a loss in every round
             why = f"{_UNSTEADY_WHOLE} ({known['spread']})"
             worst = list(chosen)
         else:
@@ -761,7 +762,8 @@ def _race(
     """Both models in onnxruntime under the user's session settings (the fused one with
     the native library): their outputs compared, then timed in interleaved rounds. Rounds
     that disagree (see MAX_SPREAD) are run again; if they never agree, the result says so
-    ("unsteady") and decides nothing."""
+    ("unsteady", with the "spread") and decides nothing. Rounds that disagree but lose in
+    every one are a loss at once, "unsteady" so that it is not remembered."""
     cpu, base_dir = ["CPUExecutionProvider"], _BASE_DIR.get()
     try:
         plain = external.session(original, _session_options(), cpu, base_dir=base_dir)
@@ -784,12 +786,16 @@ def _race(
         times = _rounds(calls)
         ratios = [o / f for o, f in zip(times["ort"], times["fused"], strict=True)]
         spread = _spread(ratios)
-        if spread <= MAX_SPREAD:
-            return {
+        # Rounds that disagree only on how much the fused side loses still agree that
+        # it loses: a verdict at once, but not one to remember.
+        lost = max(ratios) < _now().min_speedup
+        if spread <= MAX_SPREAD or lost:
+            known = {
                 "fused_us": statistics.median(times["fused"]) * 1e6,
                 "ort_us": statistics.median(times["ort"]) * 1e6,
                 "ratio": statistics.median(ratios),
             }
+            return known if spread <= MAX_SPREAD else {**known, "unsteady": True}
         log.debug("try %d: the rounds disagree (spread %.0f%%)", attempt + 1, spread * 100)
     said = f"rounds spread {spread:.0%}, over {MAX_SPREAD:.0%}, in {TRIES} tries"
     return {"why": f"{_UNSTEADY} ({said})", "unsteady": True, "spread": said}

@@ -178,6 +178,29 @@ def test_noisy_rounds_are_repeated_then_discarded_never_cached(
     assert [v["ratio"] for v in _cached(cache).values()] == [2.0]
 
 
+def test_noisy_rounds_that_all_lose_are_a_loss_at_once_never_cached(
+    cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Rounds that disagree on how much the fused side loses, but where it loses in
+    every one, need no second try (a busy machine timed each squeezenet convolution
+    three times): the group is slower, its median ratio is reported, nothing is cached."""
+    rng = np.random.default_rng(12)
+    taken: list[int] = []
+
+    def rounds(calls: dict) -> dict[str, list[float]]:
+        taken.append(1)
+        fused = rng.uniform(4e-3, 12e-3, OPT.ROUNDS).tolist()
+        return {"ort": [2e-3] * OPT.ROUNDS, "fused": fused}
+
+    monkeypatch.setattr(OPT, "_rounds", rounds)
+    optimized = _optimize()
+    assert taken == [1]
+    (made,) = _decisions(optimized)
+    assert made["why"].endswith("x, slower than onnxruntime") and not made["fused"]
+    assert 0.15 < made["ort_us"] / made["fused_us"] < 0.5
+    assert _cached(cache) == {}
+
+
 def test_a_whole_model_that_cannot_be_timed_steadily_keeps_nothing(
     cache: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
