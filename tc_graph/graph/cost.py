@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import math
 import os
 import statistics
@@ -40,6 +41,8 @@ from ..runtime.kernel import code_version
 from .model import Graph
 from .models import make_model
 from .partition import Group
+
+log = logging.getLogger(__name__)
 
 CONTRACTION, CONVOLUTION, POOLING = "contraction", "convolution", "pooling"
 ELEMENTWISE, LOOKUP = "elementwise", "lookup"
@@ -75,6 +78,10 @@ _MIN_SECONDS = 1e-8
 # Each probe side is timed in this many interleaved rounds of _ROUND_S of calls.
 _ROUNDS = 7
 _ROUND_S = 0.005
+# Rounds whose interquartile range exceeds this fraction of their median disagree (a
+# loaded machine): the probe is timed again, _TRIES times at most.
+_MAX_SPREAD = 0.2
+_TRIES = 2
 # The overhead probe's chain of Adds: long enough that its slope (the per-node overhead,
 # about a µs) stands above the noise of a session call (10-20 µs).
 _CHAIN = 32
@@ -237,12 +244,15 @@ Call = Callable[[], object]
 Runner = Callable[[onnx.ModelProto, bool], tuple[Call, Call | None]]
 
 
-def calibrate(runner: Runner) -> Rates:
+def calibrate(runner: Runner) -> tuple[Rates, str]:
     """Measure this machine's rates with small probes (tens of ms each): one Add of 16
     floats and a chain of _CHAIN (the overheads), then one node of each class and a
-    matrix-vector product, on both sides. Timings are medians of interleaved rounds; a rate is never 0 nor absurd."""
-    ort_one, tc_one = _time(*runner(_adds(1), True))
-    ort_chain, _ = _time(*runner(_adds(_CHAIN), False))
+    matrix-vector product, on both sides. Timings are medians of interleaved rounds; a
+    rate is never 0 nor absurd. Also returns the probes whose rounds never agreed ("" if
+    none): such a calibration is used, not cached."""
+    unsteady: list[str] = []
+    ort_one, tc_one = _settled(runner, _adds(1), "overhead", unsteady)
+    ort_chain, _ = _settled(runner, _adds(_CHAIN), "overhead", unsteady, fused=False)
     node_s = max((ort_chain - ort_one) / (_CHAIN - 1), _MIN_SECONDS)
     run_s = max(ort_one - node_s, _MIN_SECONDS)
     kernel_s = max(tc_one - run_s, _MIN_SECONDS)
@@ -252,27 +262,51 @@ def calibrate(runner: Runner) -> Rates:
         g = Graph.from_model(model)
         work = node_work(g, g.order[0])
         units = work.flops if work.kind in COMPUTE and name != STREAMING else work.bytes()
-        ort_s, tc_s = _time(*runner(model, True))
+        ort_s, tc_s = _settled(runner, model, name, unsteady)
         ort[name] = _rate(units, ort_s - run_s - node_s)
         tc[name] = _rate(units, tc_s - run_s - kernel_s)
-    return Rates(ort, tc, node_s, kernel_s, run_s)
+    return Rates(ort, tc, node_s, kernel_s, run_s), ", ".join(dict.fromkeys(unsteady))
 
 
 def _rate(units: float, seconds: float) -> float:
     return min(units / max(seconds, _MIN_SECONDS), _MAX_RATE)
 
 
-def _time(ort_call: Call, tc_call: Call | None) -> tuple[float, float]:
+def _settled(
+    runner: Runner, model: onnx.ModelProto, name: str, unsteady: list[str], *, fused: bool = True
+) -> tuple[float, float]:
+    """A probe's median seconds per call on each side (see _time), timed again, up to
+    _TRIES times in all, while its rounds disagree (a loaded machine); the steadiest try,
+    and the probe's name added to `unsteady` if none agreed."""
+    calls = runner(model, fused)
+    tries = []
+    for _ in range(_TRIES):
+        tries.append(_time(*calls))
+        if tries[-1][2] <= _MAX_SPREAD:
+            break
+    ort_s, tc_s, spread = min(tries, key=lambda t: t[2])
+    if spread > _MAX_SPREAD:
+        unsteady.append(name)
+    return ort_s, tc_s
+
+
+def _time(ort_call: Call, tc_call: Call | None) -> tuple[float, float, float]:
     """Median seconds per call of each side (0.0 for a side not given) over _ROUNDS
-    interleaved rounds, the first side alternating: load that comes and goes moves a
-    median less than a mean."""
+    interleaved rounds, the first side alternating, and how much the rounds disagree
+    (the larger side's interquartile range over its median)."""
     calls = [c for c in (ort_call, tc_call) if c is not None]
     times: list[list[float]] = [[] for _ in calls]
     for r in range(_ROUNDS):
         for k in range(len(calls)) if r % 2 == 0 else reversed(range(len(calls))):
             times[k].append(_median_call(calls[k]))
     medians = [statistics.median(t) for t in times]
-    return medians[0], medians[1] if len(medians) > 1 else 0.0
+    spread = max(_iqr(t) / m for t, m in zip(times, medians, strict=True))
+    return medians[0], medians[1] if len(medians) > 1 else 0.0, spread
+
+
+def _iqr(values: Sequence[float]) -> float:
+    q1, _, q3 = statistics.quantiles(values, n=4)
+    return q3 - q1
 
 
 def _median_call(call: Call) -> float:
@@ -357,23 +391,28 @@ def _lookup(table: np.ndarray) -> onnx.ModelProto:
 
 def rates(key: str, runner: Runner, *, remeasure: bool = False) -> Rates:
     """This machine's calibration under `key` (see optimize._context_key): the cached one,
-    or this process's (written to a kernel cache that lacks it), or else (and always
-    under `remeasure`) measured now and cached."""
+    or this process's, or else (and always under `remeasure`) measured now. A steady
+    calibration is cached (in a kernel cache that lacks it too); one whose probes never
+    timed steadily serves this process only, as an unsteady race decides nothing."""
     if not remeasure:
         known = _from_json(_load().get(key))
         if known is not None:
             return known
-        if key in _MEMO:
-            _store(key, _MEMO[key])
-            return _MEMO[key]
-    measured = calibrate(runner)
-    _store(key, measured)
+    if remeasure or key not in _MEMO:
+        measured, unsteady = calibrate(runner)
+        if unsteady:
+            log.info("the cost model's probes never timed steadily (%s): calibrated for "
+                     "this process only, not cached", unsteady)  # fmt: skip
+        _MEMO[key] = (measured, not unsteady)
+    measured, steady = _MEMO[key]
+    if steady:
+        _store(key, measured)
     return measured
 
 
-# This process's calibrations by key: the machine is the same whichever kernel cache a
-# later optimize uses (the tests give many a fresh one), so it is measured once.
-_MEMO: dict[str, Rates] = {}
+# This process's calibrations by key, and whether each timed steadily: the machine is the
+# same whichever kernel cache a later optimize uses (the tests give many a fresh one).
+_MEMO: dict[str, tuple[Rates, bool]] = {}
 
 
 def _path() -> Path:
@@ -406,7 +445,6 @@ def _from_json(value: object) -> Rates | None:
 
 def _store(key: str, value: Rates) -> None:
     """Merge one calibration into the file (atomically; a lost race loses only an entry)."""
-    _MEMO[key] = value
     data = _load()
     data["code"] = code_version()
     data[key] = asdict(value)

@@ -260,7 +260,7 @@ def _optimize(g: Graph, *, force: bool, report: bool, progress: bool) -> onnx.Mo
     log.debug("%s: %s", _plural(len(groups), "candidate group"), ops)
     chosen: list[_Choice] = []
     decisions: list[Decision] = []
-    rates = None if force or not groups else _calibration()
+    rates = None if force or not groups or _clock() >= deadline else _calibration()
     with _progress(len(groups), progress) as step:
         for k, group in enumerate(groups):
             name = f"fused{len(decisions)}"
