@@ -192,12 +192,15 @@ def _cache(action: str) -> int:
         print(f"entries: {info['entries']}")
         print(f"size: {info['bytes'] / 1e6:.1f} MB")
     else:
+        from .graph.cost import clear_calibration
         from .graph.optimize import clear_decisions
 
         print(f"removed {cc.cache_clear()} entries from {cc.cache_dir()}")
         try:
             if clear_decisions():
                 print("removed the cached optimize decisions")
+            if clear_calibration():
+                print("removed the cached cost-model calibration")
         except TcError as e:
             print(e, file=sys.stderr)
             return 1

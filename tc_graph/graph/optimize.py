@@ -42,7 +42,7 @@ from ..errors import TcError, TcWarning
 from ..options import MappingOptions
 from ..runtime import cc, ort
 from ..runtime.kernel import CompileTimeout, code_version, compile_timeout
-from . import external
+from . import cost, external
 from . import translate as tr
 from .model import TC_DOMAIN, TC_OP, Graph
 from .partition import Group, candidate_groups, components, excluded, is_convex, make_group
@@ -260,10 +260,11 @@ def _optimize(g: Graph, *, force: bool, report: bool, progress: bool) -> onnx.Mo
     log.debug("%s: %s", _plural(len(groups), "candidate group"), ops)
     chosen: list[_Choice] = []
     decisions: list[Decision] = []
+    rates = None if force or not groups or _clock() >= deadline else _calibration()
     with _progress(len(groups), progress) as step:
         for k, group in enumerate(groups):
             name = f"fused{len(decisions)}"
-            _decide(g, group, force, chosen, decisions, name=name, deadline=deadline)
+            _decide(g, group, force, chosen, decisions, name=name, deadline=deadline, rates=rates)
             step()
             _log_progress(k + 1, len(groups), decisions[-1], deadline)
     whole = None if force else _keep_what_pays_whole(g, chosen, decisions)
@@ -286,6 +287,7 @@ def _decide(
     *,
     name: str,
     deadline: float = math.inf,
+    rates: cost.Rates | None = None,
 ) -> None:
     """Keep the group, or else try its parts (see _split), recursively. A model like
     prodmodel then keeps the parts that pay. (Dropping a big Gemm that loses alone and
@@ -300,7 +302,7 @@ def _decide(
     token = _MEASURE_DEADLINE.set(deadline)
     try:
         with compile_timeout(left):
-            decision, compiled = _evaluate(g, group, force, name=name)
+            decision, compiled = _evaluate(g, group, force, name=name, rates=rates)
     except (CompileTimeout, _OverBudget):
         log.debug("%s: its compile or measurement ran past the budget", name)
         decisions.append(_over_budget(g, group))
@@ -312,8 +314,11 @@ def _decide(
         parts = _split(g, group)
         if parts:
             log.debug("%s: trying its %s instead", name, _plural(len(parts), "part"))
+            if decision.why.startswith(cost.SPLIT):
+                decisions.append(decision)  # the report says why it was split
             for k, part in enumerate(parts):
-                _decide(g, part, force, chosen, decisions, name=f"{name}_{k}", deadline=deadline)
+                _decide(g, part, force, chosen, decisions, name=f"{name}_{k}", deadline=deadline,
+                        rates=rates)  # fmt: skip
             return
     decisions.append(decision)
     if decision.fused and compiled is not None:
@@ -509,9 +514,12 @@ def _describe(g: Graph, group: Group) -> tuple[str, str]:
 
 
 def _evaluate(
-    g: Graph, group: Group, force: bool, *, name: str
+    g: Graph, group: Group, force: bool, *, name: str, rates: cost.Rates | None = None
 ) -> tuple[Decision, _Compiled | None]:
     ops, shapes = _describe(g, group)
+    predicted = None if force or rates is None else _predicted(g, group, rates, name=name)
+    if predicted:
+        return Decision(ops, shapes, None, None, False, predicted), None
     try:
         compiled = _compile(g, group, name=name, sample=not force or _TUNING.get())
     except TcError as e:
@@ -540,6 +548,38 @@ def _evaluate(
     decision = Decision(ops, shapes, fused_us, ort_us, ok, why or _ratio_why(ratio))
     log.debug("%s: %s", name, verdict(decision))
     return decision, compiled
+
+
+def _predicted(g: Graph, group: Group, rates: cost.Rates, *, name: str) -> str | None:
+    """Why the cost model leaves the group uncompiled (see cost.verdict), or None."""
+    p = cost.predict(g, group, rates, _clusters(g, group))
+    log.debug("%s: predicted %.2fx (fused %.1f µs, onnxruntime %.1f µs)",
+              name, p.ratio, p.fused_s * 1e6, p.ort_s * 1e6)  # fmt: skip
+    splittable = bool(p.mixed) and bool(_split(g, group))
+    return cost.verdict(p, _now().min_speedup, splittable=splittable)
+
+
+def _calibration() -> cost.Rates | None:
+    """The cost model's rates for this machine and these session settings (cached like
+    the decisions), or None where a probe failed: then every group is measured."""
+    try:
+        return cost.rates(_context_key(), _probe, remeasure=_now().remeasure)
+    except Exception as e:  # onnxruntime raises its own exception types
+        log.warning("the cost model could not be calibrated (%s): every group is measured", e)
+        return None
+
+
+def _probe(model: onnx.ModelProto, fused: bool) -> tuple[Callable[[], object], Any]:
+    """A calibration probe's call in onnxruntime and, if `fused`, as one TcKernel
+    compiled and run as a group is (see cost.calibrate)."""
+    g = Graph.from_model(model)
+    feeds = _model_feeds(g) or {}
+    if not fused:
+        plain = external.session(model, _session_options(), ["CPUExecutionProvider"])
+        return lambda: plain.run(None, feeds), None
+    c = _compile(g, make_group(g, g.order), name="probe", sample=True)
+    plain, ours = _sessions(*_subgraph_models(g, replace(c, feeds=feeds))[:2])
+    return lambda: plain.run(None, feeds), lambda: ours.run(None, feeds)
 
 
 def _ratio_why(ratio: float) -> str:
@@ -764,12 +804,8 @@ def _race(
     that disagree (see MAX_SPREAD) are run again; if they never agree, the result says so
     ("unsteady", with the "spread") and decides nothing. Rounds that disagree but lose in
     every one are a loss at once, "unsteady" so that it is not remembered."""
-    cpu, base_dir = ["CPUExecutionProvider"], _BASE_DIR.get()
     try:
-        plain = external.session(original, _session_options(), cpu, base_dir=base_dir)
-        so = _session_options()
-        ort.register(so)
-        ours = external.session(fused, so, cpu, base_dir=base_dir)
+        plain, ours = _sessions(original, fused)
         want = plain.run(None, dict(feeds))
         got = ours.run(None, dict(feeds))
     except Exception as e:  # onnxruntime raises its own exception types
@@ -799,6 +835,16 @@ def _race(
         log.debug("try %d: the rounds disagree (spread %.0f%%)", attempt + 1, spread * 100)
     said = f"rounds spread {spread:.0%}, over {MAX_SPREAD:.0%}, in {TRIES} tries"
     return {"why": f"{_UNSTEADY} ({said})", "unsteady": True, "spread": said}
+
+
+def _sessions(original: onnx.ModelProto, fused: onnx.ModelProto) -> tuple[Any, Any]:
+    """onnxruntime sessions of both models under the user's settings (the fused one with
+    the native library)."""
+    cpu, base_dir = ["CPUExecutionProvider"], _BASE_DIR.get()
+    plain = external.session(original, _session_options(), cpu, base_dir=base_dir)
+    so = _session_options()
+    ort.register(so)
+    return plain, external.session(fused, so, cpu, base_dir=base_dir)
 
 
 _UNSTEADY = "not measured: the timings disagree"
@@ -953,6 +999,9 @@ def verdict(d: Decision) -> str:
 
 def _reason_kind(why: str) -> str:
     """A reason without its measured ratio or spread, so that like reasons count together."""
+    predicted = cost.reason_kind(why)
+    if predicted:
+        return predicted
     if why.startswith(_DROPPED):
         return "the whole model ran slower with them"
     for unsteady in (_UNSTEADY, _UNSTEADY_WHOLE):
@@ -969,7 +1018,9 @@ def summary(
     force: bool = False,
 ) -> str:
     """One line: how many groups were fused and how much faster the whole model ran on
-    the sample inputs, or, when none was, the most common reason."""
+    the sample inputs, or, when none was, the most common reason. A group split before
+    measuring is a row of the report, not a group: its parts are."""
+    decisions = [d for d in decisions if not d.why.startswith(cost.SPLIT)]
     fused = sum(d.fused for d in decisions)
     if fused:
         head = f"{fused} of {_plural(len(decisions), 'group')} fused"

@@ -376,6 +376,7 @@ def race(original, fused, feeds):
         ratio = 0.8 if next(pairs) == 2 else 2.0
     return {"fused_us": 1.0, "ort_us": ratio, "ratio": ratio}
 o._race = race
+o._calibration = lambda: None  # the stand-in race decides every group
 sys.exit(main(sys.argv[2:]))
 """
 

@@ -144,6 +144,7 @@ def test_a_measurement_past_the_budget_stops_and_is_not_remembered(
 
     monkeypatch.setattr(OPT, "_clock", lambda: clock[0])
     monkeypatch.setattr(OPT, "_median_call", slow_call)
+    monkeypatch.setattr(OPT, "_calibration", lambda: None)  # the group is measured
     model = models.build("mlp1", small=True)
     optimized = tg.optimize(model, budget_s=15)
     assert [d["why"] for d in decisions(optimized)] == [OPT.OVER_BUDGET]
