@@ -516,38 +516,77 @@ def _describe(g: Graph, group: Group) -> tuple[str, str]:
 def _evaluate(
     g: Graph, group: Group, force: bool, *, name: str, rates: cost.Rates | None = None
 ) -> tuple[Decision, _Compiled | None]:
+    """The group's decision: predicted (cost model), a loss remembered from an earlier
+    optimize (neither compiled nor raced), or compiled and then measured or recalled."""
     ops, shapes = _describe(g, group)
     predicted = None if force or rates is None else _predicted(g, group, rates, name=name)
     if predicted:
         return Decision(ops, shapes, None, None, False, predicted), None
+    loss_key = None
     try:
-        compiled = _compile(g, group, name=name, sample=not force or _TUNING.get())
+        t = _translate(g, group, name)
+        if not force and not _TUNING.get():
+            loss_key = f"loss:{_translation_key(g, t)}:{_context_key()}"
+            lost = None if _now().remeasure else _known_decision(loss_key)
+            if lost is not None and not _won(lost):
+                log.debug("%s (%s -> %s): a loss remembered", name, ops, shapes)
+                return _decision(ops, shapes, lost), None
+        compiled = _compile(g, group, name=name, sample=not force or _TUNING.get(), t=t)
     except TcError as e:
         first = str(e).splitlines()[0]
         return Decision(ops, shapes, None, None, False, f"not compiled: {first}"), None
     if force:
         return Decision(ops, shapes, None, None, True, "forced"), compiled
+    known = _measured(g, compiled, name=name, what=f"{ops} -> {shapes}")
+    if loss_key is not None and not known.get("unsteady"):  # a win replaces a loss
+        _store_decision(loss_key, known)
+    decision = _decision(ops, shapes, known)
+    log.debug("%s: %s", name, verdict(decision))
+    return decision, compiled
+
+
+def _measured(g: Graph, compiled: _Compiled, *, name: str, what: str) -> dict[str, Any]:
+    """The compiled group's race against onnxruntime, from the cache when it was run
+    before (a race that never settled is not remembered)."""
     key = f"{compiled.attrs.kernel_key}:{_context_key()}"
     known = None if _now().remeasure else _known_decision(key)
     if compiled.unsampled:
-        known = {"why": f"not measured: {compiled.unsampled}"}
-    elif known is None:
-        log.debug("measuring %s (%s -> %s) against onnxruntime", name, ops, shapes)
-        known = _measure(g, compiled)
-        if not known.get("unsteady"):  # a race that never settled is not remembered
-            _store_decision(key, known)
-    else:
-        log.debug("%s (%s -> %s): decision cache hit", name, ops, shapes)
-    fused_us, ort_us, ratio, why = (
-        known.get("fused_us"),
-        known.get("ort_us"),
-        known.get("ratio", 0.0),
-        known.get("why", ""),
-    )
-    ok = not why and ratio >= _now().min_speedup
-    decision = Decision(ops, shapes, fused_us, ort_us, ok, why or _ratio_why(ratio))
-    log.debug("%s: %s", name, verdict(decision))
-    return decision, compiled
+        return {"why": f"not measured: {compiled.unsampled}"}
+    if known is not None:
+        log.debug("%s (%s): decision cache hit", name, what)
+        return known
+    log.debug("measuring %s (%s) against onnxruntime", name, what)
+    known = _measure(g, compiled)
+    if not known.get("unsteady"):
+        _store_decision(key, known)
+    return known
+
+
+def _won(known: Mapping[str, Any]) -> bool:
+    return not known.get("why") and known.get("ratio", 0.0) >= _now().min_speedup
+
+
+def _decision(ops: str, shapes: str, known: Mapping[str, Any]) -> Decision:
+    why = known.get("why", "")
+    reason = why or _ratio_why(known.get("ratio", 0.0))
+    return Decision(ops, shapes, known.get("fused_us"), known.get("ort_us"), _won(known), reason)
+
+
+def _translation_key(g: Graph, t: tr.Translation) -> str:
+    """What a group's measurement depends on that is known before compiling: its TC text
+    and the types of its inputs (the kernel key adds the options, which defining the
+    program would cost: seconds over a big model's groups)."""
+    added = {p.name: (p.data_type, tuple(p.dims)) for p in t.initializers}
+    types = []
+    for v in t.inputs:
+        if v in added:
+            types.append(repr(added[v]))
+        elif v in g.constants:
+            value = g.constants[v]
+            types.append(repr((value.dtype.str, value.shape)))
+        else:
+            types.append(repr(g.types[v]))
+    return cc.cache_key("tc_graph group", t.source, t.entry, *types)
 
 
 def _predicted(g: Graph, group: Group, rates: cost.Rates, *, name: str) -> str | None:
@@ -592,19 +631,25 @@ def _ratio_why(ratio: float) -> str:
     return f"{ratio:.2f}x, less than the {needed:.2f}x needed"
 
 
-def _compile(g: Graph, group: Group, *, name: str, sample: bool) -> _Compiled:
-    """The group translated and compiled. With `sample`, its runtime inputs get sample
-    values for measuring (unless they would take more than _SAMPLE_MAX_BYTES); otherwise,
-    or then, the compiler gets placeholders, which cost no memory: it reads only shapes."""
-    nodes = [g.node(n) for n in group.nodes]
-    t = tr.translate(
-        nodes,
+def _translate(g: Graph, group: Group, name: str) -> tr.Translation:
+    return tr.translate(
+        [g.node(n) for n in group.nodes],
         types=g.types,
         constants=g.constants,
         outputs=group.outputs,
         name=name,
         opset=tr.opset_version(g.model),
     )
+
+
+def _compile(
+    g: Graph, group: Group, *, name: str, sample: bool, t: tr.Translation | None = None
+) -> _Compiled:
+    """The group translated (unless `t` is its translation) and compiled. With `sample`,
+    its runtime inputs get sample values for measuring (unless they would take more than
+    _SAMPLE_MAX_BYTES); otherwise, or then, the compiler gets placeholders, which cost no
+    memory: it reads only shapes."""
+    t = t or _translate(g, group, name)
     added = {p.name: numpy_helper.to_array(p) for p in t.initializers}
     runtime = [v for v in t.inputs if v not in added and v not in g.constants]
     feeds: dict[str, np.ndarray] = {}

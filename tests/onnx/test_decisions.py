@@ -104,11 +104,13 @@ def _decisions(model: onnx.ModelProto) -> list[dict[str, Any]]:
     return json.loads(entry)
 
 
-def _cached(path: Path) -> dict[str, Any]:
-    """The cached decisions, without the code version."""
+def _cached(path: Path, loss: bool = False) -> dict[str, Any]:
+    """The cached decisions by kernel key, without the code version; with `loss`, those
+    by translation instead (each race is stored under both, see optimize._evaluate)."""
     if not path.exists():
         return {}
-    return {k: v for k, v in json.loads(path.read_text()).items() if k != "code"}
+    entries = json.loads(path.read_text()).items()
+    return {k: v for k, v in entries if k != "code" and k.startswith("loss:") == loss}
 
 
 def test_a_losing_whole_model_is_never_cached_and_raced_again(
@@ -235,6 +237,37 @@ def test_a_changed_key_part_misses_the_cache(cache: Path, monkeypatch: pytest.Mo
     _optimize()
     assert race.taken() == ["group", "whole"]
     assert len(_cached(cache)) == 3
+
+
+def test_a_cached_loss_is_decided_again_without_compiling(
+    cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A warm optimize of a group that lost neither compiles nor races it (densenet121's
+    warm optimize spent 10 s defining and compiling groups it then left alone); a win is
+    compiled (its TcKernel needs the kernel) and `remeasure` compiles and races again."""
+    race = Race(group=0.5)
+    monkeypatch.setattr(OPT, "_race", race)
+    _optimize()
+    assert race.taken() == ["group"]
+    compiles: list[str] = []
+    real = OPT._compile
+
+    def counted(*args: Any, **kw: Any) -> Any:
+        compiles.append(kw["name"])
+        return real(*args, **kw)
+
+    monkeypatch.setattr(OPT, "_compile", counted)
+    optimized = _optimize()
+    assert (race.taken(), compiles) == ([], [])
+    assert list(_cached(cache, loss=True).values()) == list(_cached(cache).values())
+    (made,) = _decisions(optimized)
+    assert made["why"] == "0.50x, slower than onnxruntime" and not made["fused"]
+    _optimize(remeasure=True)
+    assert (race.taken(), len(compiles)) == (["group"], 1)
+    race.group = 2.0
+    _optimize(remeasure=True)
+    _optimize()
+    assert (race.taken(), len(compiles)) == (["group", "whole", "whole"], 3)
 
 
 def test_session_options_are_copied_not_changed(
