@@ -12,15 +12,14 @@ import logging
 import os
 import statistics
 import sys
-import time
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from . import ir
+from . import ir, timing
 from .api import TcFunction, TcModule
 from .errors import TcError, TcWarning
 from .graph.optimize import BUDGET_S, MIN_SPEEDUP
@@ -525,29 +524,14 @@ def _run_ort(session: Any, feeds: dict[str, np.ndarray], what: str) -> list[np.n
         raise TcError(f"{what} failed in onnxruntime: {str(e).splitlines()[0]}") from None
 
 
-def _median_s(call: Callable[[], object], budget_s: float) -> float:
-    """The median time of `call`, repeated for about `budget_s` (after one warm-up)."""
-    call()
-    samples: list[float] = []
-    start = time.perf_counter()
-    while not samples or time.perf_counter() - start < budget_s:
-        t0 = time.perf_counter()
-        call()
-        samples.append(time.perf_counter() - t0)
-    return statistics.median(samples)
-
-
 def _race(
     plain: Any, ours: Any, feeds: dict[str, np.ndarray], budget_s: float
 ) -> tuple[float, float, float]:
     """Plain and optimized sessions timed in interleaved rounds (alternating which goes
     first, so drift and warm caches favour neither): medians in µs and the median of
     the per-round ratios plain / optimized."""
-    times: dict[str, list[float]] = {"plain": [], "ours": []}
     runs = {"plain": lambda: plain.run(None, feeds), "ours": lambda: ours.run(None, feeds)}
-    for r in range(DEMO_ROUNDS):
-        for who in ("plain", "ours") if r % 2 == 0 else ("ours", "plain"):
-            times[who].append(_median_s(runs[who], budget_s))
+    times = timing.rounds(runs, DEMO_ROUNDS, budget_s)
     ratios = [p / o for p, o in zip(times["plain"], times["ours"], strict=True)]
     return (
         statistics.median(times["plain"]) * 1e6,

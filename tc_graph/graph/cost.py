@@ -35,6 +35,7 @@ import numpy as np
 import onnx
 from onnx import helper
 
+from .. import timing
 from ..errors import TcError
 from ..runtime import cc
 from ..runtime.kernel import code_version
@@ -292,34 +293,13 @@ def _settled(
 
 def _time(ort_call: Call, tc_call: Call | None) -> tuple[float, float, float]:
     """Median seconds per call of each side (0.0 for a side not given) over _ROUNDS
-    interleaved rounds, the first side alternating, and how much the rounds disagree
-    (the larger side's interquartile range over its median)."""
-    calls = [c for c in (ort_call, tc_call) if c is not None]
-    times: list[list[float]] = [[] for _ in calls]
-    for r in range(_ROUNDS):
-        for k in range(len(calls)) if r % 2 == 0 else reversed(range(len(calls))):
-            times[k].append(_median_call(calls[k]))
-    medians = [statistics.median(t) for t in times]
-    spread = max(_iqr(t) / m for t, m in zip(times, medians, strict=True))
-    return medians[0], medians[1] if len(medians) > 1 else 0.0, spread
-
-
-def _iqr(values: Sequence[float]) -> float:
-    q1, _, q3 = statistics.quantiles(values, n=4)
-    return q3 - q1
-
-
-def _median_call(call: Call) -> float:
-    call()
-    samples: list[float] = []
-    start = time.perf_counter()
-    while len(samples) < 3 or time.perf_counter() - start < _ROUND_S:
-        t0 = time.perf_counter()
-        call()
-        samples.append(time.perf_counter() - t0)
-        if time.perf_counter() - start > 10 * _ROUND_S:
-            break  # a slow call: three samples are enough
-    return statistics.median(samples)
+    interleaved rounds (timing.rounds), and how much the rounds disagree (the larger
+    side's spread)."""
+    calls = {"ort": ort_call, **({"tc": tc_call} if tc_call is not None else {})}
+    times = timing.rounds(calls, _ROUNDS, _ROUND_S, min_samples=3)
+    medians = {who: statistics.median(t) for who, t in times.items()}
+    spread = max(timing.spread(t) for t in times.values())
+    return medians["ort"], medians.get("tc", 0.0), spread
 
 
 def _adds(count: int) -> onnx.ModelProto:

@@ -37,6 +37,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
+from .. import timing
 from ..api import define
 from ..errors import TcError, TcWarning
 from ..options import MappingOptions
@@ -866,7 +867,7 @@ def _race(
     for attempt in range(TRIES):
         times = _rounds(calls)
         ratios = [o / f for o, f in zip(times["ort"], times["fused"], strict=True)]
-        spread = _spread(ratios)
+        spread = timing.spread(ratios)
         # Rounds that disagree only on how much the fused side loses still agree that
         # it loses: a verdict at once, but not one to remember.
         lost = max(ratios) < _now().min_speedup
@@ -897,34 +898,8 @@ _UNSTEADY_WHOLE = "dropped: the whole model could not be timed steadily"
 
 
 def _rounds(calls: Mapping[str, Callable[[], object]]) -> dict[str, list[float]]:
-    """Seconds per call of each side in ROUNDS interleaved rounds, the first alternating
-    (so drift and warm caches favour neither side)."""
-    first, second = calls
-    times: dict[str, list[float]] = {first: [], second: []}
-    for r in range(ROUNDS):
-        _within_budget()
-        for who in (first, second) if r % 2 == 0 else (second, first):
-            times[who].append(_median_call(calls[who]))
-    return times
-
-
-def _spread(ratios: Sequence[float]) -> float:
-    """The interquartile range of the per-round ratios relative to their median: how much
-    the rounds disagree (interleaving cancels slow drift; load that comes and goes shows)."""
-    q1, _, q3 = statistics.quantiles(ratios, n=4)
-    return (q3 - q1) / statistics.median(ratios)
-
-
-def _median_call(call: Callable[[], object]) -> float:
-    call()
-    start = time.perf_counter()
-    samples = []
-    while not samples or time.perf_counter() - start < ROUND_S:
-        _within_budget()  # a slow kernel's calls take seconds each
-        t0 = time.perf_counter()
-        call()
-        samples.append(time.perf_counter() - t0)
-    return statistics.median(samples)
+    """ROUNDS interleaved rounds of both sides (see timing.rounds), within the budget."""
+    return timing.rounds(calls, ROUNDS, ROUND_S, check=_within_budget)
 
 
 def _session_options() -> Any:

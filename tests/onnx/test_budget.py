@@ -19,6 +19,7 @@ import onnxruntime as ort
 import pytest
 
 import tc_graph as tg
+from tc_graph import timing
 from tc_graph.errors import TcError
 from tc_graph.graph import models
 from tc_graph.graph.partition import candidate_groups
@@ -136,21 +137,21 @@ def test_a_measurement_past_the_budget_stops_and_is_not_remembered(
     later optimize without the budget measures it."""
     monkeypatch.setenv("TC_GRAPH_CACHE", str(tmp_path))
     clock = [0.0]
-    median_call = OPT._median_call
+    median_call = timing.median_call
 
-    def slow_call(call: Any) -> float:
+    def slow_call(call: Any, round_s: float, **kw: Any) -> float:
         clock[0] += 10.0
-        return median_call(call)
+        return median_call(call, round_s, **kw)
 
     monkeypatch.setattr(OPT, "_clock", lambda: clock[0])
-    monkeypatch.setattr(OPT, "_median_call", slow_call)
+    monkeypatch.setattr(timing, "median_call", slow_call)
     monkeypatch.setattr(OPT, "_calibration", lambda: None)  # the group is measured
     model = models.build("mlp1", small=True)
     optimized = tg.optimize(model, budget_s=15)
     assert [d["why"] for d in decisions(optimized)] == [OPT.OVER_BUDGET]
     assert clock[0] == 20.0  # one round: onnxruntime's call and the fused one
     assert_same_as_onnxruntime(optimized, model)
-    monkeypatch.setattr(OPT, "_median_call", median_call)
+    monkeypatch.setattr(timing, "median_call", median_call)
     again = decisions(tg.optimize(model, budget_s=None))
     assert len(again) == 1 and again[0]["why"] != OPT.OVER_BUDGET
 
