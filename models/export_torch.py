@@ -252,6 +252,21 @@ def _export(torch: Any, module: Any, inputs: dict[str, Any], path: Path, dynamo:
         dynamo=dynamo,
         **options,
     )
+    if dynamo:
+        _drop_stack_traces(path)
+
+
+def _drop_stack_traces(path: Path) -> None:
+    """The default exporter records each node's Python stack trace: this machine's paths
+    and this script's line numbers, which would change the committed files on every edit."""
+    import onnx
+
+    model = onnx.load(str(path))
+    for node in model.graph.node:
+        kept = [p for p in node.metadata_props if p.key != "pkg.torch.onnx.stack_trace"]
+        del node.metadata_props[:]
+        node.metadata_props.extend(kept)
+    onnx.save(model, str(path))
 
 
 def export(out: Path, *, full: bool = False) -> list[Path]:
