@@ -30,7 +30,11 @@ from tests.tolerances import TOLERANCES  # noqa: E402
 
 def _feeds(model: onnx.ModelProto) -> dict[str, np.ndarray]:
     """onnx's convention for its light models: each runtime input is arange(n) / n in
-    its shape (unknown sizes as 1)."""
+    its shape (unknown sizes as 1). Integer inputs that index a Gather (the torch models'
+    token ids and embedding-bag indices) are seeded random rows in its range instead:
+    arange(n) / n would make them all 0, a lookup that reads one row over and over."""
+    from tc_graph.graph.models import sample_inputs
+
     inits = {t.name for t in model.graph.initializer}
     feeds = {}
     for value in model.graph.input:
@@ -41,6 +45,12 @@ def _feeds(model: onnx.ModelProto) -> dict[str, np.ndarray]:
         shape = tuple(d.dim_value if d.HasField("dim_value") else 1 for d in tensor.shape.dim)
         n = int(np.prod(shape))
         feeds[value.name] = (np.arange(n).reshape(shape) / max(n, 1)).astype(dtype)
+    if any(np.issubdtype(f.dtype, np.integer) for f in feeds.values()):
+        try:
+            lookups = sample_inputs(model)
+        except ValueError:  # an index whose range is unknown, or a size that is not fixed
+            lookups = {}
+        feeds.update({k: v for k, v in lookups.items() if np.issubdtype(v.dtype, np.integer)})
     return feeds
 
 

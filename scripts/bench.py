@@ -5,7 +5,7 @@
     python scripts/bench.py models  [--json FILE] [--rounds N] [--threads N]
                                     [--only NAME[,NAME]] [--small]
     python scripts/bench.py zoo     [--json FILE] [--threads N] [--only NAME[,NAME]]
-                                    [--timeout S]
+                                    [--timeout S] [--full DIR]
 
 `kernels` runs the TC paper kernels (MLP3, MLP1, C3, 2LUT, tbmm, gconv, tmm) at the paper's
 sizes. Per kernel it compiles the TC in a fresh empty TC_GRAPH_CACHE (cold, seconds), then
@@ -26,7 +26,10 @@ is the same two steps again with that cache warm (milliseconds). Each row also h
 `tc_kernels`, the number of TcKernel nodes in the optimized model.
 
 `zoo` runs models nobody here wrote: onnx's nine light_* models (shipped in the onnx wheel,
-with reference outputs) and the committed models/torch_*.onnx, each in its own process
+with reference outputs) and the committed models/torch_*.onnx (small sizes), and with
+--full DIR the full-size torch_*_full.onnx that `python models/export_torch.py --full DIR`
+writes there (ResNet-18 at 224x224, BERT at hidden 256, DLRM with 100,000-row tables),
+each in its own process
 (scripts/_bench_zoo.py) with a fresh empty TC_GRAPH_CACHE, killed after --timeout seconds.
 Per model: nodes, TcKernels, `tg.optimize` seconds cold and warm, the optimized model's
 ratio against onnxruntime on the original (tc_graph's own interleaved race, the one
@@ -272,13 +275,16 @@ def _models(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     return 0
 
 
-def _zoo_models() -> dict[str, str]:
-    """Model name -> path: onnx's light_* models, then the committed torch exports."""
+def _zoo_models(full: Path | None) -> dict[str, str]:
+    """Model name -> path: onnx's light_* models, the committed torch exports, then the
+    full-size torch exports in `full`."""
     import onnx
 
     light = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
     paths = sorted(p for p in light.glob("light_*.onnx"))
     paths += sorted((Path(__file__).resolve().parents[1] / "models").glob("torch_*.onnx"))
+    if full is not None:
+        paths += sorted(full.glob("torch_*_full.onnx"))
     return {p.stem: str(p) for p in paths}
 
 
@@ -338,7 +344,12 @@ def _zoo_line(row: dict[str, object]) -> str:
 
 def _zoo(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     _set_thread_env(args.threads)
-    models = _zoo_models()
+    if args.full is not None and not any(args.full.glob("torch_*_full.onnx")):
+        parser.error(
+            f"--full {args.full}: no torch_*_full.onnx there; write them with "
+            f"`python models/export_torch.py --full {args.full}` (needs torch)"
+        )
+    models = _zoo_models(args.full)
     names = _select(list(models), args.only, "model", parser)
     print(
         f"tc_graph.optimize on the zoo; threads={args.threads}, a fresh cache and process "
@@ -400,6 +411,12 @@ def _parser() -> argparse.ArgumentParser:
         help="onnx's light_* models and models/torch_*.onnx: optimize time, ratio, matches",
     )
     zoo.add_argument("--timeout", type=float, default=600.0, help="seconds per model (600)")
+    zoo.add_argument(
+        "--full",
+        metavar="DIR",
+        type=Path,
+        help="also the full-size torch models that models/export_torch.py --full DIR wrote",
+    )
     return parser
 
 

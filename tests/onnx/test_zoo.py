@@ -4,7 +4,7 @@ alexnet is the quickest of the nine. force=True fuses every group (its convoluti
 which the cost-aware path leaves to onnxruntime), so the check has kernels to catch,
 and takes seconds where measuring every group takes a minute on a busy CI machine
 (scripts/bench.py zoo runs the cost-aware path on all nine). The committed torch
-exports are checked, forced and measured, in test_torch_models.py. No timing is
+exports are checked in test_torch_models.py. No timing is
 asserted: speed is the bench's job."""
 
 from __future__ import annotations
