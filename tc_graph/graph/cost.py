@@ -194,6 +194,7 @@ class Prediction:
     fused_s: float
     ort_s: float
     mixed: str = ""
+    run_s: float = 0.0  # the session call, in both times
 
     @property
     def ratio(self) -> float:
@@ -215,18 +216,28 @@ def predict(g: Graph, group: Group, rates: Rates, clusters: Sequence[Sequence[in
         fused_s=rates.run_s + rates.tc_kernel_s + fused,
         ort_s=rates.run_s + ort,
         mixed=" and ".join(memory),
+        run_s=rates.run_s,
     )
 
 
-def verdict(p: Prediction, min_speedup: float, *, splittable: bool) -> str | None:
+def verdict(
+    p: Prediction, min_speedup: float, *, splittable: bool, apart: Sequence[Prediction] = ()
+) -> str | None:
     """Why the group is not compiled, or None to compile and measure it: predicted to
-    lose by more than 2x, or mixed (and splittable) and not predicted to win."""
+    lose by more than 2x; or mixed (and splittable) and not predicted to win, or, given
+    its memory-bound and compute-bound parts (`apart`), predicted to win less joined than
+    apart, each part on the side predicted faster (the session call paid once)."""
     if p.ratio < MIN_PREDICTED:
         return f"predicted {p.ratio:.2f}x, {PREDICTED}"
-    if p.mixed and splittable and p.ratio < min_speedup:
-        return (
-            f"{SPLIT}: memory-bound {p.mixed} joined with a contraction, predicted {p.ratio:.2f}x"
-        )
+    if not (p.mixed and splittable):
+        return None
+    head = f"{SPLIT}: memory-bound {p.mixed} joined with a contraction"
+    if p.ratio < min_speedup:
+        return f"{head}, predicted {p.ratio:.2f}x"
+    joined = p.fused_s - p.run_s
+    split_s = sum(min(q.fused_s, q.ort_s) - q.run_s for q in apart)
+    if apart and joined * min_speedup > split_s:
+        return f"{head}, predicted {joined * 1e6:.1f} µs joined, {split_s * 1e6:.1f} µs apart"
     return None
 
 

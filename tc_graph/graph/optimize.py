@@ -493,19 +493,34 @@ def _clusters(g: Graph, group: Group) -> list[list[int]]:
 
 
 def _split(g: Graph, group: Group) -> list[Group]:
-    """The parts to try when a group does not pay: its components, or two halves split
-    between operator clusters (so a Gemm keeps its Relu)."""
+    """The parts to try when a group does not pay: its components; or its memory-bound
+    clusters apart from its contractions (see _by_class); or two halves split between
+    operator clusters (so a Gemm keeps its Relu)."""
     parts = components(g, group)
     if len(parts) > 1:
         return parts
     clusters = _clusters(g, group)
     if len(clusters) < 2:
         return []
+    parts = _by_class(g, clusters)
+    if parts:
+        return parts
     half = len(clusters) // 2
     halves = [[n for c in clusters[:half] for n in c], [n for c in clusters[half:] for n in c]]
     if not all(is_convex(g, h) for h in halves):
         return []
     return [make_group(g, h) for h in halves]
+
+
+def _by_class(g: Graph, clusters: Sequence[Sequence[int]]) -> list[Group]:
+    """The memory-bound clusters and the compute-bound ones (contractions, convolutions)
+    as two groups, where the group mixes both and each part is convex; else none."""
+    compute = [c for c in clusters if cost.kind(g.node(c[0]).op_type) in cost.COMPUTE]
+    memory = [c for c in clusters if c not in compute]
+    parts = [[n for c in side for n in c] for side in (memory, compute)]
+    if not all(parts) or not all(is_convex(g, p) for p in parts):
+        return []
+    return [make_group(g, p) for p in parts]
 
 
 def _describe(g: Graph, group: Group) -> tuple[str, str]:
@@ -595,8 +610,11 @@ def _predicted(g: Graph, group: Group, rates: cost.Rates, *, name: str) -> str |
     p = cost.predict(g, group, rates, _clusters(g, group))
     log.debug("%s: predicted %.2fx (fused %.1f µs, onnxruntime %.1f µs)",
               name, p.ratio, p.fused_s * 1e6, p.ort_s * 1e6)  # fmt: skip
-    splittable = bool(p.mixed) and bool(_split(g, group))
-    return cost.verdict(p, _now().min_speedup, splittable=splittable)
+    if not p.mixed:
+        return cost.verdict(p, _now().min_speedup, splittable=False)
+    parts = _by_class(g, _clusters(g, group))
+    apart = [cost.predict(g, part, rates, _clusters(g, part)) for part in parts]
+    return cost.verdict(p, _now().min_speedup, splittable=bool(_split(g, group)), apart=apart)
 
 
 def _calibration() -> cost.Rates | None:

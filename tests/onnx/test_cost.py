@@ -324,3 +324,34 @@ def test_the_real_calibration_lets_the_demos_winners_be_measured(name: str) -> N
     for d in _decisions(optimized):
         assert not d["why"].startswith(("predicted", "split")), d
     _check_outputs(optimized, model)
+
+
+def test_a_mixed_group_predicted_to_win_is_still_split_when_its_parts_win_more(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """DLRM's lookups joined with its bottom MLP measured as one kernel: a calibration
+    where tc_graph's lookups are fast and its Gemm slow predicts the joined group to win
+    (so it used to be compiled and raced) but its parts apart, the lookups fused and the
+    Gemm left to onnxruntime, to win more: it is split, by class, before measuring."""
+    model = _lookup_and_gemm()
+    slow = dict.fromkeys(cost.CLASSES, 1e7)
+    rates = cost.Rates(slow, {**slow, "lookup": 1e13, "elementwise": 1e13}, 1e-9, 1e-9, 1e-9)
+    g = Graph.from_model(model)
+    group = make_group(g, g.order)
+    p = cost.predict(g, group, rates, OPT._clusters(g, group))
+    assert p.mixed and p.ratio >= OPT.MIN_SPEEDUP, p
+    monkeypatch.setattr(OPT, "_calibration", lambda: rates)
+    raced: list[set[str]] = []
+
+    def race(original: onnx.ModelProto, fused: onnx.ModelProto, feeds: dict) -> dict:
+        raced.append({n.op_type for n in original.graph.node})
+        return {"fused_us": 1.0, "ort_us": 2.0, "ratio": 2.0}
+
+    monkeypatch.setattr(OPT, "_race", race)
+    optimized = tg.optimize(model, remeasure=True)
+    assert {"Gather", "ReduceSum", "Concat"} in raced[:-1], raced
+    assert not any({"Gather", "Gemm"} <= ops for ops in raced[:-1]), raced
+    (split,) = [d for d in _decisions(optimized) if d["why"].startswith("split before")]
+    assert split["ops"] == "Gather+ReduceSum+Gemm+Concat"
+    assert "apart" in split["why"], split
+    _check_outputs(optimized, model)
