@@ -1,13 +1,21 @@
-"""The `tc-graph` command, run as a user would (a subprocess)."""
+"""The `tc-graph` command, as a user runs it. Most tests call its `main` in this process
+(a fresh interpreter spends about 2 s importing tc_graph, which made this file the
+suite's slowest); the process boundary itself is tested where it is the point: the
+installed entry point, no progress frames on a stderr that is not a terminal, and the
+compiler's debug lines (this process keeps the kernels it built)."""
 
 from __future__ import annotations
 
+import contextlib
+import importlib
 import importlib.util
+import io
 import json
+import logging
 import os
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -16,34 +24,50 @@ import onnxruntime as ort
 import pytest
 
 import tc_graph as tg
+from tc_graph import cli
 from tc_graph.graph import models
 
 ROOT = Path(__file__).resolve().parents[2]
+OPT = importlib.import_module("tc_graph.graph.optimize")
+
+
+@pytest.fixture(autouse=True)
+def _own_logging() -> Iterator[None]:
+    """main configures tc_graph's logger (level, handler): undone after each test."""
+    logger = logging.getLogger("tc_graph")
+    saved = (logger.level, list(logger.handlers), logger.propagate)
+    yield
+    logger.setLevel(saved[0])
+    logger.handlers[:] = saved[1]
+    logger.propagate = saved[2]
+
+
+@contextlib.contextmanager
+def _environment(env: dict[str, str] | None) -> Iterator[None]:
+    saved = dict(os.environ)
+    os.environ.update(env or {})
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
 
 
 def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "tc_graph.cli", *args],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env={**os.environ, **(env or {})},
-        timeout=120,
-    )
-
-
-def python(
-    code: str, *args: str, env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess[str]:
-    """`code` in a fresh interpreter, for the command with something changed under it."""
-    return subprocess.run(
-        [sys.executable, "-c", code, *args],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})},
-        timeout=120,
-    )
+    """`tc-graph ARGS` in this process, from the repository root, with `env` added: its
+    exit code and what it printed."""
+    out, err = io.StringIO(), io.StringIO()
+    with (
+        _environment(env),
+        contextlib.chdir(ROOT),
+        contextlib.redirect_stdout(out),
+        contextlib.redirect_stderr(err),
+    ):
+        try:
+            code = cli.main(list(args))
+        except SystemExit as e:  # argparse's errors, --help and --version
+            code = e.code if isinstance(e.code, int) else int(e.code is not None)
+    return subprocess.CompletedProcess(list(args), code, out.getvalue(), err.getvalue())
 
 
 def test_check_prints_ranges_and_symbolic_shapes() -> None:
@@ -90,6 +114,19 @@ def test_compile_rejects_bad_shapes(shapes: str, message: str) -> None:
 
 
 # ----------------------------------------------------------------------------- ONNX
+
+
+def spawn(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """`tc-graph ARGS` in a fresh interpreter: for what this process would hide (it keeps
+    the kernels it has built, so it never compiles one again)."""
+    return subprocess.run(
+        [sys.executable, "-m", "tc_graph.cli", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, **(env or {})},
+        timeout=120,
+    )
 
 
 def _save_small(name: str, path: Path) -> onnx.ModelProto:
@@ -147,22 +184,13 @@ def test_optimize_cost_aware_with_graph_png(tmp_path: Path) -> None:
     assert png.stat().st_size > 5000
 
 
-def test_graph_png_without_matplotlib_says_what_to_install(tmp_path: Path) -> None:
+def test_graph_png_without_matplotlib_says_what_to_install(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     _save_small("mlp3_gemm", tmp_path / "in.onnx")
-    code = (
-        "import sys; sys.modules['matplotlib'] = None\n"  # makes `import matplotlib` fail
-        "from tc_graph.cli import main; sys.exit(main(sys.argv[1:]))\n"
-    )
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # makes `import matplotlib` fail
     out = tmp_path / "out.onnx"
-    r = python(
-        code,
-        "optimize",
-        str(tmp_path / "in.onnx"),
-        "-o",
-        str(out),
-        "--graph-png",
-        str(tmp_path / "g.png"),
-    )
+    r = run("optimize", str(tmp_path / "in.onnx"), "-o", str(out), "--graph-png", "g.png")
     assert r.returncode == 1
     assert "pip install matplotlib" in r.stderr
     assert "Traceback" not in r.stderr
@@ -214,17 +242,18 @@ def test_demo_verifies_and_prints_the_speedup_table() -> None:
         assert cells[7].endswith("x") and float(cells[7][:-1]) > 0
 
 
-def test_demo_fails_on_a_wrong_result() -> None:
-    code = (
-        "import sys, tc_graph.graph.optimize as o\n"
-        "real = o.InferenceSession\n"
-        "class Off:\n"
-        "    def __init__(self, s): self.s = s\n"
-        "    def run(self, *a): return [x + 1 for x in self.s.run(*a)]\n"
-        "o.InferenceSession = lambda m: Off(real(m))\n"
-        "from tc_graph.cli import main; sys.exit(main(sys.argv[1:]))\n"
-    )
-    r = python(code, "demo", "--models", "2lut")
+def test_demo_fails_on_a_wrong_result(monkeypatch: pytest.MonkeyPatch) -> None:
+    real = OPT.InferenceSession
+
+    class Off:
+        def __init__(self, session: object) -> None:
+            self.session = session
+
+        def run(self, *args: object) -> list[np.ndarray]:
+            return [x + 1 for x in self.session.run(*args)]
+
+    monkeypatch.setattr(OPT, "InferenceSession", lambda model: Off(real(model)))
+    r = run("demo", "--models", "2lut")
     assert r.returncode == 1
     assert "2lut" in r.stderr and "differ" in r.stderr
     assert "Traceback" not in r.stderr
@@ -236,12 +265,14 @@ def test_demo_rejects_an_unknown_model() -> None:
     assert "nope" in r.stderr and "Traceback" not in r.stderr
 
 
-def test_version_prints_the_installed_version() -> None:
+def test_the_installed_command_prints_its_version() -> None:
+    """Through a fresh interpreter: `python -m tc_graph.cli`, as installed."""
     from importlib.metadata import version
 
-    r = run("--version")
+    r = spawn("--version")
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == f"tc-graph {version('tc_graph')}"
+    assert run("--version").stdout == r.stdout
 
 
 def test_top_level_help_lists_every_subcommand() -> None:
@@ -296,15 +327,18 @@ def _optimize_force(
     before: Sequence[str] = (),
     after: Sequence[str] = (),
     env: dict[str, str] | None = None,
+    fresh: bool = False,
 ) -> subprocess.CompletedProcess[str]:
     """`tc-graph [BEFORE] optimize IN OUT --force [AFTER]` on the small MLP3 (this compiles
-    one kernel, and measures nothing), with the kernel cache in `folder`."""
+    one kernel, and measures nothing), with the kernel cache in `folder`; in a `fresh`
+    process where the compiler's own debug lines are looked for."""
     model = folder / "in.onnx"
     if not model.exists():
         folder.mkdir(parents=True, exist_ok=True)
         _save_small("mlp3_gemm", model)
     argv = ["optimize", str(model), str(folder / "out.onnx"), "--force"]
-    return run(*before, *argv, *after, env={"TC_GRAPH_CACHE": str(folder / "cache"), **(env or {})})
+    env = {"TC_GRAPH_CACHE": str(folder / "cache"), **(env or {})}
+    return (spawn if fresh else run)(*before, *argv, *after, env=env)
 
 
 def test_quiet_silences_the_status_lines_and_the_summary(tmp_path: Path) -> None:
@@ -330,7 +364,7 @@ def _assert_debug_lines(stderr: str, *, compiled: bool) -> None:
 
 
 def test_verbose_shows_debug_lines_of_the_module_loggers(tmp_path: Path) -> None:
-    fresh = _optimize_force(tmp_path, ["-v"])  # an empty cache: it compiles
+    fresh = _optimize_force(tmp_path, ["-v"], fresh=True)  # an empty cache: it compiles
     assert fresh.returncode == 0, fresh.stderr
     _assert_debug_lines(fresh.stderr, compiled=True)
     again = _optimize_force(tmp_path, [], ["--verbose"])
@@ -340,7 +374,7 @@ def test_verbose_shows_debug_lines_of_the_module_loggers(tmp_path: Path) -> None
 
 
 def test_tc_graph_log_sets_the_level_and_flags_override_it(tmp_path: Path) -> None:
-    r = _optimize_force(tmp_path, env={"TC_GRAPH_LOG": "debug"})
+    r = _optimize_force(tmp_path, env={"TC_GRAPH_LOG": "debug"}, fresh=True)
     assert r.returncode == 0, r.stderr
     _assert_debug_lines(r.stderr, compiled=True)
     r = _optimize_force(tmp_path, env={"TC_GRAPH_LOG": "WARNING"})
@@ -358,33 +392,30 @@ def test_a_bad_tc_graph_log_is_an_error_that_lists_the_levels(tmp_path: Path) ->
 
 # ----------------------------------------------------------------------------- summary
 
-# optimize's race replaced by a stand-in (the command then compiles but measures nothing).
-# A group of the small MLP3 with more than two nodes loses (so it is split); of the
-# Gemm+Relu pairs, the first and third win by 2x and the second loses at 0.8x, unless
-# every group loses; the whole model runs 1.5x.
-STAGED_RACE = """
-import itertools, sys
-import tc_graph.graph.optimize as o
-from tc_graph.cli import main
-pairs = itertools.count(1)
-def race(original, fused, feeds):
-    if fused.graph.name != "fused":
-        ratio = 1.5
-    elif len(original.graph.node) > 2 or sys.argv[1] == "lose":
-        ratio = 0.5
-    else:
-        ratio = 0.8 if next(pairs) == 2 else 2.0
-    return {"fused_us": 1.0, "ort_us": ratio, "ratio": ratio}
-o._race = race
-o._calibration = lambda: None  # the stand-in race decides every group
-sys.exit(main(sys.argv[2:]))
-"""
 
+def _staged_optimize(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, outcome: str, *flags: str
+) -> subprocess.CompletedProcess[str]:
+    """optimize on the small MLP3 with its race replaced by a stand-in (the command then
+    compiles but measures nothing). A group of more than two nodes loses (so it is
+    split); of the Gemm+Relu pairs, the first and third win by 2x and the second loses
+    at 0.8x, unless every group loses ("lose"); the whole model runs 1.5x."""
+    pairs = iter(range(1, 100))
 
-def _staged_optimize(tmp_path: Path, outcome: str, *flags: str) -> subprocess.CompletedProcess:
+    def race(original: onnx.ModelProto, fused: onnx.ModelProto, feeds: dict) -> dict:
+        if fused.graph.name != "fused":
+            ratio = 1.5
+        elif len(original.graph.node) > 2 or outcome == "lose":
+            ratio = 0.5
+        else:
+            ratio = 0.8 if next(pairs) == 2 else 2.0
+        return {"fused_us": 1.0, "ort_us": ratio, "ratio": ratio}
+
+    monkeypatch.setattr(OPT, "_race", race)
+    monkeypatch.setattr(OPT, "_calibration", lambda: None)  # the stand-in decides every group
     _save_small("mlp3_gemm", tmp_path / "in.onnx")
     argv = ["optimize", str(tmp_path / "in.onnx"), str(tmp_path / "out.onnx"), *flags]
-    return python(STAGED_RACE, outcome, *argv, env={"TC_GRAPH_CACHE": str(tmp_path / "cache")})
+    return run(*argv, env={"TC_GRAPH_CACHE": str(tmp_path / "cache")})
 
 
 def _decisions(path: Path) -> list[dict]:
@@ -393,8 +424,10 @@ def _decisions(path: Path) -> list[dict]:
     return json.loads(entry)
 
 
-def test_report_words_each_decision_and_ends_with_the_summary(tmp_path: Path) -> None:
-    r = _staged_optimize(tmp_path, "mixed", "--report")
+def test_report_words_each_decision_and_ends_with_the_summary(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    r = _staged_optimize(tmp_path, monkeypatch, "mixed", "--report")
     assert r.returncode == 0, r.stderr
     rows = [x for x in r.stderr.splitlines() if x.startswith("Gemm+Relu ")]
     assert [x.split("  ")[-1] for x in rows] == [
@@ -409,8 +442,10 @@ def test_report_words_each_decision_and_ends_with_the_summary(tmp_path: Path) ->
     assert summary not in r.stdout  # printed once, at the end of the report
 
 
-def test_summary_says_why_nothing_was_fused(tmp_path: Path) -> None:
-    r = _staged_optimize(tmp_path, "lose")
+def test_summary_says_why_nothing_was_fused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    r = _staged_optimize(tmp_path, monkeypatch, "lose")
     assert r.returncode == 0, r.stderr
     assert not _tc_kernels(onnx.load(tmp_path / "out.onnx"))
     assert len(_decisions(tmp_path / "out.onnx")) == 3
