@@ -23,10 +23,65 @@ import os
 import statistics
 import sys
 import time
+from typing import Any
 
 from bench import _rounds, _select, _set_thread_env, _write_json
 
 DEFAULT_KERNELS = ("2LUT", "MLP3", "tbmm", "C3")
+
+
+def _tuned_row(name: str, args: argparse.Namespace, bm: Any) -> tuple[dict[str, Any], dict]:
+    """One kernel tuned in a fresh cache, both kernels checked against NumPy and raced:
+    its JSON row, and the options the tuning changed."""
+    import tc_graph as tg
+    from tc_graph.autotune import tune
+
+    case = bm.BUILDERS[name](args.small)
+    with bm._fresh_cache():
+        fn = tg.define(case.source)[case.name]
+        start = time.perf_counter()
+        result = tune(
+            fn,
+            *case.args,
+            generations=args.generations,
+            population=args.population,
+            seed=args.seed,
+            progress=sys.stderr.isatty(),
+        )
+        search_s = time.perf_counter() - start
+        default = fn.compile(*case.args, options=result.default)
+        tuned = fn.compile(*case.args)  # options=None: the database's best
+        assert tuned.options == result.best
+        want = case.numpy_fn(*case.args)
+        for who, kernel in (("default", default), ("tuned", tuned)):
+            got = kernel(*case.args)
+            bm._check(name, f"tc_graph ({who})", got if isinstance(got, tuple) else (got,), want)
+        times = _rounds(
+            {
+                "default": functools.partial(default, *case.args),
+                "tuned": functools.partial(tuned, *case.args),
+            },
+            args.rounds,
+        )
+    d, t = statistics.median(times["default"]), statistics.median(times["tuned"])
+    ratio = statistics.median(a / b for a, b in zip(times["default"], times["tuned"], strict=True))
+    if result.best == result.default:
+        t, ratio = d, 1.0  # one kernel twice: any difference measured is noise
+    best, base = json.loads(result.best.to_json()), json.loads(result.default.to_json())
+    changed = {k: v for k, v in best.items() if v != base[k]}
+    row = {
+        "name": name,
+        "default_us": round(d * 1e6, 2),
+        "tuned_us": round(t * 1e6, 2),
+        "speedup": round(ratio, 4),
+        "search_s": round(search_s, 1),
+        "evaluated": result.evaluated,
+        "discarded": len(result.failures),
+        "default_options": base,
+        "tuned_options": best,
+        "threads": args.threads,
+    }
+    return row, changed
 
 
 def main() -> int:
@@ -43,9 +98,6 @@ def main() -> int:
     _set_thread_env(args.threads)
     import _bench_models as bm  # only now: OpenMP reads the thread env when loaded
 
-    import tc_graph as tg
-    from tc_graph.autotune import tune
-
     names = _select(list(bm.BUILDERS), args.only or ",".join(DEFAULT_KERNELS), "kernel", parser)
     print(
         f"tuned vs default options, CPU target; threads={args.threads}, population "
@@ -59,65 +111,12 @@ def main() -> int:
     print(header)
     rows = []
     for name in names:
-        case = bm.BUILDERS[name](args.small)
-        with bm._fresh_cache():
-            fn = tg.define(case.source)[case.name]
-            start = time.perf_counter()
-            result = tune(
-                fn,
-                *case.args,
-                generations=args.generations,
-                population=args.population,
-                seed=args.seed,
-                progress=sys.stderr.isatty(),
-            )
-            search_s = time.perf_counter() - start
-            default = fn.compile(*case.args, options=result.default)
-            tuned = fn.compile(*case.args)  # options=None: the database's best
-            assert tuned.options == result.best
-            want = case.numpy_fn(*case.args)
-            for who, kernel in (("default", default), ("tuned", tuned)):
-                got = kernel(*case.args)
-                bm._check(
-                    name, f"tc_graph ({who})", got if isinstance(got, tuple) else (got,), want
-                )
-            times = _rounds(
-                {
-                    "default": functools.partial(default, *case.args),
-                    "tuned": functools.partial(tuned, *case.args),
-                },
-                args.rounds,
-            )
-        d, t = statistics.median(times["default"]), statistics.median(times["tuned"])
-        ratio = statistics.median(
-            a / b for a, b in zip(times["default"], times["tuned"], strict=True)
-        )
-        if result.best == result.default:
-            t, ratio = d, 1.0  # one kernel twice: any difference measured is noise
-        changed = {
-            k: v
-            for k, v in json.loads(result.best.to_json()).items()
-            if v != json.loads(result.default.to_json())[k]
-        }
+        row, changed = _tuned_row(name, args, bm)
         print(
-            f"{name:<7} {d * 1e6:>11.1f} {t * 1e6:>10.1f} {ratio:>7.2f}x {search_s:>7.1f}  "
-            f"{changed or 'the defaults'}"
+            f"{name:<7} {row['default_us']:>11.1f} {row['tuned_us']:>10.1f} "
+            f"{row['speedup']:>7.2f}x {row['search_s']:>7.1f}  {changed or 'the defaults'}"
         )
-        rows.append(
-            {
-                "name": name,
-                "default_us": round(d * 1e6, 2),
-                "tuned_us": round(t * 1e6, 2),
-                "speedup": round(ratio, 4),
-                "search_s": round(search_s, 1),
-                "evaluated": result.evaluated,
-                "discarded": len(result.failures),
-                "default_options": json.loads(result.default.to_json()),
-                "tuned_options": json.loads(result.best.to_json()),
-                "threads": args.threads,
-            }
-        )
-        del case
+        rows.append(row)
     _write_json(args.json, rows)
     return 0
 

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from . import tuning_db
+from .compare import mismatch
 from .errors import TcError
 from .options import FUSION_STRATEGIES, MappingOptions
 from .runtime import sandbox
@@ -363,27 +364,6 @@ class GeneticSearch:
 # ---------------------------------------------------------------------------- evaluation
 
 
-def _mismatch(got: Sequence[np.ndarray], want: Sequence[np.ndarray]) -> str | None:
-    """Why `got` is not `want` (None when it is). Floats within a tolerance relative to
-    the output's magnitude: other mappings reassociate sums, bugs give other numbers."""
-    for k, (g, w) in enumerate(zip(got, want, strict=True)):
-        g, w = np.asarray(g), np.asarray(w)
-        if g.shape != w.shape or g.dtype != w.dtype:
-            return f"output {k} is {g.dtype}{list(g.shape)}, expected {w.dtype}{list(w.shape)}"
-        if w.dtype.kind != "f":
-            if not np.array_equal(g, w):
-                return f"output {k} differs"
-            continue
-        rtol = 1e-2 if w.dtype.itemsize <= 2 else 1e-3 if w.dtype.itemsize <= 4 else 1e-9
-        finite = w[np.isfinite(w)]
-        scale = float(np.max(np.abs(finite))) if finite.size else 1.0
-        if not np.allclose(g, w, rtol=rtol, atol=rtol * 0.1 * max(scale, 1e-30), equal_nan=True):
-            diff = np.abs(g.astype(np.float64) - w.astype(np.float64))
-            worst = float(np.nanmax(diff)) if diff.size else 0.0
-            return f"output {k} differs by up to {worst:.3g}"
-    return None
-
-
 def _as_tuple(result: Any) -> tuple[np.ndarray, ...]:
     return result if isinstance(result, tuple) else (result,)
 
@@ -463,7 +443,7 @@ def compile_job(
 def run_check(kernel: Any, args: Sequence[Any], want: Sequence[np.ndarray]) -> str | None:
     """Run one candidate's kernel, in the sandbox process: None, or why its output is
     wrong."""
-    why = _mismatch(_as_tuple(kernel(*args)), want)
+    why = mismatch(_as_tuple(kernel(*args)), want)
     return None if why is None else f"wrong output: {why}"
 
 
@@ -492,7 +472,7 @@ def remote_job(
         return fingerprint, None, f"compile failed: {_first_line(e)}"
     with _timing_lock:
         try:
-            why = _mismatch(_as_tuple(kernel(*args)), want)
+            why = mismatch(_as_tuple(kernel(*args)), want)
             if why is not None:
                 return fingerprint, None, f"wrong output: {why}"
             return fingerprint, measure(lambda: kernel(*args), best_s), None
@@ -533,7 +513,7 @@ class _Evaluator:
         # The oracle chain: reference -> default kernel -> every candidate.
         default_kernel = fn.compile(*args, target=target, options=self.default)
         self.want = _as_tuple(default_kernel(*args))
-        why = _mismatch(self.want, _as_tuple(fn(*args, target="reference")))
+        why = mismatch(self.want, _as_tuple(fn(*args, target="reference")))
         if why is not None:
             raise TcError(
                 f"cannot tune '{fn.name}': the default kernel disagrees with the reference ({why})",
@@ -668,7 +648,7 @@ class _Evaluator:
             self._fail(c, why)
             return None
         try:
-            why = _mismatch(_as_tuple(kernel(*self.args)), self.want)
+            why = mismatch(_as_tuple(kernel(*self.args)), self.want)
             if why is not None:
                 self._fail(c, f"wrong output: {why}")
                 return None

@@ -21,6 +21,7 @@ import numpy as np
 
 from . import ir, timing
 from .api import TcFunction, TcModule
+from .compare import mismatch, rtol
 from .errors import TcError, TcWarning
 from .graph.optimize import BUDGET_S, MIN_SPEEDUP
 from .options import MappingOptions
@@ -271,7 +272,6 @@ def _random_args(fn: TcFunction, args: list[object], seed: int | None) -> list[o
 
 # `tc-graph demo` compares with plain onnxruntime at this tolerance: float32 sums may be
 # reassociated by the fused kernels, nothing more.
-DEMO_RTOL, DEMO_ATOL = 1e-4, 1e-5
 # Interleaved timing: rounds, and seconds per contender per round (small, full-size models).
 DEMO_ROUNDS = 5
 DEMO_ROUND_S = {False: 0.02, True: 0.1}
@@ -540,17 +540,6 @@ def _race(
     )
 
 
-def _difference(want: Sequence[np.ndarray], got: Sequence[np.ndarray]) -> str | None:
-    """Why the optimized outputs are not the original's, or None when they match."""
-    for k, (w, r) in enumerate(zip(want, got, strict=True)):
-        if w.shape != r.shape:
-            return f"output {k} has shape {r.shape}, expected {w.shape}"
-        if not np.allclose(r, w, rtol=DEMO_RTOL, atol=DEMO_ATOL):
-            worst = float(np.max(np.abs(r.astype(np.float64) - w.astype(np.float64))))
-            return f"output {k} differs by up to {worst:.3g}"
-    return None
-
-
 def _demo(args: argparse.Namespace) -> int:
     try:
         return _demo_models(args)
@@ -586,7 +575,7 @@ def _demo_models(args: argparse.Namespace) -> int:
         want = _run_ort(plain, feeds, f"{name} (original)")
         optimized = optimize(model, progress=_on_terminal())
         ours = InferenceSession(optimized)
-        why = _difference(want, _run_ort(ours, feeds, f"{name} (optimized)"))
+        why = mismatch(_run_ort(ours, feeds, f"{name} (optimized)"), want)
         if why is not None:
             print(f"error: {name}: the optimized model is wrong: {why}", file=sys.stderr)
             failed.append(name)
@@ -612,8 +601,8 @@ def _demo_models(args: argparse.Namespace) -> int:
             )
         )
     print(
-        f"\n{size} models; outputs match onnxruntime's (rtol {DEMO_RTOL:g}, atol "
-        f"{DEMO_ATOL:g}).\nTimes: medians of {DEMO_ROUNDS} interleaved rounds; speedup: the "
+        f"\n{size} models; outputs match onnxruntime's (float32 within {rtol(np.dtype('f4')):g} "
+        "of themselves plus a tenth of that of each output's largest value).\nTimes: medians of {DEMO_ROUNDS} interleaved rounds; speedup: the "
         "median per-round ratio.\nGroups that did not beat onnxruntime when measured are "
         "left to it (TcKernels 0)."
     )
@@ -733,26 +722,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
 
 
-def _parser() -> argparse.ArgumentParser:
-    """The command line: every subcommand and its options."""
-    parser = argparse.ArgumentParser(
-        prog="tc-graph", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--version", action="version", version=f"tc-graph {_version()}")
-    sub = parser.add_subparsers(dest="command", required=True)
-    check = sub.add_parser("check", help="parse and check a TC file; print ranges and shapes")
-    check.add_argument("file")
-    comp = sub.add_parser("compile", help="compile one def for given shapes; print the code")
-    comp.add_argument("file")
-    comp.add_argument("--entry", help="the def to compile (needed when the file has several)")
-    comp.add_argument(
-        "--shapes", required=True, help='shapes and scalar values, e.g. "A=128x64,B=64x32,sh=2"'
-    )
-    comp.add_argument("--target", default="cpu", choices=["cpu", "opencl"])
-    comp.add_argument("--emit", default="c", choices=["c", "cuda", "opencl"], help="what to print")
-    comp.add_argument("--options", help="MappingOptions as JSON")
-    cache = sub.add_parser("cache", help="the compiled-kernel cache")
-    cache.add_argument("action", choices=["info", "clear"])
+def _optimize_parser(sub: Any) -> None:
+    """`tc-graph optimize` and its options."""
     opt = sub.add_parser(
         "optimize", help="fuse the groups of an ONNX model that beat onnxruntime into TcKernels"
     )
@@ -789,6 +760,29 @@ def _parser() -> argparse.ArgumentParser:
     opt.add_argument(
         "--graph-dot", metavar="FILE", help="write the optimized graph as Graphviz DOT text"
     )
+
+
+def _parser() -> argparse.ArgumentParser:
+    """The command line: every subcommand and its options."""
+    parser = argparse.ArgumentParser(
+        prog="tc-graph", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--version", action="version", version=f"tc-graph {_version()}")
+    sub = parser.add_subparsers(dest="command", required=True)
+    check = sub.add_parser("check", help="parse and check a TC file; print ranges and shapes")
+    check.add_argument("file")
+    comp = sub.add_parser("compile", help="compile one def for given shapes; print the code")
+    comp.add_argument("file")
+    comp.add_argument("--entry", help="the def to compile (needed when the file has several)")
+    comp.add_argument(
+        "--shapes", required=True, help='shapes and scalar values, e.g. "A=128x64,B=64x32,sh=2"'
+    )
+    comp.add_argument("--target", default="cpu", choices=["cpu", "opencl"])
+    comp.add_argument("--emit", default="c", choices=["c", "cuda", "opencl"], help="what to print")
+    comp.add_argument("--options", help="MappingOptions as JSON")
+    cache = sub.add_parser("cache", help="the compiled-kernel cache")
+    cache.add_argument("action", choices=["info", "clear"])
+    _optimize_parser(sub)
     tune = sub.add_parser(
         "tune", help="autotune one def for given shapes; store the best options for this machine"
     )

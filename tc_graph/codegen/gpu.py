@@ -612,6 +612,65 @@ class _GpuPrinter(_Printer):
         self.out(depth, "}")
 
     # -- private tiles -------------------------------------------------------
+    def _thread_nest(
+        self, node: isl.AstNode, mark: str
+    ) -> tuple[list[tuple[str, str, str, int, int]], isl.AstNode] | None:
+        """private_tile's perfect nest of thread-mapped loops from `node` (marked `mark`):
+        each loop's iterator, first value, condition, step and trips per thread, and the
+        node below them; None where a loop is not such a loop."""
+        assert self.launch is not None
+        loops: list[tuple[str, str, str, int, int]] = []  # it, first, cond, step, count
+        cur, name = node, mark
+        while True:
+            _, _, dim_s, iterator, _ = name.split(":")
+            count = self.launch.block[int(dim_s)]
+            if (
+                cur.get_type() != isl.ast_node_type.for_
+                or cur.for_get_iterator().to_C_str() != iterator
+                or cur.for_is_degenerate()
+            ):
+                return None
+            init, cond = cur.for_get_init().to_C_str(), cur.for_get_cond().to_C_str()
+            inc = cur.for_get_inc().to_C_str()
+            trips = _max_trips(init, cond, inc)
+            if trips is None or count <= 1:
+                return None
+            me = self.ident("thread", int(dim_s))
+            loops.append((iterator, _first(init, inc, me, count), cond, int(inc) * count,
+                          -(-trips // count)))  # fmt: skip
+            cur = cur.for_get_body()
+            if cur.get_type() == isl.ast_node_type.mark and cur.mark_get_id().get_name().startswith(
+                "map:thread:"
+            ):
+                name = cur.mark_get_id().get_name()
+                cur = cur.mark_get_node()
+                continue
+            return loops, cur
+
+    def _reduction_chain(
+        self, cur: isl.AstNode, loops: Sequence[tuple[str, str, str, int, int]]
+    ) -> tuple[list[isl.AstNode], isl.AstNode] | None:
+        """private_tile's reduction loops below the thread nest, down to the statement,
+        none of whose bounds names a thread loop; None where there is no such chain."""
+        mine = [re.compile(rf"\b{it}\b") for it, *_ in loops]
+        chain: list[isl.AstNode] = []
+        while cur.get_type() != isl.ast_node_type.user:
+            if cur.get_type() == isl.ast_node_type.mark:
+                if cur.mark_get_id().get_name().startswith(("map:", "shared", "kernel")):
+                    return None
+                cur = cur.mark_get_node()
+                continue
+            if cur.get_type() != isl.ast_node_type.for_:
+                return None
+            bounds = " ".join(
+                x.to_C_str() for x in (cur.for_get_init(), cur.for_get_cond(), cur.for_get_inc())
+            )
+            if any(m.search(bounds) for m in mine):
+                return None
+            chain.append(cur)
+            cur = cur.for_get_body()
+        return (chain, cur) if chain else None
+
     def private_tile(self, node: isl.AstNode, mark: str, depth: int) -> bool:
         """A thread owning several outputs of one reduction (tile larger than the block):
         keep them in a private array across the reduction loops, which move outside the
@@ -623,55 +682,17 @@ class _GpuPrinter(_Printer):
         assert self.launch is not None
         if not self.options.use_private_memory:
             return False
-        loops: list[tuple[str, str, str, int, int]] = []  # it, first, cond, step, count
-        cur, name = node, mark
-        while True:
-            _, _, dim_s, iterator, _ = name.split(":")
-            count = self.launch.block[int(dim_s)]
-            if (
-                cur.get_type() != isl.ast_node_type.for_
-                or cur.for_get_iterator().to_C_str() != iterator
-                or cur.for_is_degenerate()
-            ):
-                return False
-            init, cond = cur.for_get_init().to_C_str(), cur.for_get_cond().to_C_str()
-            inc = cur.for_get_inc().to_C_str()
-            trips = _max_trips(init, cond, inc)
-            if trips is None or count <= 1:
-                return False
-            me = self.ident("thread", int(dim_s))
-            loops.append((iterator, _first(init, inc, me, count), cond, int(inc) * count,
-                          -(-trips // count)))  # fmt: skip
-            cur = cur.for_get_body()
-            if cur.get_type() == isl.ast_node_type.mark and cur.mark_get_id().get_name().startswith(
-                "map:thread:"
-            ):
-                name = cur.mark_get_id().get_name()
-                cur = cur.mark_get_node()
-                continue
-            break
+        nest = self._thread_nest(node, mark)
+        if nest is None:
+            return False
+        loops, cur = nest
         size = math.prod(r for *_, r in loops)
         if size <= 1 or size > _PRIVATE_MAX:
             return False
-        mine = [re.compile(rf"\b{it}\b") for it, *_ in loops]
-        chain: list[isl.AstNode] = []
-        while cur.get_type() != isl.ast_node_type.user:
-            if cur.get_type() == isl.ast_node_type.mark:
-                if cur.mark_get_id().get_name().startswith(("map:", "shared", "kernel")):
-                    return False
-                cur = cur.mark_get_node()
-                continue
-            if cur.get_type() != isl.ast_node_type.for_:
-                return False
-            bounds = " ".join(
-                x.to_C_str() for x in (cur.for_get_init(), cur.for_get_cond(), cur.for_get_inc())
-            )
-            if any(m.search(bounds) for m in mine):
-                return False
-            chain.append(cur)
-            cur = cur.for_get_body()
-        if not chain:
+        below = self._reduction_chain(cur, loops)
+        if below is None:
             return False
+        chain, cur = below
         st, args = self.user(cur)
         src = st.source
         env = self.stmt_env(st, args)

@@ -19,16 +19,11 @@ cached as JSON in the kernel cache under the key of the measurements they stand 
 
 from __future__ import annotations
 
-import contextlib
-import json
 import logging
 import math
-import os
 import statistics
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -36,9 +31,7 @@ import onnx
 from onnx import helper
 
 from .. import timing
-from ..errors import TcError
-from ..runtime import cc
-from ..runtime.kernel import code_version
+from . import memo
 from .model import Graph
 from .models import make_model
 from .partition import Group
@@ -386,7 +379,7 @@ def rates(key: str, runner: Runner, *, remeasure: bool = False) -> Rates:
     calibration is cached (in a kernel cache that lacks it too); one whose probes never
     timed steadily serves this process only, as an unsteady race decides nothing."""
     if not remeasure:
-        known = _from_json(_load().get(key))
+        known = _from_json(memo.load(_CALIBRATION).get(key))
         if known is not None:
             return known
     if remeasure or key not in _MEMO:
@@ -397,25 +390,13 @@ def rates(key: str, runner: Runner, *, remeasure: bool = False) -> Rates:
         _MEMO[key] = (measured, not unsteady)
     measured, steady = _MEMO[key]
     if steady:
-        _store(key, measured)
+        memo.store(_CALIBRATION, key, asdict(measured))
     return measured
 
 
 # This process's calibrations by key, and whether each timed steadily: the machine is the
 # same whichever kernel cache a later optimize uses (the tests give many a fresh one).
 _MEMO: dict[str, tuple[Rates, bool]] = {}
-
-
-def _path() -> Path:
-    return cc.cache_dir() / _CALIBRATION
-
-
-def _load() -> dict[str, Any]:
-    try:
-        data = json.loads(_path().read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError):
-        return {}
-    return data if isinstance(data, dict) and data.get("code") == code_version() else {}
 
 
 def _from_json(value: object) -> Rates | None:
@@ -434,30 +415,8 @@ def _from_json(value: object) -> Rates | None:
     return r if ok else None
 
 
-def _store(key: str, value: Rates) -> None:
-    """Merge one calibration into the file (atomically; a lost race loses only an entry)."""
-    data = _load()
-    data["code"] = code_version()
-    data[key] = asdict(value)
-    path = _path()
-    tmp = path.with_name(f".{_CALIBRATION}.{os.getpid()}.{time.monotonic_ns()}")
-    with contextlib.suppress(OSError):
-        tmp.write_text(json.dumps(data), encoding="utf-8")
-        os.replace(tmp, path)
-
-
 def clear_calibration() -> bool:
     """Forget every cached calibration (`tc-graph cache clear`), this process's too; True
     if the cache had one."""
     _MEMO.clear()
-    path = _path()
-    try:
-        path.unlink()
-    except FileNotFoundError:
-        return False
-    except OSError as e:
-        raise TcError(
-            f"cannot remove the cached cost-model calibration {path}: {e}",
-            hint="check the permissions of the kernel cache directory (TC_GRAPH_CACHE)",
-        ) from None
-    return True
+    return memo.clear(_CALIBRATION, "the cached cost-model calibration")

@@ -39,11 +39,12 @@ from onnx import helper, numpy_helper
 
 from .. import timing
 from ..api import define
+from ..compare import mismatch
 from ..errors import TcError, TcWarning
 from ..options import MappingOptions
 from ..runtime import cc, ort
 from ..runtime.kernel import CompileTimeout, code_version, compile_timeout
-from . import cost, external
+from . import cost, external, memo
 from . import translate as tr
 from .model import TC_DOMAIN, TC_OP, Graph
 from .partition import Group, candidate_groups, components, excluded, is_convex, make_group
@@ -64,7 +65,6 @@ ROUND_S = 0.02
 MAX_SPREAD = 0.15
 TRIES = 3
 # Fused outputs are compared with onnxruntime's before a group is kept.
-RTOL, ATOL = 1e-3, 1e-4
 _DECISIONS = "decisions.json"
 BUDGET_S = 90.0
 """optimize's default time for deciding, in seconds. Compiling a group takes up to about
@@ -874,9 +874,10 @@ def _race(
         got = ours.run(None, dict(feeds))
     except Exception as e:  # onnxruntime raises its own exception types
         return {"why": f"did not run: {str(e).splitlines()[0]}"}
-    for w, r in zip(want, got, strict=True):
-        if w.shape != r.shape or not np.allclose(r, w, rtol=RTOL, atol=ATOL, equal_nan=True):
-            return {"why": "outputs differ from onnxruntime's"}
+    differ = mismatch(got, want)
+    if differ is not None:
+        log.debug("the fused side's %s", differ)
+        return {"why": "outputs differ from onnxruntime's"}
     calls = {
         "ort": lambda: plain.run(None, dict(feeds)),
         "fused": lambda: ours.run(None, dict(feeds)),
@@ -956,23 +957,11 @@ def _context_key() -> str:
     )
 
 
-def _decisions_path() -> Path:
-    return cc.cache_dir() / _DECISIONS
-
-
-def _load_decisions() -> dict[str, Any]:
-    try:
-        data = json.loads(_decisions_path().read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError):
-        return {}
-    return data if isinstance(data, dict) and data.get("code") == code_version() else {}
-
-
 def _known_decision(key: str) -> dict[str, Any] | None:
     """The cached measurement of a key, or None when absent or malformed (a damaged or
     hand-edited file is measured again, never trusted nor a crash: issue 12). A valid one
     is what _race returns: a reason it was not measured, or the times and their ratio."""
-    known = _load_decisions().get(key)
+    known = memo.load(_DECISIONS).get(key)
     if not isinstance(known, dict):
         return None
     if "why" in known:
@@ -986,30 +975,12 @@ def _positive(v: object) -> bool:
 
 
 def _store_decision(key: str, value: Mapping[str, Any]) -> None:
-    """Merge one decision into the file (atomically; a lost race only loses a cache entry)."""
-    data = _load_decisions()
-    data["code"] = code_version()
-    data[key] = dict(value)
-    path = _decisions_path()
-    tmp = path.with_name(f".{_DECISIONS}.{os.getpid()}.{time.monotonic_ns()}")
-    with contextlib.suppress(OSError):
-        tmp.write_text(json.dumps(data), encoding="utf-8")
-        os.replace(tmp, path)
+    memo.store(_DECISIONS, key, dict(value))
 
 
 def clear_decisions() -> bool:
     """Forget every cached decision (`tc-graph cache clear`); True if there were some."""
-    path = _decisions_path()
-    try:
-        path.unlink()
-    except FileNotFoundError:
-        return False
-    except OSError as e:
-        raise TcError(
-            f"cannot remove the cached decisions {path}: {e}",
-            hint="check the permissions of the kernel cache directory (TC_GRAPH_CACHE)",
-        ) from None
-    return True
+    return memo.clear(_DECISIONS, "the cached decisions")
 
 
 def setattr_decisions(

@@ -1085,6 +1085,37 @@ def _pool_input(node: onnx.NodeProto, ctx: _Ctx) -> tuple[str, tuple[int, ...], 
     return x, sx, at
 
 
+def _pool_positions(
+    kernel: Sequence[int],
+    strides: Sequence[int],
+    dilations: Sequence[int],
+    begin: Sequence[int],
+    outs: Sequence[int],
+) -> tuple[list[str], Callable[[Sequence[int], Sequence[int]], list[str]]]:
+    """The input position each window element reads, per spatial dimension (TC text),
+    and `within(lo, hi)`: the tests that keep each position in [lo, hi), only where some
+    window leaves it (so a pool without padding has no select)."""
+    pos = [
+        f"{_scaled(s, f'o{j}')}{f' - {b}' if b else ''} + {_scaled(d, f'k{j}')}"
+        for j, (s, b, d) in enumerate(zip(strides, begin, dilations, strict=True))
+    ]
+    last = [
+        (o - 1) * s - b + (k - 1) * d
+        for o, s, b, k, d in zip(outs, strides, begin, kernel, dilations, strict=True)
+    ]
+
+    def within(lo: Sequence[int], hi: Sequence[int]) -> list[str]:
+        tests = []
+        for j, p in enumerate(pos):
+            if -begin[j] < lo[j]:
+                tests.append(f"{p} >= {lo[j]}")
+            if last[j] >= hi[j]:
+                tests.append(f"{p} < {hi[j]}")
+        return tests
+
+    return pos, within
+
+
 def _pool(node: onnx.NodeProto, ctx: _Ctx) -> _Call:
     """MaxPool and AveragePool over any number of spatial dimensions. A window position
     outside the input is skipped by a select (its read clamped, since subscripts are
@@ -1100,25 +1131,7 @@ def _pool(node: onnx.NodeProto, ctx: _Ctx) -> _Call:
         raise Untranslatable(f"{op} with an empty output")
     dtype = ctx.common_dtype([x], op)
     out = ctx.check_output(node, (*sx[:2], *outs), dtype)
-    pos = [
-        f"{_scaled(s, f'o{j}')}{f' - {b}' if b else ''} + {_scaled(d, f'k{j}')}"
-        for j, (s, b, d) in enumerate(zip(strides, begin, dilations, strict=True))
-    ]
-    last = [
-        (o - 1) * s - b + (k - 1) * d
-        for o, s, b, k, d in zip(outs, strides, begin, kernel, dilations, strict=True)
-    ]
-
-    def within(lo: Sequence[int], hi: Sequence[int]) -> list[str]:
-        """The tests that keep each position in [lo, hi), where some window leaves it."""
-        tests = []
-        for j, p in enumerate(pos):
-            if -begin[j] < lo[j]:
-                tests.append(f"{p} >= {lo[j]}")
-            if last[j] >= hi[j]:
-                tests.append(f"{p} < {hi[j]}")
-        return tests
-
+    pos, within = _pool_positions(kernel, strides, dilations, begin, outs)
     inside = within([0] * n, size)
     subs = [f"min(max({p}, 0), {size[j] - 1})" if inside else p for j, p in enumerate(pos)]
     o_idx = [f"o{j}" for j in range(n)]

@@ -182,29 +182,18 @@ def _box(fp: isl.Set) -> tuple[list[isl.PwAff], list[int]] | None:
     return offsets, sizes
 
 
-def plan_tiles(
-    site: SharedSite,
+def _site_references(
+    stmts: Sequence[ScopStmt],
     scop: Scop,
-    defined: Collection[str],
-    options: MappingOptions,
-    prefix_name: str,
-    present: Collection[str],
-    budget: int,
-) -> list[Tile]:
-    """The tiles promoted at a site for the statements `present` in the printed subtree
-    (isl may print a site once per statement), given the loop iterators defined there,
-    within `budget` bytes: what `max_shared_memory` leaves after the tiles the kernel's
-    earlier copies of the site declared (the limit holds per kernel, not per copy)."""
-    every = _per_stmt(site.prefix)
-    # Written anywhere in the site (not only in this printed part): not read-only.
-    written = {scop.statement(n).source.tensor for n in every if scop.statement(n).kind != "check"}
-    per = {n: m for n, m in every.items() if n in present}
-    stmts = [scop.statement(n) for n in per]
-    keep = {k for k in range(site.depth) if f"c{k}" in defined}
-    # Every reference with its footprint per tile (and a write flag), in order of first
-    # use. Keyed by tensor, or tensor@index for indirect references (their own space).
+    per: Mapping[str, isl.Map],
+    written: Collection[str],
+    bad: set[str],
+) -> tuple[dict[str, list[_Ref]], dict[str, tuple[int, ...]]]:
+    """Every reference of the statements with its footprint per tile (and a write flag),
+    in order of first use, keyed by tensor, or tensor@index for indirect references
+    (their own space); and each key's space. Tensors that cannot be promoted are added to
+    `bad`."""
     refs: dict[str, list[_Ref]] = {}
-    bad: set[str] = {t for t in written if not _writable(t, every, present, scop)}
     spaces: dict[str, tuple[int, ...]] = {}
     for st in stmts:
         accesses = [(r, False) for r in references(st)]
@@ -229,6 +218,30 @@ def plan_tiles(
             reads = not is_write or st.kind == "update"
             tagged = pre.range_product(acc)
             refs.setdefault(key, []).append(_Ref(st, r, fp, tagged, reads=reads, writes=is_write))
+    return refs, spaces
+
+
+def plan_tiles(
+    site: SharedSite,
+    scop: Scop,
+    defined: Collection[str],
+    options: MappingOptions,
+    prefix_name: str,
+    present: Collection[str],
+    budget: int,
+) -> list[Tile]:
+    """The tiles promoted at a site for the statements `present` in the printed subtree
+    (isl may print a site once per statement), given the loop iterators defined there,
+    within `budget` bytes: what `max_shared_memory` leaves after the tiles the kernel's
+    earlier copies of the site declared (the limit holds per kernel, not per copy)."""
+    every = _per_stmt(site.prefix)
+    # Written anywhere in the site (not only in this printed part): not read-only.
+    written = {scop.statement(n).source.tensor for n in every if scop.statement(n).kind != "check"}
+    per = {n: m for n, m in every.items() if n in present}
+    stmts = [scop.statement(n) for n in per]
+    keep = {k for k in range(site.depth) if f"c{k}" in defined}
+    bad: set[str] = {t for t in written if not _writable(t, every, present, scop)}
+    refs, spaces = _site_references(stmts, scop, per, written, bad)
     groups: list[tuple[str, list[_Ref]]] = []
     for key, rs in refs.items():
         if key in bad:

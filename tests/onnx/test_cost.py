@@ -272,6 +272,20 @@ def _lookup_and_gemm() -> onnx.ModelProto:
     return _model(nodes, inputs, {"y": [16, 16]}, inits)
 
 
+def _calibrated_and_raced(monkeypatch: pytest.MonkeyPatch, rates: cost.Rates) -> list[set[str]]:
+    """optimize with these rates, and a race stand-in where every fused side wins 2x;
+    returns the op types of each raced subgraph, in order (the whole model's last)."""
+    monkeypatch.setattr(OPT, "_calibration", lambda: rates)
+    raced: list[set[str]] = []
+
+    def race(original: onnx.ModelProto, fused: onnx.ModelProto, feeds: dict) -> dict:
+        raced.append({n.op_type for n in original.graph.node})
+        return {"fused_us": 1.0, "ort_us": 2.0, "ratio": 2.0}
+
+    monkeypatch.setattr(OPT, "_race", race)
+    return raced
+
+
 def test_a_mixed_lookup_and_gemm_group_is_split_before_measuring(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -284,14 +298,7 @@ def test_a_mixed_lookup_and_gemm_group_is_split_before_measuring(
     group = make_group(g, g.order)
     p = cost.predict(g, group, rates, OPT._clusters(g, group))
     assert p.mixed and cost.MIN_PREDICTED <= p.ratio < OPT.MIN_SPEEDUP, p
-    monkeypatch.setattr(OPT, "_calibration", lambda: rates)
-    raced: list[set[str]] = []
-
-    def race(original: onnx.ModelProto, fused: onnx.ModelProto, feeds: dict) -> dict:
-        raced.append({n.op_type for n in original.graph.node})
-        return {"fused_us": 1.0, "ort_us": 2.0, "ratio": 2.0}
-
-    monkeypatch.setattr(OPT, "_race", race)
+    raced = _calibrated_and_raced(monkeypatch, rates)
     optimized = tg.optimize(model, report=True, remeasure=True)
     assert raced, "nothing was measured"
     assert not any({"Gather", "Gemm"} <= ops for ops in raced[:-1]), raced
@@ -340,14 +347,7 @@ def test_a_mixed_group_predicted_to_win_is_still_split_when_its_parts_win_more(
     group = make_group(g, g.order)
     p = cost.predict(g, group, rates, OPT._clusters(g, group))
     assert p.mixed and p.ratio >= OPT.MIN_SPEEDUP, p
-    monkeypatch.setattr(OPT, "_calibration", lambda: rates)
-    raced: list[set[str]] = []
-
-    def race(original: onnx.ModelProto, fused: onnx.ModelProto, feeds: dict) -> dict:
-        raced.append({n.op_type for n in original.graph.node})
-        return {"fused_us": 1.0, "ort_us": 2.0, "ratio": 2.0}
-
-    monkeypatch.setattr(OPT, "_race", race)
+    raced = _calibrated_and_raced(monkeypatch, rates)
     optimized = tg.optimize(model, remeasure=True)
     assert {"Gather", "ReduceSum", "Concat"} in raced[:-1], raced
     assert not any({"Gather", "Gemm"} <= ops for ops in raced[:-1]), raced
