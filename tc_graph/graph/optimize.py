@@ -268,7 +268,7 @@ def _optimize(g: Graph, *, force: bool, report: bool, progress: bool) -> onnx.Mo
             _decide(g, group, force, chosen, decisions, name=name, deadline=deadline, rates=rates)
             step()
             _log_progress(k + 1, len(groups), decisions[-1], deadline)
-    whole = None if force else _keep_what_pays_whole(g, chosen, decisions)
+    whole = None if force else _keep_what_pays_whole(g, chosen, decisions, deadline)
     # The summary names why nodes were not translated only where there is no group.
     left = untranslated(g, translatable) if report or not decisions else []
     line = summary(decisions, left, whole=whole, force=force)
@@ -374,7 +374,7 @@ def _log_progress(done: int, total: int, last: Decision, deadline: float) -> Non
 
 
 def _keep_what_pays_whole(
-    g: Graph, chosen: list[_Choice], decisions: list[Decision]
+    g: Graph, chosen: list[_Choice], decisions: list[Decision], deadline: float = math.inf
 ) -> float | None:
     """Run the whole model as rewritten against the original, and drop the chosen group
     that won by the least until it is not slower (MIN_WHOLE_SPEEDUP) and computes the
@@ -384,8 +384,9 @@ def _keep_what_pays_whole(
     verdict is never cached: this race is the check of cached group decisions, so it runs
     on every optimize (a DLRM model ran 0.61x on a cached verdict taken under load). A
     race whose rounds never agree drops every group: nothing confirms them. Skipped where
-    a graph input has no static shape (no sample can be made). Returns the speedup of the
-    whole model as kept, or None when it was not measured."""
+    a graph input has no static shape (no sample can be made). Past the `deadline`, a
+    losing race drops every group at once (each race of a big model takes seconds).
+    Returns the speedup of the whole model as kept, or None when it was not measured."""
     feeds = _model_feeds(g)
     if chosen and feeds is None:
         log.debug("the whole model is not measured: an input has no static shape or is too large")
@@ -400,6 +401,9 @@ def _keep_what_pays_whole(
             return float(known["ratio"])
         if "spread" in known:  # no verdict at all, not even a loss in every round
             why = f"{_UNSTEADY_WHOLE} ({known['spread']})"
+            worst = list(chosen)
+        elif _clock() >= deadline:
+            why = f"{_DROPPED} {ran}, past the budget"
             worst = list(chosen)
         else:
             why = f"{_DROPPED} {ran}"

@@ -181,3 +181,46 @@ def test_the_command_line_passes_budget_threads_and_min_speedup(
     with pytest.raises(SystemExit) as bad:
         cli.main(["-q", "optimize", str(src), str(out), "--budget", "soon"])
     assert bad.value.code == 2
+
+
+def test_a_whole_model_that_loses_past_the_budget_drops_every_group_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The whole-model race drops the weakest group and races again until the model is
+    not slower; past the budget it drops them all at once instead (densenet121, with 25
+    groups kept, spent 40 s past its budget racing the whole model again and again)."""
+    monkeypatch.setenv("TC_GRAPH_CACHE", str(tmp_path))
+    monkeypatch.setattr(OPT, "_calibration", lambda: None)
+    clock = [0.0]
+    wholes: list[int] = []
+
+    def race(original: onnx.ModelProto, fused: onnx.ModelProto, feeds: dict) -> dict:
+        if fused.graph.name == "fused":
+            return {"fused_us": 1.0, "ort_us": 2.0, "ratio": 2.0}
+        wholes.append(sum(n.op_type == "TcKernel" for n in fused.graph.node))
+        clock[0] += 1000.0  # past the budget
+        return {"fused_us": 1.0, "ort_us": 0.8, "ratio": 0.8}
+
+    monkeypatch.setattr(OPT, "_clock", lambda: clock[0])
+    monkeypatch.setattr(OPT, "_race", race)
+    # Three Exp groups, apart: Hardmax has no translation.
+    ops = ["Exp", "Hardmax", "Exp", "Hardmax", "Exp"]
+    nodes = [onnx.helper.make_node(op, [f"v{k}"], [f"v{k + 1}"]) for k, op in enumerate(ops)]
+    f32 = onnx.TensorProto.FLOAT
+    graph = onnx.helper.make_graph(
+        nodes,
+        "apart",
+        [onnx.helper.make_tensor_value_info("v0", f32, [4, 8])],
+        [onnx.helper.make_tensor_value_info("v5", f32, [4, 8])],
+    )
+    model = onnx.helper.make_model(
+        graph,
+        opset_imports=[onnx.helper.make_opsetid("", models.OPSET)],
+        ir_version=models.IR_VERSION,
+    )
+    optimized = tg.optimize(model, budget_s=500)
+    assert wholes == [3]
+    dropped = [d["why"] for d in decisions(optimized) if d["why"].startswith("dropped")]
+    assert len(dropped) == wholes[0]
+    assert all(w.endswith("past the budget") for w in dropped), dropped
+    assert tc_count(optimized) == 0
