@@ -17,9 +17,15 @@ def median_call(
     call: Call, round_s: float, *, min_samples: int = 1, check: Callable[[], None] | None = None
 ) -> float:
     """Seconds per call: one warm-up call, then the median of calls repeated for about
-    `round_s` (at least `min_samples`). `check` runs before each call (optimize's budget
-    raises from it: a slow kernel's calls take seconds each)."""
+    `round_s` (at least `min_samples`). A warm-up that alone lasts `round_s` is the
+    sample when one is enough: a second call would double the race of a model that runs
+    for a second (vgg19) and teach nothing a cache could change. `check` runs before
+    each call (optimize's budget raises from it: a slow kernel's calls take seconds)."""
+    t0 = time.perf_counter()
     call()
+    first = time.perf_counter() - t0
+    if first >= round_s and min_samples <= 1:
+        return first
     samples: list[float] = []
     start = time.perf_counter()
     while len(samples) < min_samples or time.perf_counter() - start < round_s:
@@ -31,6 +37,9 @@ def median_call(
     return statistics.median(samples)
 
 
+Times = dict[str, list[float]]
+
+
 def rounds(
     calls: Mapping[str, Call],
     count: int,
@@ -38,11 +47,13 @@ def rounds(
     *,
     min_samples: int = 1,
     check: Callable[[], None] | None = None,
-) -> dict[str, list[float]]:
-    """Seconds per call of each side in `count` interleaved rounds, the order reversed
-    every other round."""
+    settled: Callable[[Times], bool] | None = None,
+) -> Times:
+    """Seconds per call of each side in up to `count` interleaved rounds, the order
+    reversed every other round; fewer where `settled` says, after a round, that the
+    rounds so far already decide (optimize stops racing a clear loss)."""
     order = list(calls)
-    times: dict[str, list[float]] = {who: [] for who in order}
+    times: Times = {who: [] for who in order}
     for r in range(count):
         if check is not None:
             check()
@@ -50,6 +61,8 @@ def rounds(
             times[who].append(
                 median_call(calls[who], round_s, min_samples=min_samples, check=check)
             )
+        if settled is not None and settled(times):
+            break
     return times
 
 

@@ -1,0 +1,59 @@
+"""tc_graph/timing.py, the one timing race: how many calls a round makes, and when the
+rounds stop. A fake clock stands in for time.perf_counter: each call advances it by the
+call's own cost, so what is checked is the counting, not the machine."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from tc_graph import timing
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    now = [0.0]
+    monkeypatch.setattr(timing.time, "perf_counter", lambda: now[0])
+    return now
+
+
+def _costing(clock: list[float], seconds: float, log: list[float]) -> Callable[[], None]:
+    def call() -> None:
+        log.append(seconds)
+        clock[0] += seconds
+
+    return call
+
+
+def test_a_call_longer_than_the_round_is_timed_once(clock: list[float]) -> None:
+    calls: list[float] = []
+    assert timing.median_call(_costing(clock, 2.0, calls), 0.5) == 2.0
+    assert len(calls) == 1  # the warm-up is the sample
+    calls.clear()
+    assert timing.median_call(_costing(clock, 2.0, calls), 0.5, min_samples=3) == 2.0
+    assert len(calls) == 4  # asked for three samples: the warm-up does not count
+
+
+def test_a_short_call_is_repeated_for_the_round(clock: list[float]) -> None:
+    calls: list[float] = []
+    assert timing.median_call(_costing(clock, 0.1, calls), 0.5) == pytest.approx(0.1)
+    assert len(calls) == 1 + 5  # the warm-up, then 0.5 s of calls
+
+
+def test_rounds_stop_when_settled(clock: list[float]) -> None:
+    a: list[float] = []
+    b: list[float] = []
+    calls = {"a": _costing(clock, 1.0, a), "b": _costing(clock, 3.0, b)}
+    seen: list[int] = []
+
+    def settled(times: timing.Times) -> bool:
+        seen.append(len(times["a"]))
+        return len(times["a"]) == 3 and all(
+            x < y for x, y in zip(times["a"], times["b"], strict=True)
+        )
+
+    times = timing.rounds(calls, 7, 0.5, settled=settled)
+    assert times == {"a": [1.0] * 3, "b": [3.0] * 3} and seen == [1, 2, 3]
+    assert len(a) == len(b) == 3
+    assert timing.rounds(calls, 4, 0.5) == {"a": [1.0] * 4, "b": [3.0] * 4}
