@@ -24,6 +24,7 @@ import numpy as np
 from .. import ir
 from ..lang.types import compute_type, promote
 from ..options import AVX512, MappingOptions, VectorUnit
+from ..poly.marks import Loop, LoopMark, is_loop, of_node
 from ..poly.proof import annotated_ast, loop_depth, loop_parallel, refuse
 from ..poly.scop import Scop, ScopStmt, indirect_reads
 
@@ -213,7 +214,7 @@ class _Printer:
         # Printing an `annotated_ast` (poly/proof.py), the schedule depth of the band under
         # each enclosing mark (poly/cpu.py records it in the mark); None otherwise.
         self.proved = proved
-        self.mark_depth: dict[str, int | None] = {}
+        self.mark_depth: dict[Loop, int | None] = {}
         self._touchers: dict[str, frozenset[str]] | None = None
 
     def out(self, depth: int, text: str) -> None:
@@ -589,7 +590,7 @@ class _Printer:
         """A short loop whose body is a register-tile nest: its iterations become the
         tile's rows."""
         body = node.for_get_body()
-        if body.get_type() != isl.ast_node_type.mark or body.mark_get_id().get_name() != "regtile":
+        if body.get_type() != isl.ast_node_type.mark or not is_loop(of_node(body), Loop.REGTILE):
             return False
         try:
             first = int(node.for_get_init().to_C_str())
@@ -1003,7 +1004,7 @@ class _Printer:
         end = first + count * step
         self.out(depth, f"for (int {var} = {first}; {var} < {end}; {var} += {step}) {{")
 
-    def node(self, node: isl.AstNode, depth: int, marks: frozenset[str] = frozenset()) -> None:
+    def node(self, node: isl.AstNode, depth: int, marks: frozenset[Loop] = frozenset()) -> None:
         t = node.get_type()
         if t == isl.ast_node_type.for_:
             if node.for_is_degenerate():
@@ -1013,20 +1014,21 @@ class _Printer:
                 self.out(depth, "}")
                 return
             here = self.proved_marks(node, marks)
-            if "reduce" in here and "parallel" not in here and self.reduction_loop(node, depth):
+            serial = Loop.PARALLEL not in here
+            if Loop.REDUCE in here and serial and self.reduction_loop(node, depth):
                 return
-            if "regtile" in here and "parallel" not in here and self.register_tile(node, depth):
+            if Loop.REGTILE in here and serial and self.register_tile(node, depth):
                 return
-            if "parallel" not in here and self.row_tile(node, depth):
+            if serial and self.row_tile(node, depth):
                 return
-            if "dottile" in here and "parallel" not in here and self.inner_dot(node, depth):
+            if Loop.DOTTILE in here and serial and self.inner_dot(node, depth):
                 return
             private: list[tuple[str, int]] = []
-            if "parallel" in here:
+            if not serial:
                 private = self.privatizable(node)
-                self.parallel_for(node, depth, simd="simd" in here)
+                self.parallel_for(node, depth, simd=Loop.SIMD in here)
             else:
-                if "simd" in here:
+                if Loop.SIMD in here:
                     self.out(depth, self.dialect.simd_pragma())
                 self.out(depth, self.for_header(node) + " {")
             it = node.for_get_iterator().to_C_str()
@@ -1052,14 +1054,16 @@ class _Printer:
             for i in range(children.n_ast_node()):
                 self.node(children.get_at(i), depth, marks)
         elif t == isl.ast_node_type.mark:
-            if node.mark_get_id().get_name() == "contract":
+            mark = of_node(node)
+            if not isinstance(mark, LoopMark):
+                self.node(node.mark_get_node(), depth, marks)
+            elif mark.kind is Loop.CONTRACT:
                 self.contraction(node.mark_get_node(), depth)
-                return
-            mark = node.mark_get_id()
-            saved = self.mark_depth.get(mark.get_name())
-            self.mark_depth[mark.get_name()] = mark.get_user() if self.proved else None
-            self.node(node.mark_get_node(), depth, marks | {mark.get_name()})
-            self.mark_depth[mark.get_name()] = saved
+            else:
+                saved = self.mark_depth.get(mark.kind)
+                self.mark_depth[mark.kind] = mark.depth if self.proved else None
+                self.node(node.mark_get_node(), depth, marks | {mark.kind})
+                self.mark_depth[mark.kind] = saved
         elif t == isl.ast_node_type.user:
             st, args = self.user(node)
             self.statement(st, args, depth)
@@ -1067,7 +1071,7 @@ class _Printer:
             raise TypeError(f"unexpected isl AST node {t}")
 
     # -- temporaries ------------------------------------------------------
-    def proved_marks(self, node: isl.AstNode, marks: frozenset[str]) -> frozenset[str]:
+    def proved_marks(self, node: isl.AstNode, marks: frozenset[Loop]) -> frozenset[Loop]:
         """The marks of this loop. In an `annotated_ast` (poly/proof.py), a mark applies
         to the loop of its band's depth only: a loop further in means isl printed no
         loop for the band here (a piece where it has one value), and the mark ends. Then
@@ -1076,9 +1080,9 @@ class _Printer:
             return marks
         depth = loop_depth(node)
         here = {m for m in marks if self.mark_depth.get(m) in (None, depth)}
-        for m in ("parallel", "simd"):
+        for m in (Loop.PARALLEL, Loop.SIMD):
             if m in here and not loop_parallel(node):
-                refuse(m, node)
+                refuse(m.value, node)
                 here.discard(m)
         return frozenset(here)
 

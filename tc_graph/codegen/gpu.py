@@ -1,14 +1,14 @@
 """The GPU dialects of the C-family printer: OpenCL C and CUDA.
 
 The printer (c.py) prints expressions, statements and loops for every target; this module
-adds what a mapped schedule tree (poly/gpu.py) needs: one kernel function per `kernel:k`
-mark, block- and thread-mapped loops printed as strided loops over the group and local
-ids, guards for statements that no mapped loop covers, index checks that record the first
-failure in a buffer (a GPU thread cannot `goto` out of a kernel), and indirect subscripts
-clamped into bounds so that a failed check never reads outside a buffer, and the shared
-tiles of poly/promotion.py (copy-in, body on the tiles, copy-out of written ones, barriers;
-the C printer's stores are pointed at a written tile by `retarget`). The two dialects
-differ only in the `GpuDialect` hooks.
+adds what a mapped schedule tree (poly/gpu.py) needs: one kernel function per `Kernel`
+mark (poly/marks.py), block- and thread-mapped loops printed as strided loops over the
+group and local ids, guards for statements that no mapped loop covers, index checks that
+record the first failure in a buffer (a GPU thread cannot `goto` out of a kernel), and
+indirect subscripts clamped into bounds so that a failed check never reads outside a
+buffer, and the shared tiles of poly/promotion.py (copy-in, body on the tiles, copy-out
+of written ones, barriers; the C printer's stores are pointed at a written tile by
+`retarget`). The two dialects differ only in the `GpuDialect` hooks.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from ..errors import TcError
 from ..lang.types import compute_type, promote
 from ..options import MappingOptions
 from ..poly.gpu import GpuMapping, Launch
+from ..poly.marks import Kernel, Loop, LoopMark, Mapped, Shared, Unit, of_node
 from ..poly.promotion import SharedSite, Tile, indirect_form, plan_tiles, write_ref
 from ..poly.scop import Scop, ScopStmt
 from .c import (
@@ -218,7 +219,7 @@ class _GpuPrinter(_Printer):
         # No CPU vector code (register tiles, vector reductions) on a GPU.
         super().__init__(scop, replace(options, register_tile=0), dialect)
         self.launch: Launch | None = None
-        self.active: set[tuple[str, int]] = set()
+        self.active: set[tuple[Unit, int]] = set()
         # Shared promotion: the kernel's site, the open loops (iterator, may run more
         # than once for a block), the tiles in force by (statement, reference).
         self.site: SharedSite | None = None
@@ -340,7 +341,7 @@ class _GpuPrinter(_Printer):
             )
         if not fits:
             self.out(depth, self.for_header(node) + " {")
-            self.node(node.for_get_body(), depth + 1, frozenset({"reduce"}))
+            self.node(node.for_get_body(), depth + 1, frozenset({Loop.REDUCE}))
             self.out(depth, "}")
             return True
         tdt = self.program.tensors[src.tensor].dtype
@@ -375,15 +376,14 @@ class _GpuPrinter(_Printer):
         self.index_check(st, self.stmt_env(st, args), depth, self.dialect.record_error)
 
     # -- mapped loops and guards ------------------------------------------
-    def mapped_below(self, node: isl.AstNode) -> set[tuple[str, int]]:
-        """The (kind, dim) of every mapped loop in a subtree."""
+    def mapped_below(self, node: isl.AstNode) -> set[tuple[Unit, int]]:
+        """The (unit, dim) of every mapped loop in a subtree."""
         t = node.get_type()
         if t == isl.ast_node_type.mark:
-            name = node.mark_get_id().get_name()
+            mark = of_node(node)
             out = self.mapped_below(node.mark_get_node())
-            if name.startswith("map:"):
-                _, kind, dim, _, _ = name.split(":")
-                out.add((kind, int(dim)))
+            if isinstance(mark, Mapped):
+                out.add((mark.unit, mark.dim))
             return out
         if t == isl.ast_node_type.for_:
             return self.mapped_below(node.for_get_body())
@@ -400,12 +400,12 @@ class _GpuPrinter(_Printer):
             return out
         return set()
 
-    def guard(self, node: isl.AstNode) -> list[tuple[str, int]]:
+    def guard(self, node: isl.AstNode) -> list[tuple[Unit, int]]:
         """Dims with several threads (or blocks) that no loop in or above node is mapped
         to: only id 0 runs node, or every thread would run it."""
         assert self.launch is not None
-        wanted = [("thread", d) for d, n in enumerate(self.launch.block) if n > 1]
-        wanted += [("block", d) for d, n in enumerate(self.launch.grid) if n > 1]
+        wanted = [(Unit.THREAD, d) for d, n in enumerate(self.launch.block) if n > 1]
+        wanted += [(Unit.BLOCK, d) for d, n in enumerate(self.launch.grid) if n > 1]
         missing = [w for w in wanted if w not in self.active]
         if not missing:
             return []
@@ -419,7 +419,7 @@ class _GpuPrinter(_Printer):
         synchronize again before a later iteration of an enclosing loop overwrites tiles
         other threads may still read (or copies in what this copy-out stored)."""
         assert self.launch is not None
-        if self.site is None or any(kind == "thread" for kind, _ in self.active):
+        if self.site is None or any(unit is Unit.THREAD for unit, _ in self.active):
             # No site, or inside a guard on thread ids: a barrier there would diverge.
             self.node(body, depth)
             return
@@ -434,9 +434,9 @@ class _GpuPrinter(_Printer):
             self.node(body, depth)
             return
         block = self.launch.block
-        tid = self.ident("thread", 0)
+        tid = self.ident(Unit.THREAD, 0)
         for d in range(1, len(block)):
-            tid = f"{self.ident('thread', d)} * {math.prod(block[:d])} + {tid}"
+            tid = f"{self.ident(Unit.THREAD, d)} * {math.prod(block[:d])} + {tid}"
         nthreads = math.prod(block)
         self.out(depth, "{")
         self.out(depth + 1, f"const int tc_tid = {tid};")
@@ -526,10 +526,10 @@ class _GpuPrinter(_Printer):
         else:
             self.out(depth, f"if ({test}) {t.name}[tc_i] = {glob_text};")
 
-    def ident(self, kind: str, d: int) -> str:
-        return f"tc_{'t' if kind == 'thread' else 'b'}{_DIMS[d]}"
+    def ident(self, unit: Unit, d: int) -> str:
+        return f"tc_{'t' if unit is Unit.THREAD else 'b'}{_DIMS[d]}"
 
-    def node(self, node: isl.AstNode, depth: int, marks: frozenset[str] = frozenset()) -> None:
+    def node(self, node: isl.AstNode, depth: int, marks: frozenset[Loop] = frozenset()) -> None:
         if self.launch is None:
             return super().node(node, depth, marks)
         guarded = self.guard(node)
@@ -544,15 +544,15 @@ class _GpuPrinter(_Printer):
         if node.get_type() == isl.ast_node_type.block and self.private_element(node, depth, marks):
             return
         if node.get_type() == isl.ast_node_type.mark:
-            name = node.mark_get_id().get_name()
-            if name.startswith("map:"):
-                self.mapped(node.mark_get_node(), name, depth)
+            mark = of_node(node)
+            if isinstance(mark, Mapped):
+                self.mapped(node.mark_get_node(), mark, depth)
                 return
-            if name == "shared":
+            if isinstance(mark, Shared):
                 self.shared(node.mark_get_node(), depth)
                 return
         if node.get_type() == isl.ast_node_type.for_:
-            if "reduce" in marks and node.for_is_degenerate():
+            if Loop.REDUCE in marks and node.for_is_degenerate():
                 # A loop isl printed once inside a `reduce` nest: the mark goes on inward.
                 it = node.for_get_iterator().to_C_str()
                 self.out(depth, f"{{ const int {it} = {node.for_get_init().to_C_str()};")
@@ -565,30 +565,27 @@ class _GpuPrinter(_Printer):
             return
         super().node(node, depth, marks)
 
-    def mapped(self, node: isl.AstNode, mark: str, depth: int) -> None:
+    def mapped(self, node: isl.AstNode, mark: Mapped, depth: int) -> None:
         """A loop mapped to blocks or threads: each id takes the iterations it owns
         (value / step modulo the count), so any bounds and any count work."""
-        _, kind, dim_s, iterator, inc_s = mark.split(":")
-        d = int(dim_s)
+        kind, d, it = mark.unit, mark.dim, mark.iterator
         assert self.launch is not None
-        count = (self.launch.block if kind == "thread" else self.launch.grid)[d]
+        count = (self.launch.block if kind is Unit.THREAD else self.launch.grid)[d]
         is_loop = (
-            node.get_type() == isl.ast_node_type.for_
-            and node.for_get_iterator().to_C_str() == iterator
+            node.get_type() == isl.ast_node_type.for_ and node.for_get_iterator().to_C_str() == it
         )
         if not is_loop or count <= 1:
             # isl printed no loop here (one iteration): not mapped, so guarded below.
             self.node(node, depth)
             return
-        if kind == "thread" and not any(k == "thread" for k, _ in self.active):
+        if kind is Unit.THREAD and not any(k is Unit.THREAD for k, _ in self.active):
             if self.private_tile(node, mark, depth):
                 return
         me = self.ident(kind, d)
-        it = iterator
         init = node.for_get_init().to_C_str()
         if node.for_is_degenerate():
             self.out(depth, f"{{ const int {it} = {init};")
-            self.out(depth + 1, f"if (tc_first({it}, {inc_s}, {me}, {count}) == {it}) {{")
+            self.out(depth + 1, f"if (tc_first({it}, {mark.step}, {me}, {count}) == {it}) {{")
             self.active.add((kind, d))
             self.loops.append((it, False))
             self.node(node.for_get_body(), depth + 2)
@@ -613,20 +610,19 @@ class _GpuPrinter(_Printer):
 
     # -- private tiles -------------------------------------------------------
     def _thread_nest(
-        self, node: isl.AstNode, mark: str
+        self, node: isl.AstNode, mark: Mapped
     ) -> tuple[list[tuple[str, str, str, int, int]], isl.AstNode] | None:
         """private_tile's perfect nest of thread-mapped loops from `node` (marked `mark`):
         each loop's iterator, first value, condition, step and trips per thread, and the
         node below them; None where a loop is not such a loop."""
         assert self.launch is not None
         loops: list[tuple[str, str, str, int, int]] = []  # it, first, cond, step, count
-        cur, name = node, mark
+        cur = node
         while True:
-            _, _, dim_s, iterator, _ = name.split(":")
-            count = self.launch.block[int(dim_s)]
+            count = self.launch.block[mark.dim]
             if (
                 cur.get_type() != isl.ast_node_type.for_
-                or cur.for_get_iterator().to_C_str() != iterator
+                or cur.for_get_iterator().to_C_str() != mark.iterator
                 or cur.for_is_degenerate()
             ):
                 return None
@@ -635,17 +631,14 @@ class _GpuPrinter(_Printer):
             trips = _max_trips(init, cond, inc)
             if trips is None or count <= 1:
                 return None
-            me = self.ident("thread", int(dim_s))
-            loops.append((iterator, _first(init, inc, me, count), cond, int(inc) * count,
+            me = self.ident(Unit.THREAD, mark.dim)
+            loops.append((mark.iterator, _first(init, inc, me, count), cond, int(inc) * count,
                           -(-trips // count)))  # fmt: skip
             cur = cur.for_get_body()
-            if cur.get_type() == isl.ast_node_type.mark and cur.mark_get_id().get_name().startswith(
-                "map:thread:"
-            ):
-                name = cur.mark_get_id().get_name()
-                cur = cur.mark_get_node()
-                continue
-            return loops, cur
+            below = of_node(cur) if cur.get_type() == isl.ast_node_type.mark else None
+            if not isinstance(below, Mapped) or below.unit is not Unit.THREAD:
+                return loops, cur
+            mark, cur = below, cur.mark_get_node()
 
     def _reduction_chain(
         self, cur: isl.AstNode, loops: Sequence[tuple[str, str, str, int, int]]
@@ -656,7 +649,7 @@ class _GpuPrinter(_Printer):
         chain: list[isl.AstNode] = []
         while cur.get_type() != isl.ast_node_type.user:
             if cur.get_type() == isl.ast_node_type.mark:
-                if cur.mark_get_id().get_name().startswith(("map:", "shared", "kernel")):
+                if not isinstance(of_node(cur), LoopMark):
                     return None
                 cur = cur.mark_get_node()
                 continue
@@ -671,7 +664,7 @@ class _GpuPrinter(_Printer):
             cur = cur.for_get_body()
         return (chain, cur) if chain else None
 
-    def private_tile(self, node: isl.AstNode, mark: str, depth: int) -> bool:
+    def private_tile(self, node: isl.AstNode, mark: Mapped, depth: int) -> bool:
         """A thread owning several outputs of one reduction (tile larger than the block):
         keep them in a private array across the reduction loops, which move outside the
         thread's own loops, and write each back once (paper 5.4). Only for a perfect nest
@@ -754,7 +747,7 @@ class _GpuPrinter(_Printer):
             return f"{{ const int {it} = {c.for_get_init().to_C_str()};"
         return self.for_header(c) + " {"
 
-    def private_element(self, node: isl.AstNode, depth: int, marks: frozenset[str]) -> bool:
+    def private_element(self, node: isl.AstNode, depth: int, marks: frozenset[Loop]) -> bool:
         """Statements in sequence that all write one element (init, reduction, epilogue
         such as MLP3's bias, sum and relu) keep it in a register and store it once. Printed
         normally first; promoted only if, after renaming that element, the tensor is
@@ -877,7 +870,9 @@ class _GpuPrinter(_Printer):
         out = []
         for m in marks:
             assert m.get_type() == isl.ast_node_type.mark
-            k = int(m.mark_get_id().get_name().split(":")[1])
+            kernel = of_node(m)
+            assert isinstance(kernel, Kernel), f"{kernel} at the root of a kernel"
+            k = kernel.index
             launch = launches[k]
             self.used.append(launch)
             self.lines = []
@@ -885,9 +880,9 @@ class _GpuPrinter(_Printer):
             threads = math.prod(launch.block)
             self.out(0, self.dialect.kernel_header(launch.name, params, threads) + " {")
             for d in range(len(launch.block)):
-                self.out(1, f"const int {self.ident('thread', d)} = {self.dialect.local_id(d)};")
+                self.out(1, f"const int {self.ident(Unit.THREAD, d)} = {self.dialect.local_id(d)};")
             for d in range(len(launch.grid)):
-                self.out(1, f"const int {self.ident('block', d)} = {self.dialect.group_id(d)};")
+                self.out(1, f"const int {self.ident(Unit.BLOCK, d)} = {self.dialect.group_id(d)};")
             self.out(1, "(void)tc_code; (void)tc_value; (void)check;")
             self.active = set()
             self.site = sites[k] if k < len(sites) else None

@@ -14,6 +14,7 @@ from __future__ import annotations
 import islpy as isl
 
 from ..options import MappingOptions
+from .marks import Loop, LoopMark, insert
 from .scop import Scop, ScopStmt
 
 _CTX = isl.DEFAULT_CONTEXT
@@ -118,7 +119,7 @@ def map_cpu(schedule: isl.Schedule, scop: Scop, options: MappingOptions) -> isl.
             scop.statement(n).kind == "contract" for n in _names(node)
         ):
             # The printer writes the whole nest (tiles, parallel loop, vectors).
-            return _mark(node, "contract")
+            return _mark(node, Loop.CONTRACT)
         if node.get_type() == _BAND and not any(n.startswith("K") for n in _names(node)):
             if node.band_n_member() > 1 and _trip_count(node) <= 1:
                 # isl prints no loop for a one-iteration member: a mark above it would
@@ -140,7 +141,7 @@ def map_cpu(schedule: isl.Schedule, scop: Scop, options: MappingOptions) -> isl.
                     and options.tile[0] < _trip_count(node)
                 ):
                     node = _tile(node, options.tile)
-                node = _mark(node, "parallel").child(0)
+                node = _mark(node, Loop.PARALLEL).child(0)
                 down += 1
                 parallel_done = True
             innermost = options.register_tile and not _has_band_below(node)
@@ -156,7 +157,7 @@ def map_cpu(schedule: isl.Schedule, scop: Scop, options: MappingOptions) -> isl.
                 if split > 0:
                     node = node.band_split(split).child(0)
                     down += 1
-                mark = "dottile" if dot is not None else "regtile"
+                mark = Loop.DOTTILE if dot is not None else Loop.REGTILE
                 node = _mark(node, mark).child(0)
                 down += 1
             elif not _has_band_below(node):
@@ -169,10 +170,10 @@ def map_cpu(schedule: isl.Schedule, scop: Scop, options: MappingOptions) -> isl.
                 elif _trip_count(node) <= 1:
                     pass
                 elif node.band_member_get_coincident(0):
-                    node = _mark(node, "simd").child(0)
+                    node = _mark(node, Loop.SIMD).child(0)
                     down += 1
                 elif _is_reduction_member(node, scop):
-                    node = _mark(node, "reduce").child(0)
+                    node = _mark(node, Loop.REDUCE).child(0)
                     down += 1
         for i in range(node.n_children()):
             node = walk(node.child(i), parallel_done).parent()
@@ -184,11 +185,10 @@ def map_cpu(schedule: isl.Schedule, scop: Scop, options: MappingOptions) -> isl.
     return root.get_schedule()
 
 
-def _mark(node: isl.ScheduleNode, name: str) -> isl.ScheduleNode:
+def _mark(node: isl.ScheduleNode, kind: Loop) -> isl.ScheduleNode:
     """node under a mark that records its schedule depth: the printer applies the mark to
     the loop of that depth only (poly/proof.py)."""
-    depth = node.get_schedule_depth()
-    return node.insert_mark(isl.Id(name, user=depth, context=_CTX))
+    return insert(node, LoopMark(kind, node.get_schedule_depth()))
 
 
 def _trip_count(node: isl.ScheduleNode) -> int:

@@ -19,15 +19,17 @@ grid-wide barrier, which neither CUDA nor OpenCL offer portably). Inside a kerne
   puts the mark on the outermost enclosing reduction loop at schedule depth >= d, so
   the register is held across that whole nest (the GPU printer's `reduction_nest`).
 
-Marks carry what the printer needs: `kernel:k`, and `map:<block|thread>:<dim>:<iterator>`
-where iterator names the AST loop the mark must sit on (isl names loop `c<depth>`).
+Marks (poly/marks.py) carry what the printer needs: `Kernel(k)` at each kernel's root,
+and `Mapped(unit, dim, depth, step)` on each block- or thread-mapped loop, whose schedule
+depth names the AST loop the mark must sit on (isl names loop `c<depth>`).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 
 import islpy as isl
 
@@ -35,6 +37,7 @@ from .. import ir
 from ..options import MappingOptions
 from .cpu import _has_band_below, _is_reduction_member, _sink_below_sequence
 from .cpu import _member_iterators as _band_iterators
+from .marks import Kernel, Loop, LoopMark, Mapped, Shared, Unit, insert
 from .promotion import SharedSite
 from .schedule import _Scheduler, to_isl
 from .scop import Scop, ScopStmt
@@ -43,6 +46,8 @@ _CTX = isl.DEFAULT_CONTEXT
 _BAND = isl.schedule_node_type.band
 _SEQ = isl.schedule_node_type.sequence
 _FILTER = isl.schedule_node_type.filter
+# No schedule depth: the GPU printer proves no loops (poly/proof.py); it finds the nest itself.
+_REDUCE = LoopMark(Loop.REDUCE)
 
 
 @dataclass(frozen=True)
@@ -116,16 +121,18 @@ def _member_range(node: isl.ScheduleNode, k: int) -> tuple[int, int]:
     return int(lo), int(hi)
 
 
-def _split_and_mark(node: isl.ScheduleNode, labels: Sequence[str | None]) -> isl.ScheduleNode:
-    """Split a band into one band per member, with a mark above each labelled one; returns
-    the node at the original position."""
+def _split_and_mark(
+    node: isl.ScheduleNode, labels: Sequence[Callable[[int], Mapped] | None]
+) -> isl.ScheduleNode:
+    """Split a band into one band per member, with a mark above each labelled one (the
+    label makes it from the member's schedule depth); returns the node at the original
+    position."""
     down = 0
     for k, label in enumerate(labels):
         if k < len(labels) - 1:
             node = node.band_split(1)
         if label is not None:
-            name = label.replace("@", f"c{node.get_schedule_depth()}")
-            node = node.insert_mark(isl.Id(name, context=_CTX)).child(0)
+            node = insert(node, label(node.get_schedule_depth())).child(0)
             down += 1
         if k < len(labels) - 1:
             node = node.child(0)
@@ -201,21 +208,23 @@ def _map_component(
         point = _sink_below_sequence(point)
     node = point.parent()
 
-    def label(kind: str, members: list[int], k: int, sizes_: Sequence[int]) -> str | None:
+    def label(
+        unit: Unit, members: list[int], k: int, sizes_: Sequence[int]
+    ) -> Callable[[int], Mapped] | None:
         if k not in members:
             return None
         dim = len(members) - 1 - members.index(k)
-        return f"map:{kind}:{dim}:@:{sizes_[k]}"
+        return partial(Mapped, unit, dim, step=sizes_[k])
 
     # Point bands first (below), then the tile band (its splitting moves the child).
     top = node.get_tree_depth()
     for i in range(len(_point_bands(node))):
         p = _point_bands(node)[i]
-        p = _split_and_mark(p, [label("thread", threads, k, [1] * ntile) for k in range(ntile)])
+        p = _split_and_mark(p, [label(Unit.THREAD, threads, k, [1] * ntile) for k in range(ntile)])
         node = _map_inner(p, scop, options, ntile)
         while node.get_tree_depth() > top:
             node = node.parent()
-    node = _split_and_mark(node, [label("block", blocks, k, sizes) for k in range(ntile)])
+    node = _split_and_mark(node, [label(Unit.BLOCK, blocks, k, sizes) for k in range(ntile)])
     site = None
     if options.use_shared_memory and math.prod(block_dims) > 1:
         node, site = _shared_mark(node, blocks, ntile, options, thread_x)
@@ -264,7 +273,7 @@ def _shared_mark(
         down += 1
     depth = node.get_schedule_depth()
     prefix = node.get_prefix_schedule_union_map()
-    node = node.insert_mark(isl.Id("shared", context=_CTX))
+    node = insert(node, Shared())
     for _ in range(down):
         node = node.parent()
     return node, SharedSite(prefix, depth, thread_x, node.get_schedule())
@@ -298,9 +307,9 @@ def _private(node: isl.ScheduleNode, scop: Scop, options: MappingOptions) -> isl
         k = _reduce_start(node, scop, options.private_depth)
         if k is not None:
             if k == 0:
-                return node.insert_mark(isl.Id("reduce", context=_CTX))
+                return insert(node, _REDUCE)
             node = node.band_split(k).child(0)
-            return node.insert_mark(isl.Id("reduce", context=_CTX)).parent()
+            return insert(node, _REDUCE).parent()
     down = 0
     if node.get_type() == _BAND and not _has_band_below(node):
         n = node.band_n_member()
@@ -310,7 +319,7 @@ def _private(node: isl.ScheduleNode, scop: Scop, options: MappingOptions) -> isl
         if not node.band_member_get_coincident(0) and _is_reduction_member(node, scop):
             lo, hi = _member_range(node, 0)
             if hi > lo:
-                node = node.insert_mark(isl.Id("reduce", context=_CTX)).child(0)
+                node = insert(node, _REDUCE).child(0)
                 down += 1
     for i in range(node.n_children()):
         node = _private(node.child(i), scop, options).parent()
@@ -368,7 +377,7 @@ def map_gpu(schedule: isl.Schedule, scop: Scop, options: MappingOptions) -> GpuM
         node, launch, site = _map_component(node, scop, options, name)
         launches.append(launch)
         sites.append(site)
-        return node.insert_mark(isl.Id(f"kernel:{len(launches) - 1}", context=_CTX))
+        return insert(node, Kernel(len(launches) - 1))
 
     if root.get_type() == _SEQ:
         for i in range(root.n_children()):

@@ -11,6 +11,7 @@ import pytest
 import tc_graph as tg
 from tc_graph.codegen.c import emit
 from tc_graph.options import MappingOptions
+from tc_graph.poly.marks import Loop, LoopMark, to_id
 from tc_graph.poly.scop import Scop, build_scop
 
 ROW_SUMS = "def f(float(N,K) B) -> (O) { O(i) +=! B(i, k) }"
@@ -22,7 +23,7 @@ def _scop() -> Scop:
     return build_scop(program, sizes, {"B": (8, 32), **shapes}, contractions=False)
 
 
-def _schedule(scop: Scop, mark: str, on: str) -> isl.Schedule:
+def _schedule(scop: Scop, mark: Loop, on: str) -> isl.Schedule:
     """S0_init, then S0 in loops i, k, with `mark` on loop `on` (i: depth 0, k: depth 1)."""
     sched = isl.Schedule.from_domain(scop.domain)
     filters = isl.UnionSetList.alloc(isl.DEFAULT_CONTEXT, 2)
@@ -33,7 +34,7 @@ def _schedule(scop: Scop, mark: str, on: str) -> isl.Schedule:
     for depth, loop in enumerate("ik"):
         band = node.insert_partial_schedule(isl.MultiUnionPwAff(f"[{{ S0[i, k] -> [({loop})] }}]"))
         if loop == on:
-            band = band.insert_mark(isl.Id(mark, user=depth)).child(0)
+            band = band.insert_mark(to_id(LoopMark(mark, depth))).child(0)
         node = band.child(0)
     return node.get_schedule()
 
@@ -44,9 +45,9 @@ def test_a_mark_on_a_reduction_loop_is_refused(mark: str, monkeypatch: pytest.Mo
     options = MappingOptions(register_tile=0)
     monkeypatch.setenv("TC_GRAPH_CHECK_MARKS", "1")
     with pytest.raises(AssertionError, match=f"'{mark}' mark on loop c1"):
-        emit(scop, _schedule(scop, mark, "k"), options)
+        emit(scop, _schedule(scop, Loop(mark), "k"), options)
     monkeypatch.setenv("TC_GRAPH_CHECK_MARKS", "0")
-    text = emit(scop, _schedule(scop, mark, "k"), options)
+    text = emit(scop, _schedule(scop, Loop(mark), "k"), options)
     main = text[text.index("tc_kernel(") : text.index("tc_phase(")]
     assert "#pragma omp" not in main, "a reduction loop printed parallel"
 
@@ -55,6 +56,6 @@ def test_a_mark_on_a_reduction_loop_is_refused(mark: str, monkeypatch: pytest.Mo
 def test_a_mark_on_an_output_loop_is_proved(mark: str, monkeypatch: pytest.MonkeyPatch) -> None:
     scop = _scop()
     monkeypatch.setenv("TC_GRAPH_CHECK_MARKS", "1")
-    text = emit(scop, _schedule(scop, mark, "i"), MappingOptions(register_tile=0))
+    text = emit(scop, _schedule(scop, Loop(mark), "i"), MappingOptions(register_tile=0))
     main = text[text.index("tc_kernel(") : text.index("tc_phase(")]
     assert f"#pragma omp {'parallel for' if mark == 'parallel' else 'simd'}" in main

@@ -1,0 +1,127 @@
+"""The mapping vocabulary: the marks that poly/cpu.py and poly/gpu.py put on the schedule
+tree and the printers read back from the isl AST.
+
+A mark is a value of one of four frozen types; `to_id` is the only place that writes one
+as an isl id and `parse` (with `of_node`) the only place that reads it back, so no other
+module knows how a mark is spelt. Marks are internal: an id that is not one of these is a
+bug, refused with a ValueError that names it.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from dataclasses import dataclass
+
+import islpy as isl
+
+_CTX = isl.DEFAULT_CONTEXT
+
+
+class Loop(enum.Enum):
+    """What a mark above a band asks of its loop."""
+
+    PARALLEL = "parallel"  # an OpenMP parallel loop (CPU)
+    SIMD = "simd"  # a vector loop (CPU)
+    REDUCE = "reduce"  # the output element in a register across the reduction loop(s)
+    REGTILE = "regtile"  # a register tile: output row in vectors across the reduction (CPU)
+    DOTTILE = "dottile"  # a tile of dot products (CPU, contraction.inner_plan)
+    CONTRACT = "contract"  # the printer writes a contraction statement's whole nest (CPU)
+
+
+class Unit(enum.Enum):
+    """The GPU hardware a mapped loop is spread over."""
+
+    BLOCK = "block"
+    THREAD = "thread"
+
+
+@dataclass(frozen=True)
+class LoopMark:
+    """A request on a loop. `depth`, where known (CPU), is the schedule depth of the loop it
+    applies to: the printer applies it to that loop only (poly/proof.py); None means the
+    next loop printed."""
+
+    kind: Loop
+    depth: int | None = None
+
+
+@dataclass(frozen=True)
+class Mapped:
+    """A loop mapped to GPU blocks or threads: hardware dimension `dim` (0 is x), the loop
+    at schedule `depth` (isl names it `c<depth>`), stepping by `step` per iteration."""
+
+    unit: Unit
+    dim: int
+    depth: int
+    step: int
+
+    @property
+    def iterator(self) -> str:
+        """The name isl's AST generator gives the loop this mark sits on."""
+        return f"c{self.depth}"
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """The root of GPU kernel `index` (its position in the launches)."""
+
+    index: int
+
+
+@dataclass(frozen=True)
+class Shared:
+    """Where a GPU kernel's tiles are copied to shared memory (poly/promotion.py)."""
+
+
+Mark = LoopMark | Mapped | Kernel | Shared
+
+_MAPPED = re.compile(r"map:(block|thread):(\d+):c(\d+):(\d+)")
+_KERNEL = re.compile(r"kernel:(\d+)")
+_LOOPS = {k.value: k for k in Loop}
+
+
+def to_id(mark: Mark) -> isl.Id:
+    """The isl id of a mark (its name spells the mark; a loop mark's depth is its user)."""
+    if isinstance(mark, LoopMark):
+        if mark.depth is None:
+            return isl.Id(mark.kind.value, context=_CTX)
+        return isl.Id(mark.kind.value, user=mark.depth, context=_CTX)
+    if isinstance(mark, Mapped):
+        name = f"map:{mark.unit.value}:{mark.dim}:{mark.iterator}:{mark.step}"
+        return isl.Id(name, context=_CTX)
+    if isinstance(mark, Kernel):
+        return isl.Id(f"kernel:{mark.index}", context=_CTX)
+    return isl.Id("shared", context=_CTX)
+
+
+def parse(ident: isl.Id) -> Mark:
+    """The mark an isl id spells (the inverse of to_id); ValueError for any other id."""
+    name = ident.get_name()
+    if name in _LOOPS:
+        depth = ident.get_user()
+        if depth is not None and not isinstance(depth, int):
+            raise ValueError(f"mark '{name}' holds {depth!r}, not a schedule depth")
+        return LoopMark(_LOOPS[name], depth)
+    if name == "shared":
+        return Shared()
+    if m := _MAPPED.fullmatch(name):
+        return Mapped(Unit(m[1]), int(m[2]), int(m[3]), int(m[4]))
+    if m := _KERNEL.fullmatch(name):
+        return Kernel(int(m[1]))
+    raise ValueError(f"'{name}' is not a mapping mark (tc_graph/poly/marks.py)")
+
+
+def of_node(node: isl.AstNode) -> Mark:
+    """The mark of a mark node of the isl AST."""
+    return parse(node.mark_get_id())
+
+
+def is_loop(mark: Mark, kind: Loop) -> bool:
+    """The mark asks `kind` of its loop."""
+    return isinstance(mark, LoopMark) and mark.kind is kind
+
+
+def insert(node: isl.ScheduleNode, mark: Mark) -> isl.ScheduleNode:
+    """node under a new mark node holding `mark` (returns the mark node)."""
+    return node.insert_mark(to_id(mark))

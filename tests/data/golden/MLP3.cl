@@ -1,0 +1,245 @@
+typedef char int8_t;
+typedef short int16_t;
+typedef int int32_t;
+typedef long int64_t;
+typedef uchar uint8_t;
+typedef ushort uint16_t;
+typedef uint uint32_t;
+typedef ulong uint64_t;
+#define INT64_C(c) c##L
+#define INT64_MIN (-9223372036854775807L - 1)
+#define floord(n, d) (((n) < 0) ? -((-(n) + (d) - 1) / (d)) : (n) / (d))
+#define acosf(...) acos(__VA_ARGS__)
+#define acoshf(...) acosh(__VA_ARGS__)
+#define asinf(...) asin(__VA_ARGS__)
+#define asinhf(...) asinh(__VA_ARGS__)
+#define atanf(...) atan(__VA_ARGS__)
+#define atan2f(...) atan2(__VA_ARGS__)
+#define atanhf(...) atanh(__VA_ARGS__)
+#define cbrtf(...) cbrt(__VA_ARGS__)
+#define ceilf(...) ceil(__VA_ARGS__)
+#define copysignf(...) copysign(__VA_ARGS__)
+#define cosf(...) cos(__VA_ARGS__)
+#define coshf(...) cosh(__VA_ARGS__)
+#define erff(...) erf(__VA_ARGS__)
+#define erfcf(...) erfc(__VA_ARGS__)
+#define expf(...) exp(__VA_ARGS__)
+#define exp10f(...) exp10(__VA_ARGS__)
+#define exp2f(...) exp2(__VA_ARGS__)
+#define expm1f(...) expm1(__VA_ARGS__)
+#define fabsf(...) fabs(__VA_ARGS__)
+#define fdimf(...) fdim(__VA_ARGS__)
+#define floorf(...) floor(__VA_ARGS__)
+#define fmaf(...) fma(__VA_ARGS__)
+#define fmodf(...) fmod(__VA_ARGS__)
+#define hypotf(...) hypot(__VA_ARGS__)
+#define lgammaf(...) lgamma(__VA_ARGS__)
+#define logf(...) log(__VA_ARGS__)
+#define log10f(...) log10(__VA_ARGS__)
+#define log1pf(...) log1p(__VA_ARGS__)
+#define log2f(...) log2(__VA_ARGS__)
+#define logbf(...) logb(__VA_ARGS__)
+#define nextafterf(...) nextafter(__VA_ARGS__)
+#define powf(...) pow(__VA_ARGS__)
+#define remainderf(...) remainder(__VA_ARGS__)
+#define rintf(...) rint(__VA_ARGS__)
+#define roundf(...) round(__VA_ARGS__)
+#define sinf(...) sin(__VA_ARGS__)
+#define sinhf(...) sinh(__VA_ARGS__)
+#define sqrtf(...) sqrt(__VA_ARGS__)
+#define tanf(...) tan(__VA_ARGS__)
+#define tanhf(...) tanh(__VA_ARGS__)
+#define tgammaf(...) tgamma(__VA_ARGS__)
+#define truncf(...) trunc(__VA_ARGS__)
+static inline int8_t tc_div_int8(int8_t a, int8_t b) { if (b == 0) return 0; if (b == -1) return (int8_t)((uint8_t)0 - (uint8_t)a); int8_t q = a / b; return q - ((q * b != a && ((a < 0) != (b < 0))) ? 1 : 0); }
+static inline int8_t tc_mod_int8(int8_t a, int8_t b) { if (b == 0 || b == -1) return 0; int8_t r = a % b; return r + ((r != 0 && ((r < 0) != (b < 0))) ? b : 0); }
+static inline int16_t tc_div_int16(int16_t a, int16_t b) { if (b == 0) return 0; if (b == -1) return (int16_t)((uint16_t)0 - (uint16_t)a); int16_t q = a / b; return q - ((q * b != a && ((a < 0) != (b < 0))) ? 1 : 0); }
+static inline int16_t tc_mod_int16(int16_t a, int16_t b) { if (b == 0 || b == -1) return 0; int16_t r = a % b; return r + ((r != 0 && ((r < 0) != (b < 0))) ? b : 0); }
+static inline int32_t tc_div_int32(int32_t a, int32_t b) { if (b == 0) return 0; if (b == -1) return (int32_t)((uint32_t)0 - (uint32_t)a); int32_t q = a / b; return q - ((q * b != a && ((a < 0) != (b < 0))) ? 1 : 0); }
+static inline int32_t tc_mod_int32(int32_t a, int32_t b) { if (b == 0 || b == -1) return 0; int32_t r = a % b; return r + ((r != 0 && ((r < 0) != (b < 0))) ? b : 0); }
+static inline int64_t tc_div_int64(int64_t a, int64_t b) { if (b == 0) return 0; if (b == -1) return (int64_t)((uint64_t)0 - (uint64_t)a); int64_t q = a / b; return q - ((q * b != a && ((a < 0) != (b < 0))) ? 1 : 0); }
+static inline int64_t tc_mod_int64(int64_t a, int64_t b) { if (b == 0 || b == -1) return 0; int64_t r = a % b; return r + ((r != 0 && ((r < 0) != (b < 0))) ? b : 0); }
+static inline uint8_t tc_div_uint8(uint8_t a, uint8_t b) { if (b == 0) return 0; uint8_t q = a / b; return q - ((q * b != a && ((a < 0) != (b < 0))) ? 1 : 0); }
+static inline uint8_t tc_mod_uint8(uint8_t a, uint8_t b) { if (b == 0) return 0; uint8_t r = a % b; return r + ((r != 0 && ((r < 0) != (b < 0))) ? b : 0); }
+static inline uint16_t tc_div_uint16(uint16_t a, uint16_t b) { if (b == 0) return 0; uint16_t q = a / b; return q - ((q * b != a && ((a < 0) != (b < 0))) ? 1 : 0); }
+static inline uint16_t tc_mod_uint16(uint16_t a, uint16_t b) { if (b == 0) return 0; uint16_t r = a % b; return r + ((r != 0 && ((r < 0) != (b < 0))) ? b : 0); }
+static inline uint32_t tc_div_uint32(uint32_t a, uint32_t b) { if (b == 0) return 0; uint32_t q = a / b; return q - ((q * b != a && ((a < 0) != (b < 0))) ? 1 : 0); }
+static inline uint32_t tc_mod_uint32(uint32_t a, uint32_t b) { if (b == 0) return 0; uint32_t r = a % b; return r + ((r != 0 && ((r < 0) != (b < 0))) ? b : 0); }
+static inline uint64_t tc_div_uint64(uint64_t a, uint64_t b) { if (b == 0) return 0; uint64_t q = a / b; return q - ((q * b != a && ((a < 0) != (b < 0))) ? 1 : 0); }
+static inline uint64_t tc_mod_uint64(uint64_t a, uint64_t b) { if (b == 0) return 0; uint64_t r = a % b; return r + ((r != 0 && ((r < 0) != (b < 0))) ? b : 0); }
+static inline float tc_fmaxf(float a, float b) { return (a > b || b != b) ? a : b; }
+static inline float tc_fminf(float a, float b) { return (a < b || b != b) ? a : b; }
+static inline float tc_rsqrtf(float x) { return 1 / sqrtf(x); }
+static inline float tc_rcbrtf(float x) { return 1 / cbrtf(x); }
+static inline float tc_sinpif(float x) { return sinf((float)M_PI * fmodf(x, (float)2)); }
+static inline float tc_cospif(float x) { return cosf((float)M_PI * fmodf(x, (float)2)); }
+static inline float tc_normcdff(float x) { return (float)0.5 * erfcf(-x / sqrtf(2.0f)); }
+static inline float tc_rhypotf(float a, float b) { return 1 / hypotf(a, b); }
+static inline float tc_norm3df(float a, float b, float c) { return sqrtf(a * a + b * b + c * c); }
+static inline float tc_rnorm3df(float a, float b, float c) { return 1 / sqrtf(a * a + b * b + c * c); }
+static inline float tc_norm4df(float a, float b, float c, float d) { return sqrtf(a * a + b * b + c * c + d * d); }
+static inline float tc_rnorm4df(float a, float b, float c, float d) { return 1 / sqrtf(a * a + b * b + c * c + d * d); }
+static inline float tc_erfinvf(float x) { if (x == -1) return -(float)INFINITY; if (x == 1) return (float)INFINITY; if (!(x > -1 && x < 1)) return (float)NAN; float w = -logf((1 - x) * (1 + x)), p; if (w < 5) { w -= 2.5; p = 2.81022636e-08; p = 3.43273939e-07 + p * w; p = -3.5233877e-06 + p * w; p = -4.39150654e-06 + p * w; p = 0.00021858087 + p * w; p = -0.00125372503 + p * w; p = -0.00417768164 + p * w; p = 0.246640727 + p * w; p = 1.50140941 + p * w; } else { w = sqrtf(w) - 3; p = -0.000200214257; p = 0.000100950558 + p * w; p = 0.00134934322 + p * w; p = -0.00367342844 + p * w; p = 0.00573950773 + p * w; p = -0.0076224613 + p * w; p = 0.00943887047 + p * w; p = 1.00167406 + p * w; p = 2.83297682 + p * w; } float y = p * x; for (int i = 0; i < 2; i++) y -= (erff(y) - x) / ((float)1.1283791670955126 * expf(-y * y)); return y; }
+static inline float tc_erfcinvf(float x) { return tc_erfinvf(1 - x); }
+static inline float tc_normcdfinvf(float x) { return -(float)1.4142135623730951 * tc_erfcinvf(2 * x); }
+static inline float tc_erfcxf(float x) { if (!(x >= 6)) return expf(x * x) * erfcf(x); float t = x; for (int k = 12; k > 0; k--) t = x + (float)0.5 * (float)k / t; return (float)0.5641895835477563 / t; }
+static inline int8_t tc_to_int8f(float x) { return x != x ? 0 : x <= -((float)128.0f) ? (int8_t)(-((int8_t)(127)) - 1) : x >= ((float)128.0f) ? ((int8_t)(127)) : (int8_t)x; }
+static inline int16_t tc_to_int16f(float x) { return x != x ? 0 : x <= -((float)32768.0f) ? (int16_t)(-((int16_t)(32767)) - 1) : x >= ((float)32768.0f) ? ((int16_t)(32767)) : (int16_t)x; }
+static inline int32_t tc_to_int32f(float x) { return x != x ? 0 : x <= -((float)2147483648.0f) ? (int32_t)(-((int32_t)(2147483647)) - 1) : x >= ((float)2147483648.0f) ? ((int32_t)(2147483647)) : (int32_t)x; }
+static inline int64_t tc_to_int64f(float x) { return x != x ? 0 : x <= -((float)9.223372036854776e+18f) ? (int64_t)(-((int64_t)INT64_C(9223372036854775807)) - 1) : x >= ((float)9.223372036854776e+18f) ? ((int64_t)INT64_C(9223372036854775807)) : (int64_t)x; }
+static inline uint8_t tc_to_uint8f(float x) { return x != x ? 0 : x <= 0 ? 0 : x >= ((float)256.0f) ? (uint8_t)-1 : (uint8_t)x; }
+static inline uint16_t tc_to_uint16f(float x) { return x != x ? 0 : x <= 0 ? 0 : x >= ((float)65536.0f) ? (uint16_t)-1 : (uint16_t)x; }
+static inline uint32_t tc_to_uint32f(float x) { return x != x ? 0 : x <= 0 ? 0 : x >= ((float)4294967296.0f) ? (uint32_t)-1 : (uint32_t)x; }
+static inline uint64_t tc_to_uint64f(float x) { return x != x ? 0 : x <= 0 ? 0 : x >= ((float)1.8446744073709552e+19f) ? (uint64_t)-1 : (uint64_t)x; }
+static inline int tc_first(int init, int inc, int me, int n) { int r = (me - floord(init, inc)) % n; return init + (r < 0 ? r + n : r) * inc; }
+static inline int64_t tc_clamp(int64_t v, int64_t hi) { return v < 0 ? 0 : v > hi ? hi : v; }
+
+// launch tc_kernel_0: grid [2] block [8]
+
+__kernel void tc_kernel_0(__global const float *restrict t_I, __global const float *restrict t_W2, __global const float *restrict t_B2, __global const float *restrict t_W3, __global const float *restrict t_B3, __global const float *restrict t_W4, __global const float *restrict t_B4, __global float *restrict t_O2, __global float *restrict t_O3, __global float *restrict t_O4, __global int *restrict tc_code, __global int64_t *restrict tc_value, const int check) {
+  const int tc_tx = (int)get_local_id(0);
+  const int tc_bx = (int)get_group_id(0);
+  (void)tc_code; (void)tc_value; (void)check;
+  __local float tc_sh0_0[16];
+  __local float tc_sh0_1[2];
+  __local float tc_sh0_2[4];
+  __local float tc_sh0_3[32];
+  __local float tc_sh0_4[128];
+  __local float tc_sh0_5[128];
+  __local float tc_sh0_6[64];
+  __local float tc_sh0_7[8];
+  __local float tc_sh0_8[8];
+  __local float tc_sh0_9[32];
+  for (int c0 = tc_bx * 8; c0 <= 15; c0 += 2 * 8) {
+    {
+      const int tc_tid = tc_tx;
+      // shared tile tc_sh0_0: O4[8][2] (reused, not coalesced; written: copied out, not copied in)
+      const int tc_sh0_0_o0 = c0;
+      const int tc_sh0_0_o1 = 0;
+      // shared tile tc_sh0_1: B4[2] (reused, not coalesced)
+      const int tc_sh0_1_o0 = 0;
+      for (int tc_i = tc_tid; tc_i < 2; tc_i += 8) {
+        const int tc_g0 = tc_sh0_1_o0 + tc_i;
+        if (tc_g0 >= 0 && tc_g0 < 2) tc_sh0_1[tc_i] = t_B4[(int64_t)(tc_g0)];
+      }
+      // shared tile tc_sh0_2: B3[4] (reused, not coalesced)
+      const int tc_sh0_2_o0 = 0;
+      for (int tc_i = tc_tid; tc_i < 4; tc_i += 8) {
+        const int tc_g0 = tc_sh0_2_o0 + tc_i;
+        if (tc_g0 >= 0 && tc_g0 < 4) tc_sh0_2[tc_i] = t_B3[(int64_t)(tc_g0)];
+      }
+      // shared tile tc_sh0_3: O3[8][4] (reused, not coalesced; written: copied out, not copied in)
+      const int tc_sh0_3_o0 = c0;
+      const int tc_sh0_3_o1 = 0;
+      // shared tile tc_sh0_4: I[8][16] (reused, not coalesced)
+      const int tc_sh0_4_o0 = c0;
+      const int tc_sh0_4_o1 = 0;
+      for (int tc_i = tc_tid; tc_i < 128; tc_i += 8) {
+        const int tc_g0 = tc_sh0_4_o0 + tc_i / 16;
+        const int tc_g1 = tc_sh0_4_o1 + tc_i % 16;
+        if (tc_g0 >= 0 && tc_g0 < 16 && tc_g1 >= 0 && tc_g1 < 16) tc_sh0_4[tc_i] = t_I[((int64_t)(tc_g0) * 16 + (int64_t)(tc_g1))];
+      }
+      // shared tile tc_sh0_5: W2[16][8] (reused, not coalesced)
+      const int tc_sh0_5_o0 = 0;
+      const int tc_sh0_5_o1 = 0;
+      for (int tc_i = tc_tid; tc_i < 128; tc_i += 8) {
+        const int tc_g0 = tc_sh0_5_o0 + tc_i / 8;
+        const int tc_g1 = tc_sh0_5_o1 + tc_i % 8;
+        if (tc_g0 >= 0 && tc_g0 < 16 && tc_g1 >= 0 && tc_g1 < 8) tc_sh0_5[tc_i] = t_W2[((int64_t)(tc_g0) * 8 + (int64_t)(tc_g1))];
+      }
+      // shared tile tc_sh0_6: O2[8][8] (reused, not coalesced; written: copied out, not copied in)
+      const int tc_sh0_6_o0 = c0;
+      const int tc_sh0_6_o1 = 0;
+      // shared tile tc_sh0_7: B2[8] (reused, not coalesced)
+      const int tc_sh0_7_o0 = 0;
+      for (int tc_i = tc_tid; tc_i < 8; tc_i += 8) {
+        const int tc_g0 = tc_sh0_7_o0 + tc_i;
+        if (tc_g0 >= 0 && tc_g0 < 8) tc_sh0_7[tc_i] = t_B2[(int64_t)(tc_g0)];
+      }
+      // shared tile tc_sh0_8: W4[4][2] (reused, not coalesced)
+      const int tc_sh0_8_o0 = 0;
+      const int tc_sh0_8_o1 = 0;
+      for (int tc_i = tc_tid; tc_i < 8; tc_i += 8) {
+        const int tc_g0 = tc_sh0_8_o0 + tc_i / 2;
+        const int tc_g1 = tc_sh0_8_o1 + tc_i % 2;
+        if (tc_g0 >= 0 && tc_g0 < 4 && tc_g1 >= 0 && tc_g1 < 2) tc_sh0_8[tc_i] = t_W4[((int64_t)(tc_g0) * 2 + (int64_t)(tc_g1))];
+      }
+      // shared tile tc_sh0_9: W3[8][4] (reused, not coalesced)
+      const int tc_sh0_9_o0 = 0;
+      const int tc_sh0_9_o1 = 0;
+      for (int tc_i = tc_tid; tc_i < 32; tc_i += 8) {
+        const int tc_g0 = tc_sh0_9_o0 + tc_i / 4;
+        const int tc_g1 = tc_sh0_9_o1 + tc_i % 4;
+        if (tc_g0 >= 0 && tc_g0 < 8 && tc_g1 >= 0 && tc_g1 < 4) tc_sh0_9[tc_i] = t_W3[((int64_t)(tc_g0) * 4 + (int64_t)(tc_g1))];
+      }
+      barrier(CLK_LOCAL_MEM_FENCE);
+      for (int c1 = tc_tx * 1; c1 <= 7; c1 += 8 * 1) {
+        for (int c2 = 0; c2 <= 7; c2 += 1) {
+          { // private: O2 element over 3 statements
+            float tc_v;
+            tc_v = ((float)(tc_sh0_7[((int)(((int32_t)(c2))) - tc_sh0_7_o0)]));
+            {
+              float acc = (float)tc_v;
+              // acc: the thread's output element in a register
+              for (int c3 = 0; c3 <= 15; c3 += 1)
+                acc = (acc + (float)(((float)(tc_sh0_4[(((int)(((int32_t)(c0 + c1))) - tc_sh0_4_o0) * 16 + ((int)(((int32_t)(c3))) - tc_sh0_4_o1))]) * (float)(tc_sh0_5[(((int)(((int32_t)(c3))) - tc_sh0_5_o0) * 8 + ((int)(((int32_t)(c2))) - tc_sh0_5_o1))]))));
+              tc_v = ((float)(acc));
+            }
+            tc_v = ((float)(tc_fmaxf((float)(tc_v), (float)(((int32_t)(0))))));
+            tc_sh0_6[(((int)(((int32_t)(c0 + c1))) - tc_sh0_6_o0) * 8 + ((int)(((int32_t)(c2))) - tc_sh0_6_o1))] = tc_v;
+          }
+        }
+      }
+      for (int c1 = tc_tx * 1; c1 <= 7; c1 += 8 * 1) {
+        for (int c2 = 0; c2 <= 3; c2 += 1) {
+          { // private: O3 element over 3 statements
+            float tc_v;
+            tc_v = ((float)(tc_sh0_2[((int)(((int32_t)(c2))) - tc_sh0_2_o0)]));
+            {
+              float acc = (float)tc_v;
+              // acc: the thread's output element in a register
+              for (int c3 = 0; c3 <= 7; c3 += 1)
+                acc = (acc + (float)(((float)(tc_sh0_6[(((int)(((int32_t)(c0 + c1))) - tc_sh0_6_o0) * 8 + ((int)(((int32_t)(c3))) - tc_sh0_6_o1))]) * (float)(tc_sh0_9[(((int)(((int32_t)(c3))) - tc_sh0_9_o0) * 4 + ((int)(((int32_t)(c2))) - tc_sh0_9_o1))]))));
+              tc_v = ((float)(acc));
+            }
+            tc_v = ((float)(tc_fmaxf((float)(tc_v), (float)(((int32_t)(0))))));
+            tc_sh0_3[(((int)(((int32_t)(c0 + c1))) - tc_sh0_3_o0) * 4 + ((int)(((int32_t)(c2))) - tc_sh0_3_o1))] = tc_v;
+          }
+        }
+      }
+      for (int c1 = tc_tx * 1; c1 <= 7; c1 += 8 * 1) {
+        for (int c2 = 0; c2 <= 1; c2 += 1) {
+          { // private: O4 element over 3 statements
+            float tc_v;
+            tc_v = ((float)(tc_sh0_1[((int)(((int32_t)(c2))) - tc_sh0_1_o0)]));
+            {
+              float acc = (float)tc_v;
+              // acc: the thread's output element in a register
+              for (int c3 = 0; c3 <= 3; c3 += 1)
+                acc = (acc + (float)(((float)(tc_sh0_3[(((int)(((int32_t)(c0 + c1))) - tc_sh0_3_o0) * 4 + ((int)(((int32_t)(c3))) - tc_sh0_3_o1))]) * (float)(tc_sh0_8[(((int)(((int32_t)(c3))) - tc_sh0_8_o0) * 2 + ((int)(((int32_t)(c2))) - tc_sh0_8_o1))]))));
+              tc_v = ((float)(acc));
+            }
+            tc_v = ((float)(tc_fmaxf((float)(tc_v), (float)(((int32_t)(0))))));
+            tc_sh0_0[(((int)(((int32_t)(c0 + c1))) - tc_sh0_0_o0) * 2 + ((int)(((int32_t)(c2))) - tc_sh0_0_o1))] = tc_v;
+          }
+        }
+      }
+      barrier(CLK_LOCAL_MEM_FENCE);
+      for (int tc_i = tc_tid; tc_i < 16; tc_i += 8) {
+        const int tc_g0 = tc_sh0_0_o0 + tc_i / 2;
+        const int tc_g1 = tc_sh0_0_o1 + tc_i % 2;
+        if (tc_g0 >= 0 && tc_g0 < 16 && tc_g1 >= 0 && tc_g1 < 2) t_O4[((int64_t)(tc_g0) * 2 + (int64_t)(tc_g1))] = tc_sh0_0[tc_i];
+      }
+      for (int tc_i = tc_tid; tc_i < 32; tc_i += 8) {
+        const int tc_g0 = tc_sh0_3_o0 + tc_i / 4;
+        const int tc_g1 = tc_sh0_3_o1 + tc_i % 4;
+        if (tc_g0 >= 0 && tc_g0 < 16 && tc_g1 >= 0 && tc_g1 < 4) t_O3[((int64_t)(tc_g0) * 4 + (int64_t)(tc_g1))] = tc_sh0_3[tc_i];
+      }
+      for (int tc_i = tc_tid; tc_i < 64; tc_i += 8) {
+        const int tc_g0 = tc_sh0_6_o0 + tc_i / 8;
+        const int tc_g1 = tc_sh0_6_o1 + tc_i % 8;
+        if (tc_g0 >= 0 && tc_g0 < 16 && tc_g1 >= 0 && tc_g1 < 8) t_O2[((int64_t)(tc_g0) * 8 + (int64_t)(tc_g1))] = tc_sh0_6[tc_i];
+      }
+    }
+  }
+}

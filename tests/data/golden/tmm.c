@@ -1,0 +1,353 @@
+#include <stdint.h>
+typedef float tc_vf __attribute__((vector_size(64)));
+typedef float tc_vfu __attribute__((vector_size(64), aligned(4)));
+typedef int tc_vi __attribute__((vector_size(64)));
+static inline float tc_hsum(tc_vf v) { v += __builtin_shuffle(v, (tc_vi){8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7}); v += __builtin_shuffle(v, (tc_vi){4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3}); v += __builtin_shuffle(v, (tc_vi){2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1}); v += __builtin_shuffle(v, (tc_vi){1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 0}); return v[0]; }
+#include <stdlib.h>
+#include <math.h>
+#define floord(n, d) (((n) < 0) ? -((-(n) + (d) - 1) / (d)) : (n) / (d))
+#define min(x, y) ((x) < (y) ? (x) : (y))
+#define max(x, y) ((x) > (y) ? (x) : (y))
+static inline int8_t tc_div_int8(int8_t a, int8_t b) { if (b == 0) return 0; if (b == -1) return (int8_t)((uint8_t)0 - (uint8_t)a); int8_t q = a / b; return q - ((q * b != a && ((a < 0) != (b < 0))) ? 1 : 0); }
+static inline int8_t tc_mod_int8(int8_t a, int8_t b) { if (b == 0 || b == -1) return 0; int8_t r = a % b; return r + ((r != 0 && ((r < 0) != (b < 0))) ? b : 0); }
+static inline int16_t tc_div_int16(int16_t a, int16_t b) { if (b == 0) return 0; if (b == -1) return (int16_t)((uint16_t)0 - (uint16_t)a); int16_t q = a / b; return q - ((q * b != a && ((a < 0) != (b < 0))) ? 1 : 0); }
+static inline int16_t tc_mod_int16(int16_t a, int16_t b) { if (b == 0 || b == -1) return 0; int16_t r = a % b; return r + ((r != 0 && ((r < 0) != (b < 0))) ? b : 0); }
+static inline int32_t tc_div_int32(int32_t a, int32_t b) { if (b == 0) return 0; if (b == -1) return (int32_t)((uint32_t)0 - (uint32_t)a); int32_t q = a / b; return q - ((q * b != a && ((a < 0) != (b < 0))) ? 1 : 0); }
+static inline int32_t tc_mod_int32(int32_t a, int32_t b) { if (b == 0 || b == -1) return 0; int32_t r = a % b; return r + ((r != 0 && ((r < 0) != (b < 0))) ? b : 0); }
+static inline int64_t tc_div_int64(int64_t a, int64_t b) { if (b == 0) return 0; if (b == -1) return (int64_t)((uint64_t)0 - (uint64_t)a); int64_t q = a / b; return q - ((q * b != a && ((a < 0) != (b < 0))) ? 1 : 0); }
+static inline int64_t tc_mod_int64(int64_t a, int64_t b) { if (b == 0 || b == -1) return 0; int64_t r = a % b; return r + ((r != 0 && ((r < 0) != (b < 0))) ? b : 0); }
+static inline uint8_t tc_div_uint8(uint8_t a, uint8_t b) { if (b == 0) return 0; uint8_t q = a / b; return q - ((q * b != a && ((a < 0) != (b < 0))) ? 1 : 0); }
+static inline uint8_t tc_mod_uint8(uint8_t a, uint8_t b) { if (b == 0) return 0; uint8_t r = a % b; return r + ((r != 0 && ((r < 0) != (b < 0))) ? b : 0); }
+static inline uint16_t tc_div_uint16(uint16_t a, uint16_t b) { if (b == 0) return 0; uint16_t q = a / b; return q - ((q * b != a && ((a < 0) != (b < 0))) ? 1 : 0); }
+static inline uint16_t tc_mod_uint16(uint16_t a, uint16_t b) { if (b == 0) return 0; uint16_t r = a % b; return r + ((r != 0 && ((r < 0) != (b < 0))) ? b : 0); }
+static inline uint32_t tc_div_uint32(uint32_t a, uint32_t b) { if (b == 0) return 0; uint32_t q = a / b; return q - ((q * b != a && ((a < 0) != (b < 0))) ? 1 : 0); }
+static inline uint32_t tc_mod_uint32(uint32_t a, uint32_t b) { if (b == 0) return 0; uint32_t r = a % b; return r + ((r != 0 && ((r < 0) != (b < 0))) ? b : 0); }
+static inline uint64_t tc_div_uint64(uint64_t a, uint64_t b) { if (b == 0) return 0; uint64_t q = a / b; return q - ((q * b != a && ((a < 0) != (b < 0))) ? 1 : 0); }
+static inline uint64_t tc_mod_uint64(uint64_t a, uint64_t b) { if (b == 0) return 0; uint64_t r = a % b; return r + ((r != 0 && ((r < 0) != (b < 0))) ? b : 0); }
+static inline float tc_fmaxf(float a, float b) { return (a > b || b != b) ? a : b; }
+static inline float tc_fminf(float a, float b) { return (a < b || b != b) ? a : b; }
+static inline float tc_rsqrtf(float x) { return 1 / sqrtf(x); }
+static inline float tc_rcbrtf(float x) { return 1 / cbrtf(x); }
+static inline float tc_sinpif(float x) { return sinf((float)M_PI * fmodf(x, (float)2)); }
+static inline float tc_cospif(float x) { return cosf((float)M_PI * fmodf(x, (float)2)); }
+static inline float tc_normcdff(float x) { return (float)0.5 * erfcf(-x / sqrtf(2)); }
+static inline float tc_rhypotf(float a, float b) { return 1 / hypotf(a, b); }
+static inline float tc_norm3df(float a, float b, float c) { return sqrtf(a * a + b * b + c * c); }
+static inline float tc_rnorm3df(float a, float b, float c) { return 1 / sqrtf(a * a + b * b + c * c); }
+static inline float tc_norm4df(float a, float b, float c, float d) { return sqrtf(a * a + b * b + c * c + d * d); }
+static inline float tc_rnorm4df(float a, float b, float c, float d) { return 1 / sqrtf(a * a + b * b + c * c + d * d); }
+static inline float tc_erfinvf(float x) { if (x == -1) return -(float)INFINITY; if (x == 1) return (float)INFINITY; if (!(x > -1 && x < 1)) return (float)NAN; float w = -logf((1 - x) * (1 + x)), p; if (w < 5) { w -= 2.5; p = 2.81022636e-08; p = 3.43273939e-07 + p * w; p = -3.5233877e-06 + p * w; p = -4.39150654e-06 + p * w; p = 0.00021858087 + p * w; p = -0.00125372503 + p * w; p = -0.00417768164 + p * w; p = 0.246640727 + p * w; p = 1.50140941 + p * w; } else { w = sqrtf(w) - 3; p = -0.000200214257; p = 0.000100950558 + p * w; p = 0.00134934322 + p * w; p = -0.00367342844 + p * w; p = 0.00573950773 + p * w; p = -0.0076224613 + p * w; p = 0.00943887047 + p * w; p = 1.00167406 + p * w; p = 2.83297682 + p * w; } float y = p * x; for (int i = 0; i < 2; i++) y -= (erff(y) - x) / ((float)1.1283791670955126 * expf(-y * y)); return y; }
+static inline float tc_erfcinvf(float x) { return tc_erfinvf(1 - x); }
+static inline float tc_normcdfinvf(float x) { return -(float)1.4142135623730951 * tc_erfcinvf(2 * x); }
+static inline float tc_erfcxf(float x) { if (!(x >= 6)) return expf(x * x) * erfcf(x); float t = x; for (int k = 12; k > 0; k--) t = x + (float)0.5 * (float)k / t; return (float)0.5641895835477563 / t; }
+static inline int8_t tc_to_int8f(float x) { return x != x ? 0 : x <= -((float)128.0f) ? (int8_t)(-((int8_t)(127)) - 1) : x >= ((float)128.0f) ? ((int8_t)(127)) : (int8_t)x; }
+static inline int16_t tc_to_int16f(float x) { return x != x ? 0 : x <= -((float)32768.0f) ? (int16_t)(-((int16_t)(32767)) - 1) : x >= ((float)32768.0f) ? ((int16_t)(32767)) : (int16_t)x; }
+static inline int32_t tc_to_int32f(float x) { return x != x ? 0 : x <= -((float)2147483648.0f) ? (int32_t)(-((int32_t)(2147483647)) - 1) : x >= ((float)2147483648.0f) ? ((int32_t)(2147483647)) : (int32_t)x; }
+static inline int64_t tc_to_int64f(float x) { return x != x ? 0 : x <= -((float)9.223372036854776e+18f) ? (int64_t)(-((int64_t)INT64_C(9223372036854775807)) - 1) : x >= ((float)9.223372036854776e+18f) ? ((int64_t)INT64_C(9223372036854775807)) : (int64_t)x; }
+static inline uint8_t tc_to_uint8f(float x) { return x != x ? 0 : x <= 0 ? 0 : x >= ((float)256.0f) ? (uint8_t)-1 : (uint8_t)x; }
+static inline uint16_t tc_to_uint16f(float x) { return x != x ? 0 : x <= 0 ? 0 : x >= ((float)65536.0f) ? (uint16_t)-1 : (uint16_t)x; }
+static inline uint32_t tc_to_uint32f(float x) { return x != x ? 0 : x <= 0 ? 0 : x >= ((float)4294967296.0f) ? (uint32_t)-1 : (uint32_t)x; }
+static inline uint64_t tc_to_uint64f(float x) { return x != x ? 0 : x <= 0 ? 0 : x >= ((float)1.8446744073709552e+19f) ? (uint64_t)-1 : (uint64_t)x; }
+static inline double tc_fmax(double a, double b) { return (a > b || b != b) ? a : b; }
+static inline double tc_fmin(double a, double b) { return (a < b || b != b) ? a : b; }
+static inline double tc_rsqrt(double x) { return 1 / sqrt(x); }
+static inline double tc_rcbrt(double x) { return 1 / cbrt(x); }
+static inline double tc_sinpi(double x) { return sin((double)M_PI * fmod(x, (double)2)); }
+static inline double tc_cospi(double x) { return cos((double)M_PI * fmod(x, (double)2)); }
+static inline double tc_normcdf(double x) { return (double)0.5 * erfc(-x / sqrt(2)); }
+static inline double tc_rhypot(double a, double b) { return 1 / hypot(a, b); }
+static inline double tc_norm3d(double a, double b, double c) { return sqrt(a * a + b * b + c * c); }
+static inline double tc_rnorm3d(double a, double b, double c) { return 1 / sqrt(a * a + b * b + c * c); }
+static inline double tc_norm4d(double a, double b, double c, double d) { return sqrt(a * a + b * b + c * c + d * d); }
+static inline double tc_rnorm4d(double a, double b, double c, double d) { return 1 / sqrt(a * a + b * b + c * c + d * d); }
+static inline double tc_erfinv(double x) { if (x == -1) return -(double)INFINITY; if (x == 1) return (double)INFINITY; if (!(x > -1 && x < 1)) return (double)NAN; double w = -log((1 - x) * (1 + x)), p; if (w < 5) { w -= 2.5; p = 2.81022636e-08; p = 3.43273939e-07 + p * w; p = -3.5233877e-06 + p * w; p = -4.39150654e-06 + p * w; p = 0.00021858087 + p * w; p = -0.00125372503 + p * w; p = -0.00417768164 + p * w; p = 0.246640727 + p * w; p = 1.50140941 + p * w; } else { w = sqrt(w) - 3; p = -0.000200214257; p = 0.000100950558 + p * w; p = 0.00134934322 + p * w; p = -0.00367342844 + p * w; p = 0.00573950773 + p * w; p = -0.0076224613 + p * w; p = 0.00943887047 + p * w; p = 1.00167406 + p * w; p = 2.83297682 + p * w; } double y = p * x; for (int i = 0; i < 2; i++) y -= (erf(y) - x) / ((double)1.1283791670955126 * exp(-y * y)); return y; }
+static inline double tc_erfcinv(double x) { return tc_erfinv(1 - x); }
+static inline double tc_normcdfinv(double x) { return -(double)1.4142135623730951 * tc_erfcinv(2 * x); }
+static inline double tc_erfcx(double x) { if (!(x >= 6)) return exp(x * x) * erfc(x); double t = x; for (int k = 12; k > 0; k--) t = x + (double)0.5 * (double)k / t; return (double)0.5641895835477563 / t; }
+static inline int8_t tc_to_int8(double x) { return x != x ? 0 : x <= -((double)128.0) ? (int8_t)(-((int8_t)(127)) - 1) : x >= ((double)128.0) ? ((int8_t)(127)) : (int8_t)x; }
+static inline int16_t tc_to_int16(double x) { return x != x ? 0 : x <= -((double)32768.0) ? (int16_t)(-((int16_t)(32767)) - 1) : x >= ((double)32768.0) ? ((int16_t)(32767)) : (int16_t)x; }
+static inline int32_t tc_to_int32(double x) { return x != x ? 0 : x <= -((double)2147483648.0) ? (int32_t)(-((int32_t)(2147483647)) - 1) : x >= ((double)2147483648.0) ? ((int32_t)(2147483647)) : (int32_t)x; }
+static inline int64_t tc_to_int64(double x) { return x != x ? 0 : x <= -((double)9.223372036854776e+18) ? (int64_t)(-((int64_t)INT64_C(9223372036854775807)) - 1) : x >= ((double)9.223372036854776e+18) ? ((int64_t)INT64_C(9223372036854775807)) : (int64_t)x; }
+static inline uint8_t tc_to_uint8(double x) { return x != x ? 0 : x <= 0 ? 0 : x >= ((double)256.0) ? (uint8_t)-1 : (uint8_t)x; }
+static inline uint16_t tc_to_uint16(double x) { return x != x ? 0 : x <= 0 ? 0 : x >= ((double)65536.0) ? (uint16_t)-1 : (uint16_t)x; }
+static inline uint32_t tc_to_uint32(double x) { return x != x ? 0 : x <= 0 ? 0 : x >= ((double)4294967296.0) ? (uint32_t)-1 : (uint32_t)x; }
+static inline uint64_t tc_to_uint64(double x) { return x != x ? 0 : x <= 0 ? 0 : x >= ((double)1.8446744073709552e+19) ? (uint64_t)-1 : (uint64_t)x; }
+
+int tc_kernel(void *const *args, int check, int64_t *err) {
+  const float *restrict t_A = (const float *)args[0];
+  const float *restrict t_B = (const float *)args[1];
+  float *restrict t_C = (float *)args[2];
+  int code = 0;
+  {
+    #pragma omp parallel for schedule(static)
+    for (int bi = 0; bi < 32; bi += 1) {
+      if (bi < 32) {
+        const int b0 = 0 + (bi - 0) * 4;
+        for (int ai = 0; ai < 4; ai++) {
+          if (ai < 4) {
+            const int a0 = 0 + (ai - 0) * 4;
+            tc_vf acc0_0 = {0};
+            tc_vf acc0_1 = {0};
+            tc_vf acc0_2 = {0};
+            tc_vf acc0_3 = {0};
+            tc_vf acc1_0 = {0};
+            tc_vf acc1_1 = {0};
+            tc_vf acc1_2 = {0};
+            tc_vf acc1_3 = {0};
+            tc_vf acc2_0 = {0};
+            tc_vf acc2_1 = {0};
+            tc_vf acc2_2 = {0};
+            tc_vf acc2_3 = {0};
+            tc_vf acc3_0 = {0};
+            tc_vf acc3_1 = {0};
+            tc_vf acc3_2 = {0};
+            tc_vf acc3_3 = {0};
+            int r0 = 0;
+            for (; r0 + 16 <= 128; r0 += 16) {
+              tc_vf _v0 = (*(const tc_vfu *)&t_A[((int64_t)(((int32_t)((a0 + 0)))) * 128 + (int64_t)(((int32_t)(r0))))]); __asm__("" : "+v"(_v0));
+              tc_vf _v1 = (*(const tc_vfu *)&t_B[((int64_t)(((int32_t)((b0 + 0)))) * 128 + (int64_t)(((int32_t)(r0))))]); __asm__("" : "+v"(_v1));
+              tc_vf _v2 = (*(const tc_vfu *)&t_B[((int64_t)(((int32_t)((b0 + 1)))) * 128 + (int64_t)(((int32_t)(r0))))]); __asm__("" : "+v"(_v2));
+              tc_vf _v3 = (*(const tc_vfu *)&t_B[((int64_t)(((int32_t)((b0 + 2)))) * 128 + (int64_t)(((int32_t)(r0))))]); __asm__("" : "+v"(_v3));
+              tc_vf _v4 = (*(const tc_vfu *)&t_B[((int64_t)(((int32_t)((b0 + 3)))) * 128 + (int64_t)(((int32_t)(r0))))]); __asm__("" : "+v"(_v4));
+              tc_vf _v5 = (*(const tc_vfu *)&t_A[((int64_t)(((int32_t)((a0 + 1)))) * 128 + (int64_t)(((int32_t)(r0))))]); __asm__("" : "+v"(_v5));
+              tc_vf _v6 = (*(const tc_vfu *)&t_A[((int64_t)(((int32_t)((a0 + 2)))) * 128 + (int64_t)(((int32_t)(r0))))]); __asm__("" : "+v"(_v6));
+              tc_vf _v7 = (*(const tc_vfu *)&t_A[((int64_t)(((int32_t)((a0 + 3)))) * 128 + (int64_t)(((int32_t)(r0))))]); __asm__("" : "+v"(_v7));
+              acc0_0 += (_v0 * _v1);
+              acc0_1 += (_v0 * _v2);
+              acc0_2 += (_v0 * _v3);
+              acc0_3 += (_v0 * _v4);
+              acc1_0 += (_v5 * _v1);
+              acc1_1 += (_v5 * _v2);
+              acc1_2 += (_v5 * _v3);
+              acc1_3 += (_v5 * _v4);
+              acc2_0 += (_v6 * _v1);
+              acc2_1 += (_v6 * _v2);
+              acc2_2 += (_v6 * _v3);
+              acc2_3 += (_v6 * _v4);
+              acc3_0 += (_v7 * _v1);
+              acc3_1 += (_v7 * _v2);
+              acc3_2 += (_v7 * _v3);
+              acc3_3 += (_v7 * _v4);
+            }
+            tc_vf _s1 = __builtin_shuffle(acc0_0, acc0_1, (tc_vi){0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23}) + __builtin_shuffle(acc0_0, acc0_1, (tc_vi){8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31});
+            tc_vf _s2 = __builtin_shuffle(acc0_2, acc0_3, (tc_vi){0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23}) + __builtin_shuffle(acc0_2, acc0_3, (tc_vi){8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31});
+            tc_vf _s3 = __builtin_shuffle(acc1_0, acc1_1, (tc_vi){0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23}) + __builtin_shuffle(acc1_0, acc1_1, (tc_vi){8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31});
+            tc_vf _s4 = __builtin_shuffle(acc1_2, acc1_3, (tc_vi){0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23}) + __builtin_shuffle(acc1_2, acc1_3, (tc_vi){8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31});
+            tc_vf _s5 = __builtin_shuffle(acc2_0, acc2_1, (tc_vi){0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23}) + __builtin_shuffle(acc2_0, acc2_1, (tc_vi){8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31});
+            tc_vf _s6 = __builtin_shuffle(acc2_2, acc2_3, (tc_vi){0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23}) + __builtin_shuffle(acc2_2, acc2_3, (tc_vi){8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31});
+            tc_vf _s7 = __builtin_shuffle(acc3_0, acc3_1, (tc_vi){0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23}) + __builtin_shuffle(acc3_0, acc3_1, (tc_vi){8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31});
+            tc_vf _s8 = __builtin_shuffle(acc3_2, acc3_3, (tc_vi){0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23}) + __builtin_shuffle(acc3_2, acc3_3, (tc_vi){8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31});
+            tc_vf _s9 = __builtin_shuffle(_s1, _s2, (tc_vi){0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27}) + __builtin_shuffle(_s1, _s2, (tc_vi){4, 5, 6, 7, 12, 13, 14, 15, 20, 21, 22, 23, 28, 29, 30, 31});
+            tc_vf _s10 = __builtin_shuffle(_s3, _s4, (tc_vi){0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27}) + __builtin_shuffle(_s3, _s4, (tc_vi){4, 5, 6, 7, 12, 13, 14, 15, 20, 21, 22, 23, 28, 29, 30, 31});
+            tc_vf _s11 = __builtin_shuffle(_s5, _s6, (tc_vi){0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27}) + __builtin_shuffle(_s5, _s6, (tc_vi){4, 5, 6, 7, 12, 13, 14, 15, 20, 21, 22, 23, 28, 29, 30, 31});
+            tc_vf _s12 = __builtin_shuffle(_s7, _s8, (tc_vi){0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27}) + __builtin_shuffle(_s7, _s8, (tc_vi){4, 5, 6, 7, 12, 13, 14, 15, 20, 21, 22, 23, 28, 29, 30, 31});
+            tc_vf _s13 = __builtin_shuffle(_s9, _s10, (tc_vi){0, 1, 4, 5, 8, 9, 12, 13, 16, 17, 20, 21, 24, 25, 28, 29}) + __builtin_shuffle(_s9, _s10, (tc_vi){2, 3, 6, 7, 10, 11, 14, 15, 18, 19, 22, 23, 26, 27, 30, 31});
+            tc_vf _s14 = __builtin_shuffle(_s11, _s12, (tc_vi){0, 1, 4, 5, 8, 9, 12, 13, 16, 17, 20, 21, 24, 25, 28, 29}) + __builtin_shuffle(_s11, _s12, (tc_vi){2, 3, 6, 7, 10, 11, 14, 15, 18, 19, 22, 23, 26, 27, 30, 31});
+            tc_vf _s15 = __builtin_shuffle(_s13, _s14, (tc_vi){0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30}) + __builtin_shuffle(_s13, _s14, (tc_vi){1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31});
+            { float s = 0.0f + _s15[0];
+              for (int _t = r0; _t < 128; _t++) s += (float)(((float)(t_A[((int64_t)(((int32_t)((a0 + 0)))) * 128 + (int64_t)(((int32_t)(_t))))]) * (float)(t_B[((int64_t)(((int32_t)((b0 + 0)))) * 128 + (int64_t)(((int32_t)(_t))))])));
+              t_C[((int64_t)((a0 + 0)) * 128 + (int64_t)((b0 + 0)))] = s; }
+            { float s = 0.0f + _s15[1];
+              for (int _t = r0; _t < 128; _t++) s += (float)(((float)(t_A[((int64_t)(((int32_t)((a0 + 0)))) * 128 + (int64_t)(((int32_t)(_t))))]) * (float)(t_B[((int64_t)(((int32_t)((b0 + 1)))) * 128 + (int64_t)(((int32_t)(_t))))])));
+              t_C[((int64_t)((a0 + 0)) * 128 + (int64_t)((b0 + 1)))] = s; }
+            { float s = 0.0f + _s15[2];
+              for (int _t = r0; _t < 128; _t++) s += (float)(((float)(t_A[((int64_t)(((int32_t)((a0 + 0)))) * 128 + (int64_t)(((int32_t)(_t))))]) * (float)(t_B[((int64_t)(((int32_t)((b0 + 2)))) * 128 + (int64_t)(((int32_t)(_t))))])));
+              t_C[((int64_t)((a0 + 0)) * 128 + (int64_t)((b0 + 2)))] = s; }
+            { float s = 0.0f + _s15[3];
+              for (int _t = r0; _t < 128; _t++) s += (float)(((float)(t_A[((int64_t)(((int32_t)((a0 + 0)))) * 128 + (int64_t)(((int32_t)(_t))))]) * (float)(t_B[((int64_t)(((int32_t)((b0 + 3)))) * 128 + (int64_t)(((int32_t)(_t))))])));
+              t_C[((int64_t)((a0 + 0)) * 128 + (int64_t)((b0 + 3)))] = s; }
+            { float s = 0.0f + _s15[4];
+              for (int _t = r0; _t < 128; _t++) s += (float)(((float)(t_A[((int64_t)(((int32_t)((a0 + 1)))) * 128 + (int64_t)(((int32_t)(_t))))]) * (float)(t_B[((int64_t)(((int32_t)((b0 + 0)))) * 128 + (int64_t)(((int32_t)(_t))))])));
+              t_C[((int64_t)((a0 + 1)) * 128 + (int64_t)((b0 + 0)))] = s; }
+            { float s = 0.0f + _s15[5];
+              for (int _t = r0; _t < 128; _t++) s += (float)(((float)(t_A[((int64_t)(((int32_t)((a0 + 1)))) * 128 + (int64_t)(((int32_t)(_t))))]) * (float)(t_B[((int64_t)(((int32_t)((b0 + 1)))) * 128 + (int64_t)(((int32_t)(_t))))])));
+              t_C[((int64_t)((a0 + 1)) * 128 + (int64_t)((b0 + 1)))] = s; }
+            { float s = 0.0f + _s15[6];
+              for (int _t = r0; _t < 128; _t++) s += (float)(((float)(t_A[((int64_t)(((int32_t)((a0 + 1)))) * 128 + (int64_t)(((int32_t)(_t))))]) * (float)(t_B[((int64_t)(((int32_t)((b0 + 2)))) * 128 + (int64_t)(((int32_t)(_t))))])));
+              t_C[((int64_t)((a0 + 1)) * 128 + (int64_t)((b0 + 2)))] = s; }
+            { float s = 0.0f + _s15[7];
+              for (int _t = r0; _t < 128; _t++) s += (float)(((float)(t_A[((int64_t)(((int32_t)((a0 + 1)))) * 128 + (int64_t)(((int32_t)(_t))))]) * (float)(t_B[((int64_t)(((int32_t)((b0 + 3)))) * 128 + (int64_t)(((int32_t)(_t))))])));
+              t_C[((int64_t)((a0 + 1)) * 128 + (int64_t)((b0 + 3)))] = s; }
+            { float s = 0.0f + _s15[8];
+              for (int _t = r0; _t < 128; _t++) s += (float)(((float)(t_A[((int64_t)(((int32_t)((a0 + 2)))) * 128 + (int64_t)(((int32_t)(_t))))]) * (float)(t_B[((int64_t)(((int32_t)((b0 + 0)))) * 128 + (int64_t)(((int32_t)(_t))))])));
+              t_C[((int64_t)((a0 + 2)) * 128 + (int64_t)((b0 + 0)))] = s; }
+            { float s = 0.0f + _s15[9];
+              for (int _t = r0; _t < 128; _t++) s += (float)(((float)(t_A[((int64_t)(((int32_t)((a0 + 2)))) * 128 + (int64_t)(((int32_t)(_t))))]) * (float)(t_B[((int64_t)(((int32_t)((b0 + 1)))) * 128 + (int64_t)(((int32_t)(_t))))])));
+              t_C[((int64_t)((a0 + 2)) * 128 + (int64_t)((b0 + 1)))] = s; }
+            { float s = 0.0f + _s15[10];
+              for (int _t = r0; _t < 128; _t++) s += (float)(((float)(t_A[((int64_t)(((int32_t)((a0 + 2)))) * 128 + (int64_t)(((int32_t)(_t))))]) * (float)(t_B[((int64_t)(((int32_t)((b0 + 2)))) * 128 + (int64_t)(((int32_t)(_t))))])));
+              t_C[((int64_t)((a0 + 2)) * 128 + (int64_t)((b0 + 2)))] = s; }
+            { float s = 0.0f + _s15[11];
+              for (int _t = r0; _t < 128; _t++) s += (float)(((float)(t_A[((int64_t)(((int32_t)((a0 + 2)))) * 128 + (int64_t)(((int32_t)(_t))))]) * (float)(t_B[((int64_t)(((int32_t)((b0 + 3)))) * 128 + (int64_t)(((int32_t)(_t))))])));
+              t_C[((int64_t)((a0 + 2)) * 128 + (int64_t)((b0 + 3)))] = s; }
+            { float s = 0.0f + _s15[12];
+              for (int _t = r0; _t < 128; _t++) s += (float)(((float)(t_A[((int64_t)(((int32_t)((a0 + 3)))) * 128 + (int64_t)(((int32_t)(_t))))]) * (float)(t_B[((int64_t)(((int32_t)((b0 + 0)))) * 128 + (int64_t)(((int32_t)(_t))))])));
+              t_C[((int64_t)((a0 + 3)) * 128 + (int64_t)((b0 + 0)))] = s; }
+            { float s = 0.0f + _s15[13];
+              for (int _t = r0; _t < 128; _t++) s += (float)(((float)(t_A[((int64_t)(((int32_t)((a0 + 3)))) * 128 + (int64_t)(((int32_t)(_t))))]) * (float)(t_B[((int64_t)(((int32_t)((b0 + 1)))) * 128 + (int64_t)(((int32_t)(_t))))])));
+              t_C[((int64_t)((a0 + 3)) * 128 + (int64_t)((b0 + 1)))] = s; }
+            { float s = 0.0f + _s15[14];
+              for (int _t = r0; _t < 128; _t++) s += (float)(((float)(t_A[((int64_t)(((int32_t)((a0 + 3)))) * 128 + (int64_t)(((int32_t)(_t))))]) * (float)(t_B[((int64_t)(((int32_t)((b0 + 2)))) * 128 + (int64_t)(((int32_t)(_t))))])));
+              t_C[((int64_t)((a0 + 3)) * 128 + (int64_t)((b0 + 2)))] = s; }
+            { float s = 0.0f + _s15[15];
+              for (int _t = r0; _t < 128; _t++) s += (float)(((float)(t_A[((int64_t)(((int32_t)((a0 + 3)))) * 128 + (int64_t)(((int32_t)(_t))))]) * (float)(t_B[((int64_t)(((int32_t)((b0 + 3)))) * 128 + (int64_t)(((int32_t)(_t))))])));
+              t_C[((int64_t)((a0 + 3)) * 128 + (int64_t)((b0 + 3)))] = s; }
+          }
+        }
+      }
+    }
+  }
+done:
+  return code;
+}
+
+const int32_t tc_abi_version = 1;
+const int32_t tc_num_inputs = 2;
+const int32_t tc_num_outputs = 1;
+const int32_t tc_dtypes[] = {1, 1, 1};
+const int32_t tc_ranks[] = {2, 2, 2};
+const int64_t tc_dims[] = {16, 128, 128, 128, 16, 128};
+const int32_t tc_output_zero[] = {0};
+const int32_t tc_num_temps = 0;
+const int64_t tc_temp_bytes[] = {0};
+const int32_t tc_temp_zero[] = {0};
+const int32_t tc_num_phases = 1;
+const int64_t tc_phase_trips[] = {32};
+const int32_t tc_num_checks = 0;
+const char *const tc_check_text[] = {0};
+
+int tc_phase(int32_t phase, void *const *args, void *const *temps, int64_t lo, int64_t hi, int64_t *err) {
+  const int check = 1;
+  (void)check; (void)lo; (void)hi; (void)temps;
+  const float *restrict t_A = (const float *)args[0];
+  const float *restrict t_B = (const float *)args[1];
+  float *restrict t_C = (float *)args[2];
+  int code = 0;
+  switch (phase) {
+  case 0: {
+    {
+      for (int64_t _t = lo; _t < hi; _t++) {
+        const int bi = 0 + (int)_t * 1;
+        if (bi < 32) {
+          const int b0 = 0 + (bi - 0) * 4;
+          for (int ai = 0; ai < 4; ai++) {
+            if (ai < 4) {
+              const int a0 = 0 + (ai - 0) * 4;
+              tc_vf acc0_0 = {0};
+              tc_vf acc0_1 = {0};
+              tc_vf acc0_2 = {0};
+              tc_vf acc0_3 = {0};
+              tc_vf acc1_0 = {0};
+              tc_vf acc1_1 = {0};
+              tc_vf acc1_2 = {0};
+              tc_vf acc1_3 = {0};
+              tc_vf acc2_0 = {0};
+              tc_vf acc2_1 = {0};
+              tc_vf acc2_2 = {0};
+              tc_vf acc2_3 = {0};
+              tc_vf acc3_0 = {0};
+              tc_vf acc3_1 = {0};
+              tc_vf acc3_2 = {0};
+              tc_vf acc3_3 = {0};
+              int r0 = 0;
+              for (; r0 + 16 <= 128; r0 += 16) {
+                tc_vf _v0 = (*(const tc_vfu *)&t_A[((int64_t)(((int32_t)((a0 + 0)))) * 128 + (int64_t)(((int32_t)(r0))))]); __asm__("" : "+v"(_v0));
+                tc_vf _v1 = (*(const tc_vfu *)&t_B[((int64_t)(((int32_t)((b0 + 0)))) * 128 + (int64_t)(((int32_t)(r0))))]); __asm__("" : "+v"(_v1));
+                tc_vf _v2 = (*(const tc_vfu *)&t_B[((int64_t)(((int32_t)((b0 + 1)))) * 128 + (int64_t)(((int32_t)(r0))))]); __asm__("" : "+v"(_v2));
+                tc_vf _v3 = (*(const tc_vfu *)&t_B[((int64_t)(((int32_t)((b0 + 2)))) * 128 + (int64_t)(((int32_t)(r0))))]); __asm__("" : "+v"(_v3));
+                tc_vf _v4 = (*(const tc_vfu *)&t_B[((int64_t)(((int32_t)((b0 + 3)))) * 128 + (int64_t)(((int32_t)(r0))))]); __asm__("" : "+v"(_v4));
+                tc_vf _v5 = (*(const tc_vfu *)&t_A[((int64_t)(((int32_t)((a0 + 1)))) * 128 + (int64_t)(((int32_t)(r0))))]); __asm__("" : "+v"(_v5));
+                tc_vf _v6 = (*(const tc_vfu *)&t_A[((int64_t)(((int32_t)((a0 + 2)))) * 128 + (int64_t)(((int32_t)(r0))))]); __asm__("" : "+v"(_v6));
+                tc_vf _v7 = (*(const tc_vfu *)&t_A[((int64_t)(((int32_t)((a0 + 3)))) * 128 + (int64_t)(((int32_t)(r0))))]); __asm__("" : "+v"(_v7));
+                acc0_0 += (_v0 * _v1);
+                acc0_1 += (_v0 * _v2);
+                acc0_2 += (_v0 * _v3);
+                acc0_3 += (_v0 * _v4);
+                acc1_0 += (_v5 * _v1);
+                acc1_1 += (_v5 * _v2);
+                acc1_2 += (_v5 * _v3);
+                acc1_3 += (_v5 * _v4);
+                acc2_0 += (_v6 * _v1);
+                acc2_1 += (_v6 * _v2);
+                acc2_2 += (_v6 * _v3);
+                acc2_3 += (_v6 * _v4);
+                acc3_0 += (_v7 * _v1);
+                acc3_1 += (_v7 * _v2);
+                acc3_2 += (_v7 * _v3);
+                acc3_3 += (_v7 * _v4);
+              }
+              tc_vf _s16 = __builtin_shuffle(acc0_0, acc0_1, (tc_vi){0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23}) + __builtin_shuffle(acc0_0, acc0_1, (tc_vi){8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31});
+              tc_vf _s17 = __builtin_shuffle(acc0_2, acc0_3, (tc_vi){0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23}) + __builtin_shuffle(acc0_2, acc0_3, (tc_vi){8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31});
+              tc_vf _s18 = __builtin_shuffle(acc1_0, acc1_1, (tc_vi){0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23}) + __builtin_shuffle(acc1_0, acc1_1, (tc_vi){8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31});
+              tc_vf _s19 = __builtin_shuffle(acc1_2, acc1_3, (tc_vi){0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23}) + __builtin_shuffle(acc1_2, acc1_3, (tc_vi){8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31});
+              tc_vf _s20 = __builtin_shuffle(acc2_0, acc2_1, (tc_vi){0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23}) + __builtin_shuffle(acc2_0, acc2_1, (tc_vi){8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31});
+              tc_vf _s21 = __builtin_shuffle(acc2_2, acc2_3, (tc_vi){0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23}) + __builtin_shuffle(acc2_2, acc2_3, (tc_vi){8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31});
+              tc_vf _s22 = __builtin_shuffle(acc3_0, acc3_1, (tc_vi){0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23}) + __builtin_shuffle(acc3_0, acc3_1, (tc_vi){8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31});
+              tc_vf _s23 = __builtin_shuffle(acc3_2, acc3_3, (tc_vi){0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23}) + __builtin_shuffle(acc3_2, acc3_3, (tc_vi){8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31});
+              tc_vf _s24 = __builtin_shuffle(_s16, _s17, (tc_vi){0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27}) + __builtin_shuffle(_s16, _s17, (tc_vi){4, 5, 6, 7, 12, 13, 14, 15, 20, 21, 22, 23, 28, 29, 30, 31});
+              tc_vf _s25 = __builtin_shuffle(_s18, _s19, (tc_vi){0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27}) + __builtin_shuffle(_s18, _s19, (tc_vi){4, 5, 6, 7, 12, 13, 14, 15, 20, 21, 22, 23, 28, 29, 30, 31});
+              tc_vf _s26 = __builtin_shuffle(_s20, _s21, (tc_vi){0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27}) + __builtin_shuffle(_s20, _s21, (tc_vi){4, 5, 6, 7, 12, 13, 14, 15, 20, 21, 22, 23, 28, 29, 30, 31});
+              tc_vf _s27 = __builtin_shuffle(_s22, _s23, (tc_vi){0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27}) + __builtin_shuffle(_s22, _s23, (tc_vi){4, 5, 6, 7, 12, 13, 14, 15, 20, 21, 22, 23, 28, 29, 30, 31});
+              tc_vf _s28 = __builtin_shuffle(_s24, _s25, (tc_vi){0, 1, 4, 5, 8, 9, 12, 13, 16, 17, 20, 21, 24, 25, 28, 29}) + __builtin_shuffle(_s24, _s25, (tc_vi){2, 3, 6, 7, 10, 11, 14, 15, 18, 19, 22, 23, 26, 27, 30, 31});
+              tc_vf _s29 = __builtin_shuffle(_s26, _s27, (tc_vi){0, 1, 4, 5, 8, 9, 12, 13, 16, 17, 20, 21, 24, 25, 28, 29}) + __builtin_shuffle(_s26, _s27, (tc_vi){2, 3, 6, 7, 10, 11, 14, 15, 18, 19, 22, 23, 26, 27, 30, 31});
+              tc_vf _s30 = __builtin_shuffle(_s28, _s29, (tc_vi){0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30}) + __builtin_shuffle(_s28, _s29, (tc_vi){1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31});
+              { float s = 0.0f + _s30[0];
+                for (int _t = r0; _t < 128; _t++) s += (float)(((float)(t_A[((int64_t)(((int32_t)((a0 + 0)))) * 128 + (int64_t)(((int32_t)(_t))))]) * (float)(t_B[((int64_t)(((int32_t)((b0 + 0)))) * 128 + (int64_t)(((int32_t)(_t))))])));
+                t_C[((int64_t)((a0 + 0)) * 128 + (int64_t)((b0 + 0)))] = s; }
+              { float s = 0.0f + _s30[1];
+                for (int _t = r0; _t < 128; _t++) s += (float)(((float)(t_A[((int64_t)(((int32_t)((a0 + 0)))) * 128 + (int64_t)(((int32_t)(_t))))]) * (float)(t_B[((int64_t)(((int32_t)((b0 + 1)))) * 128 + (int64_t)(((int32_t)(_t))))])));
+                t_C[((int64_t)((a0 + 0)) * 128 + (int64_t)((b0 + 1)))] = s; }
+              { float s = 0.0f + _s30[2];
+                for (int _t = r0; _t < 128; _t++) s += (float)(((float)(t_A[((int64_t)(((int32_t)((a0 + 0)))) * 128 + (int64_t)(((int32_t)(_t))))]) * (float)(t_B[((int64_t)(((int32_t)((b0 + 2)))) * 128 + (int64_t)(((int32_t)(_t))))])));
+                t_C[((int64_t)((a0 + 0)) * 128 + (int64_t)((b0 + 2)))] = s; }
+              { float s = 0.0f + _s30[3];
+                for (int _t = r0; _t < 128; _t++) s += (float)(((float)(t_A[((int64_t)(((int32_t)((a0 + 0)))) * 128 + (int64_t)(((int32_t)(_t))))]) * (float)(t_B[((int64_t)(((int32_t)((b0 + 3)))) * 128 + (int64_t)(((int32_t)(_t))))])));
+                t_C[((int64_t)((a0 + 0)) * 128 + (int64_t)((b0 + 3)))] = s; }
+              { float s = 0.0f + _s30[4];
+                for (int _t = r0; _t < 128; _t++) s += (float)(((float)(t_A[((int64_t)(((int32_t)((a0 + 1)))) * 128 + (int64_t)(((int32_t)(_t))))]) * (float)(t_B[((int64_t)(((int32_t)((b0 + 0)))) * 128 + (int64_t)(((int32_t)(_t))))])));
+                t_C[((int64_t)((a0 + 1)) * 128 + (int64_t)((b0 + 0)))] = s; }
+              { float s = 0.0f + _s30[5];
+                for (int _t = r0; _t < 128; _t++) s += (float)(((float)(t_A[((int64_t)(((int32_t)((a0 + 1)))) * 128 + (int64_t)(((int32_t)(_t))))]) * (float)(t_B[((int64_t)(((int32_t)((b0 + 1)))) * 128 + (int64_t)(((int32_t)(_t))))])));
+                t_C[((int64_t)((a0 + 1)) * 128 + (int64_t)((b0 + 1)))] = s; }
+              { float s = 0.0f + _s30[6];
+                for (int _t = r0; _t < 128; _t++) s += (float)(((float)(t_A[((int64_t)(((int32_t)((a0 + 1)))) * 128 + (int64_t)(((int32_t)(_t))))]) * (float)(t_B[((int64_t)(((int32_t)((b0 + 2)))) * 128 + (int64_t)(((int32_t)(_t))))])));
+                t_C[((int64_t)((a0 + 1)) * 128 + (int64_t)((b0 + 2)))] = s; }
+              { float s = 0.0f + _s30[7];
+                for (int _t = r0; _t < 128; _t++) s += (float)(((float)(t_A[((int64_t)(((int32_t)((a0 + 1)))) * 128 + (int64_t)(((int32_t)(_t))))]) * (float)(t_B[((int64_t)(((int32_t)((b0 + 3)))) * 128 + (int64_t)(((int32_t)(_t))))])));
+                t_C[((int64_t)((a0 + 1)) * 128 + (int64_t)((b0 + 3)))] = s; }
+              { float s = 0.0f + _s30[8];
+                for (int _t = r0; _t < 128; _t++) s += (float)(((float)(t_A[((int64_t)(((int32_t)((a0 + 2)))) * 128 + (int64_t)(((int32_t)(_t))))]) * (float)(t_B[((int64_t)(((int32_t)((b0 + 0)))) * 128 + (int64_t)(((int32_t)(_t))))])));
+                t_C[((int64_t)((a0 + 2)) * 128 + (int64_t)((b0 + 0)))] = s; }
+              { float s = 0.0f + _s30[9];
+                for (int _t = r0; _t < 128; _t++) s += (float)(((float)(t_A[((int64_t)(((int32_t)((a0 + 2)))) * 128 + (int64_t)(((int32_t)(_t))))]) * (float)(t_B[((int64_t)(((int32_t)((b0 + 1)))) * 128 + (int64_t)(((int32_t)(_t))))])));
+                t_C[((int64_t)((a0 + 2)) * 128 + (int64_t)((b0 + 1)))] = s; }
+              { float s = 0.0f + _s30[10];
+                for (int _t = r0; _t < 128; _t++) s += (float)(((float)(t_A[((int64_t)(((int32_t)((a0 + 2)))) * 128 + (int64_t)(((int32_t)(_t))))]) * (float)(t_B[((int64_t)(((int32_t)((b0 + 2)))) * 128 + (int64_t)(((int32_t)(_t))))])));
+                t_C[((int64_t)((a0 + 2)) * 128 + (int64_t)((b0 + 2)))] = s; }
+              { float s = 0.0f + _s30[11];
+                for (int _t = r0; _t < 128; _t++) s += (float)(((float)(t_A[((int64_t)(((int32_t)((a0 + 2)))) * 128 + (int64_t)(((int32_t)(_t))))]) * (float)(t_B[((int64_t)(((int32_t)((b0 + 3)))) * 128 + (int64_t)(((int32_t)(_t))))])));
+                t_C[((int64_t)((a0 + 2)) * 128 + (int64_t)((b0 + 3)))] = s; }
+              { float s = 0.0f + _s30[12];
+                for (int _t = r0; _t < 128; _t++) s += (float)(((float)(t_A[((int64_t)(((int32_t)((a0 + 3)))) * 128 + (int64_t)(((int32_t)(_t))))]) * (float)(t_B[((int64_t)(((int32_t)((b0 + 0)))) * 128 + (int64_t)(((int32_t)(_t))))])));
+                t_C[((int64_t)((a0 + 3)) * 128 + (int64_t)((b0 + 0)))] = s; }
+              { float s = 0.0f + _s30[13];
+                for (int _t = r0; _t < 128; _t++) s += (float)(((float)(t_A[((int64_t)(((int32_t)((a0 + 3)))) * 128 + (int64_t)(((int32_t)(_t))))]) * (float)(t_B[((int64_t)(((int32_t)((b0 + 1)))) * 128 + (int64_t)(((int32_t)(_t))))])));
+                t_C[((int64_t)((a0 + 3)) * 128 + (int64_t)((b0 + 1)))] = s; }
+              { float s = 0.0f + _s30[14];
+                for (int _t = r0; _t < 128; _t++) s += (float)(((float)(t_A[((int64_t)(((int32_t)((a0 + 3)))) * 128 + (int64_t)(((int32_t)(_t))))]) * (float)(t_B[((int64_t)(((int32_t)((b0 + 2)))) * 128 + (int64_t)(((int32_t)(_t))))])));
+                t_C[((int64_t)((a0 + 3)) * 128 + (int64_t)((b0 + 2)))] = s; }
+              { float s = 0.0f + _s30[15];
+                for (int _t = r0; _t < 128; _t++) s += (float)(((float)(t_A[((int64_t)(((int32_t)((a0 + 3)))) * 128 + (int64_t)(((int32_t)(_t))))]) * (float)(t_B[((int64_t)(((int32_t)((b0 + 3)))) * 128 + (int64_t)(((int32_t)(_t))))])));
+                t_C[((int64_t)((a0 + 3)) * 128 + (int64_t)((b0 + 3)))] = s; }
+            }
+          }
+        }
+      }
+    }
+    break;
+  }
+  default: code = -2;
+  }
+done:
+  return code;
+}
