@@ -21,8 +21,9 @@ from onnx import TensorProto, helper, numpy_helper
 import tc_graph as tg
 from tc_graph.graph import models
 from tc_graph.graph import optimize as opt
-from tc_graph.graph.model import TC_DOMAIN, TC_OP, Graph
+from tc_graph.graph.model import Graph
 from tc_graph.graph.rewrite import kernel_key
+from tc_graph.onnx_domain import TC_DOMAIN, TC_OP
 
 
 def _model(
