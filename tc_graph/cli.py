@@ -551,24 +551,24 @@ def _demo(args: argparse.Namespace) -> int:
 def _demo_models(args: argparse.Namespace) -> int:
     import onnxruntime as onnxrt
 
-    from .graph import models
+    from .graph import bench_models
     from .graph.optimize import InferenceSession, optimize
 
     names = [n.strip() for n in args.models.split(",") if n.strip()] if args.models else None
-    names = names or list(models.NAMES)
-    unknown = [n for n in names if n not in models.NAMES]
+    names = names or list(bench_models.NAMES)
+    unknown = [n for n in names if n not in bench_models.NAMES]
     if unknown:
         raise TcError(
             f"--models: unknown model {', '.join(unknown)}",
-            hint=f"choose from {', '.join(models.NAMES)}",
+            hint=f"choose from {', '.join(bench_models.NAMES)}",
         )
     size = "full-size" if args.full else "small"
     rows: list[tuple[str, ...]] = []
     failed: list[str] = []
     for name in names:
         _status(f"{name} ({size}): building, optimizing, verifying, timing", file=sys.stderr)
-        model = models.build(name, small=not args.full)
-        feeds = models.sample_inputs(model, seed=0)
+        model = bench_models.build(name, small=not args.full)
+        feeds = bench_models.sample_inputs(model, seed=0)
         plain = onnxrt.InferenceSession(
             model.SerializeToString(), providers=["CPUExecutionProvider"]
         )

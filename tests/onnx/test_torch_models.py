@@ -14,7 +14,7 @@ import onnxruntime as ort
 import pytest
 
 import tc_graph as tg
-from tc_graph.graph.models import sample_inputs
+from tc_graph.graph.bench_models import sample_inputs
 from tc_graph.onnx_domain import TC_OP
 
 MODELS = Path(__file__).resolve().parents[2] / "models"
