@@ -22,9 +22,9 @@ import onnxruntime as ort
 from onnx import helper
 
 import tc_graph as tg
-from tc_graph.graph.models import make_model as _model
-from tc_graph.graph.models import normal as _normal
-from tc_graph.graph.models import weight as _weight
+from tc_graph.graph.bench_models import make_model as _model
+from tc_graph.graph.bench_models import normal as _normal
+from tc_graph.graph.bench_models import weight as _weight
 
 RTOL = ATOL = 1e-3  # every output here is float32
 VERSIONS = f"onnxruntime {ort.__version__}, NumPy {np.__version__}"

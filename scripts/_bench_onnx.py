@@ -1,4 +1,4 @@
-"""The benchmark ONNX models for `scripts/bench.py models`: build one (tc_graph.graph.models),
+"""The benchmark ONNX models for `scripts/bench.py models`: build one (tc_graph.graph.bench_models),
 optimize it in a fresh kernel cache (timing cold and warm), check the optimized model's
 outputs against onnxruntime on the original, and hand back the two session calls to time.
 
@@ -18,10 +18,10 @@ import _bench_models as bm
 import onnx
 
 import tc_graph as tg
-from tc_graph.graph.models import NAMES, build, sample_inputs
+from tc_graph.graph.bench_models import NAMES, build, sample_inputs
+from tc_graph.onnx_domain import TC_OP
 
 __all__ = ["NAMES", "PreparedModel", "prepared"]
-TC_KERNEL = "TcKernel"
 
 
 @dataclass
@@ -39,7 +39,7 @@ def _optimized_session(model: onnx.ModelProto, threads: int) -> tuple[object, in
     """tg.optimize (cost-aware, measured under the session settings the bench runs with)
     and a tg.InferenceSession on the result; its TcKernel count."""
     optimized = tg.optimize(model, sess_options=bm._session_options(threads))
-    kernels = sum(n.op_type == TC_KERNEL for n in optimized.graph.node)
+    kernels = sum(n.op_type == TC_OP for n in optimized.graph.node)
     return tg.InferenceSession(optimized, bm._session_options(threads)), kernels
 
 

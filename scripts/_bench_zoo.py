@@ -33,7 +33,7 @@ def _feeds(model: onnx.ModelProto) -> dict[str, np.ndarray]:
     its shape (unknown sizes as 1). Integer inputs that index a Gather (the torch models'
     token ids and embedding-bag indices) are seeded random rows in its range instead:
     arange(n) / n would make them all 0, a lookup that reads one row over and over."""
-    from tc_graph.graph.models import sample_inputs
+    from tc_graph.graph.bench_models import sample_inputs
 
     inits = {t.name for t in model.graph.initializer}
     feeds = {}
@@ -74,6 +74,7 @@ def run(path: Path) -> dict[str, object]:
 
     import tc_graph as tg
     from tc_graph.graph import optimize as opt
+    from tc_graph.onnx_domain import TC_OP
 
     model = onnx.load(str(path))
     row: dict[str, object] = {"model": path.stem, "nodes": len(model.graph.node)}
@@ -83,7 +84,7 @@ def run(path: Path) -> dict[str, object]:
     start = time.perf_counter()
     tg.optimize(model)
     row["warm_s"] = round(time.perf_counter() - start, 2)
-    row["tc_kernels"] = sum(n.op_type == "TcKernel" for n in optimized.graph.node)
+    row["tc_kernels"] = sum(n.op_type == TC_OP for n in optimized.graph.node)
     meta = {p.key: p.value for p in optimized.metadata_props}
     decisions = json.loads(meta.get("tc_graph.decisions", "[]"))
     rejected = Counter(opt._reason_kind(d["why"]) for d in decisions if not d["fused"])

@@ -15,7 +15,7 @@ warms up and runs calls for about 50 ms, and its round time is the median call. 
 medians over rounds, p10/p90 over rounds, and `ratio_vs_ort`, the median of the per-round
 ratios onnxruntime time / tc_graph time (above 1: tc_graph is faster).
 
-`models` runs the benchmark ONNX models of tc_graph.graph.models (what models/build.py
+`models` runs the benchmark ONNX models of tc_graph.graph.bench_models (what models/build.py
 writes: mlp3_gemm ... prodmodel). Per model it builds the model, `tg.optimize`s it (cost-aware)
 and opens the optimized model with `tg.InferenceSession`, and the original in a plain
 onnxruntime session (ORT_ENABLE_ALL, the same threads); it checks that both give the same

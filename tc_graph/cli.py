@@ -291,9 +291,9 @@ def _read_model(path: str) -> onnx.ModelProto:
 
 
 def _tc_kernels(model: onnx.ModelProto) -> list[onnx.NodeProto]:
-    from .runtime.ort import DOMAIN, OP_TYPE
+    from .onnx_domain import TC_DOMAIN, TC_OP
 
-    return [n for n in model.graph.node if n.domain == DOMAIN and n.op_type == OP_TYPE]
+    return [n for n in model.graph.node if n.domain == TC_DOMAIN and n.op_type == TC_OP]
 
 
 def _on_terminal() -> bool:
@@ -438,10 +438,10 @@ def _fused_by(original: onnx.ModelProto, optimized: onnx.ModelProto) -> dict[int
     Walks back from each kernel's outputs through the original producers of values that
     no kept node computes, stopping at the kernel's inputs: a group is convex and every
     member feeds one of its outputs, so the walk finds exactly its members."""
-    from .runtime.ort import DOMAIN
+    from .onnx_domain import TC_DOMAIN
 
     producer = {v: i for i, n in enumerate(original.graph.node) for v in n.output if v}
-    kept = {v for n in optimized.graph.node if n.domain != DOMAIN for v in n.output}
+    kept = {v for n in optimized.graph.node if n.domain != TC_DOMAIN for v in n.output}
     owner: dict[int, str] = {}
     for k, node in enumerate(_tc_kernels(optimized)):
         name = node.name or f"TcKernel {k}"
@@ -551,24 +551,24 @@ def _demo(args: argparse.Namespace) -> int:
 def _demo_models(args: argparse.Namespace) -> int:
     import onnxruntime as onnxrt
 
-    from .graph import models
+    from .graph import bench_models
     from .graph.optimize import InferenceSession, optimize
 
     names = [n.strip() for n in args.models.split(",") if n.strip()] if args.models else None
-    names = names or list(models.NAMES)
-    unknown = [n for n in names if n not in models.NAMES]
+    names = names or list(bench_models.NAMES)
+    unknown = [n for n in names if n not in bench_models.NAMES]
     if unknown:
         raise TcError(
             f"--models: unknown model {', '.join(unknown)}",
-            hint=f"choose from {', '.join(models.NAMES)}",
+            hint=f"choose from {', '.join(bench_models.NAMES)}",
         )
     size = "full-size" if args.full else "small"
     rows: list[tuple[str, ...]] = []
     failed: list[str] = []
     for name in names:
         _status(f"{name} ({size}): building, optimizing, verifying, timing", file=sys.stderr)
-        model = models.build(name, small=not args.full)
-        feeds = models.sample_inputs(model, seed=0)
+        model = bench_models.build(name, small=not args.full)
+        feeds = bench_models.sample_inputs(model, seed=0)
         plain = onnxrt.InferenceSession(
             model.SerializeToString(), providers=["CPUExecutionProvider"]
         )

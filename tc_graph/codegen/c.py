@@ -22,20 +22,11 @@ import islpy as isl
 import numpy as np
 
 from .. import ir
-from ..lang.types import compute_type, promote
+from ..lang.types import C_TYPES, FLOAT_TYPES, INT_TYPES, ONNX_TYPES, SCALARS, compute_type, promote
 from ..options import AVX512, MappingOptions, VectorUnit
 from ..poly.marks import Loop, LoopMark, is_loop, of_node
 from ..poly.proof import annotated_ast, loop_depth, loop_parallel, refuse
 from ..poly.scop import Scop, ScopStmt, indirect_reads
-
-C_TYPES = {
-    "bool": "uint8_t",
-    "int8": "int8_t", "int16": "int16_t", "int32": "int32_t", "int64": "int64_t",
-    "uint8": "uint8_t", "uint16": "uint16_t", "uint32": "uint32_t", "uint64": "uint64_t",
-    "float16": "_Float16", "float32": "float", "float64": "double",
-}  # fmt: skip
-
-_INT_TYPES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
 
 # Builtins whose libm name is the same in float (with an `f` suffix) and double.
 _LIBM = frozenset({
@@ -70,7 +61,7 @@ def helper_lines(q: str, *, double: bool = True) -> list[str]:
     """The arithmetic helpers every dialect shares, each function declared with `q`
     (`static inline` in C and OpenCL, `__device__` ones in CUDA)."""
     lines: list[str] = []
-    for t in _INT_TYPES:
+    for t in INT_TYPES:
         c, u = C_TYPES[t], C_TYPES[f"u{t}"] if t.startswith("int") else ""
         # A signed MIN / -1 traps (SIGFPE) in C: by -1 is a wrapping negation instead,
         # done in the unsigned type, and its remainder is 0.
@@ -134,7 +125,7 @@ def helper_lines(q: str, *, double: bool = True) -> list[str]:
             f" {c} t = x; for (int k = 12; k > 0; k--) t = x + ({c})0.5 * ({c})k / t;"
             f" return ({c})0.5641895835477563 / t; }}",
         ]
-        lines += [_to_int(q, t, c, f) for t in _INT_TYPES]
+        lines += [_to_int(q, t, c, f) for t in INT_TYPES]
     return lines
 
 
@@ -274,7 +265,7 @@ class _Printer:
         c = C_TYPES[ct]
         if op in ir.COMPARISONS:
             return f"(({c})({x}) {op} ({c})({y}))"
-        if op in ("/", "%") and ct in _INT_TYPES:
+        if op in ("/", "%") and ct in INT_TYPES:
             fn = "tc_div" if op == "/" else "tc_mod"
             text = f"{fn}_{ct}(({c})({x}), ({c})({y}))"
         else:
@@ -1289,11 +1280,6 @@ class _Printer:
 ABI_VERSION = 1
 """Version of the library-kernel contract of docs/onnx.md."""
 
-ONNX_TYPES = {
-    "float32": 1, "uint8": 2, "int8": 3, "uint16": 4, "int16": 5, "int32": 6, "int64": 7,
-    "bool": 9, "float16": 10, "float64": 11, "uint32": 12, "uint64": 13,
-}  # fmt: skip
-
 
 def _one_nest(node: isl.AstNode) -> bool:
     """Whether an AST node is a single loop nest (or statement), seen through marks and
@@ -1314,7 +1300,7 @@ class _Serial(Exception):
 
 
 def _bytes(shape: Sequence[int], dtype: str) -> int:
-    return max(1, math.prod(shape)) * np.dtype(dtype).itemsize
+    return max(1, math.prod(shape)) * SCALARS[dtype].bytes
 
 
 def _c_list(values: Sequence[int], *, scalar: bool) -> str:
@@ -1410,7 +1396,7 @@ def _unit(e: ir.Expr, lane: str) -> bool:
 
 
 def _literal(v: int | float | bool, dtype: str) -> str:
-    if dtype in ("float32", "float64", "float16"):
+    if dtype in FLOAT_TYPES:
         f = float(v)
         suffix = "f" if dtype == "float32" else ""
         if math.isnan(f):
@@ -1459,7 +1445,7 @@ def _store(value: str, dtype: str, src: str) -> str:
     saturates (`tc_to_*`), everything else is C's conversion."""
     if dtype == "bool":
         return f"((uint8_t)(({value}) != 0))"
-    if dtype in _INT_TYPES and src.startswith("float"):
+    if dtype in INT_TYPES and src.startswith("float"):
         return f"tc_to_{dtype}{'' if src == 'float64' else 'f'}({value})"
     return f"(({C_TYPES[dtype]})({value}))"
 

@@ -22,7 +22,7 @@ import islpy as isl
 
 from .. import ir
 from ..errors import TcError
-from ..lang.types import compute_type, promote
+from ..lang.types import C_TYPES, FLOAT_TYPES, INT_TYPES, SCALARS, compute_type, promote
 from ..options import MappingOptions
 from ..poly.gpu import GpuMapping, Launch
 from ..poly.marks import Kernel, Loop, LoopMark, Mapped, Shared, Unit, of_node
@@ -30,7 +30,6 @@ from ..poly.promotion import SharedSite, Tile, indirect_form, plan_tiles, write_
 from ..poly.scop import Scop, ScopStmt
 from .c import (
     _LIBM,
-    C_TYPES,
     Dialect,
     _combine,
     _Printer,
@@ -40,10 +39,7 @@ from .c import (
     helper_lines,
 )
 
-_INT_TYPEDEFS = {
-    "int8_t": "char", "int16_t": "short", "int32_t": "int", "int64_t": "long",
-    "uint8_t": "uchar", "uint16_t": "ushort", "uint32_t": "uint", "uint64_t": "ulong",
-}  # fmt: skip
+_HALF = SCALARS["float16"]  # stored as the target's own half type
 
 
 @dataclass(frozen=True)
@@ -110,12 +106,12 @@ class OpenCL(GpuDialect):
     name: str = "opencl"
 
     def prelude(self, double: bool, half: bool) -> str:
-        lines = [f"typedef {c} {t};" for t, c in _INT_TYPEDEFS.items()]
+        lines = [f"typedef {SCALARS[t].opencl} {SCALARS[t].c};" for t in INT_TYPES]
         if double:
             lines.insert(0, "#pragma OPENCL EXTENSION cl_khr_fp64 : enable")
         if half:
             lines.insert(0, "#pragma OPENCL EXTENSION cl_khr_fp16 : enable")
-            lines.append("#define _Float16 half")
+            lines.append(f"#define {_HALF.c} {_HALF.opencl}")
         lines += [
             "#define INT64_C(c) c##L",
             "#define INT64_MIN (-9223372036854775807L - 1)",
@@ -159,7 +155,6 @@ class OpenCL(GpuDialect):
 
 
 _NO_OPENCL = frozenset({"j0", "j1", "y0", "y1", "nearbyint"})
-_FLOATS = frozenset({"float16", "float32", "float64"})
 
 
 @dataclass(frozen=True)
@@ -170,7 +165,7 @@ class Cuda(GpuDialect):
         lines = ["#include <stdint.h>", "#include <math.h>"]
         if half:
             # half storage, computed in float by the printer (nvcc's own _Float16 crashes it).
-            lines += ["#include <cuda_fp16.h>", "#define _Float16 __half"]
+            lines += ["#include <cuda_fp16.h>", f"#define {_HALF.c} {_HALF.cuda}"]
         lines += [
             "#define floord(n, d) (((n) < 0) ? -((-(n) + (d) - 1) / (d)) : (n) / (d))",
         ]
@@ -265,7 +260,7 @@ class _GpuPrinter(_Printer):
                     text = f"tc_clamp((int64_t)({text}), {shape[k] - 1})"
                 subs.append(text)
             return f"{cname(e.tensor)}[{self.linear(e.tensor, subs)}]"
-        if isinstance(e, ir.Select) and e.cond.dtype in _FLOATS:
+        if isinstance(e, ir.Select) and e.cond.dtype in FLOAT_TYPES:
             # OpenCL C takes only an integer condition in `?:`: the truth value C takes
             # implicitly (nonzero, NaN included) is spelled out.
             zero = ir.Const(0, e.cond.dtype)

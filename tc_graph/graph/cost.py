@@ -32,8 +32,8 @@ from onnx import helper
 
 from .. import timing
 from . import memo
+from .bench_models import make_model
 from .model import Graph
-from .models import make_model
 from .partition import Group
 
 log = logging.getLogger(__name__)

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import onnx
 
-from .model import TC_DOMAIN, TC_OP, node_inputs
+from ..onnx_domain import TC_DOMAIN, TC_OP
+from .model import node_inputs
 from .rewrite import replaced_nodes
 
 _TC_FILL = "#9ecae1"

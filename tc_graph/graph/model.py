@@ -22,10 +22,8 @@ from google.protobuf.message import Message
 from onnx import numpy_helper
 
 from ..errors import TcError
+from ..onnx_domain import ONNX_DOMAINS, OPSET, TC_DOMAIN, TC_OP
 from . import external
-
-TC_DOMAIN = "ai.tc_graph"
-TC_OP = "TcKernel"
 
 ValueType = tuple[np.dtype, tuple[int, ...]]
 
@@ -634,7 +632,7 @@ def _fold_node(
     types: Mapping[str, ValueType],
     opsets: Mapping[str, int],
 ) -> dict[str, np.ndarray] | None:
-    if node.domain not in ("", "ai.onnx") or node.op_type in _NONDETERMINISTIC:
+    if node.domain not in ONNX_DOMAINS or node.op_type in _NONDETERMINISTIC:
         return None
     if _has_bodies(node):
         return None
@@ -671,10 +669,8 @@ def _fold_node(
             if n
         ],
     )
-    model = onnx.helper.make_model(
-        graph,
-        opset_imports=[onnx.helper.make_opsetid("", opsets.get("", opsets.get("ai.onnx", 17)))],
-    )
+    version = next((opsets[d] for d in ONNX_DOMAINS if d in opsets), OPSET)
+    model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", version)])
     results = ReferenceEvaluator(model).run(None, values)
     names = [n for n in node.output if n]
     return {n: np.asarray(v) for n, v in zip(names, results, strict=True)}

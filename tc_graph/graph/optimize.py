@@ -41,12 +41,14 @@ from .. import timing
 from ..api import define
 from ..compare import mismatch
 from ..errors import TcError, TcWarning
+from ..lang.types import ONNX_TYPES
+from ..onnx_domain import TC_DOMAIN, TC_DOMAIN_VERSION, TC_OP
 from ..options import MappingOptions
 from ..runtime import cc, ort
 from ..runtime.kernel import CompileTimeout, code_version, compile_timeout
 from . import cost, external, memo
 from . import translate as tr
-from .model import TC_DOMAIN, TC_OP, Graph
+from .model import Graph
 from .partition import Group, candidate_groups, components, excluded, is_convex, make_group
 from .rewrite import KEY_INTS, KEY_STRINGS, NodeAttrs, kernel_key, make_tc_node, rewrite
 
@@ -859,7 +861,7 @@ def _subgraph_models(
             outputs,
             constant_inputs(attrs.inputs),
         ),
-        opset_imports=[*opsets, helper.make_opsetid(TC_DOMAIN, 1)],
+        opset_imports=[*opsets, helper.make_opsetid(TC_DOMAIN, TC_DOMAIN_VERSION)],
         ir_version=g.model.ir_version,
     )
     return original, fused, feeds
@@ -1263,13 +1265,7 @@ def _side(
 
 
 # The ONNX element types a TC kernel reads and writes (bool to float64; no strings).
-_KERNEL_DTYPES = frozenset(
-    int(getattr(onnx.TensorProto, n))
-    for n in (
-        "FLOAT", "UINT8", "INT8", "UINT16", "INT16", "INT32", "INT64", "BOOL", "FLOAT16",
-        "DOUBLE", "UINT32", "UINT64",
-    )
-)  # fmt: skip
+_KERNEL_DTYPES = frozenset(ONNX_TYPES.values())
 
 
 def _declared_types(model: onnx.ModelProto) -> dict[str, tuple[int, tuple[int | None, ...] | None]]:

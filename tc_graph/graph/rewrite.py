@@ -23,11 +23,10 @@ from dataclasses import dataclass
 import onnx
 
 from ..errors import TcError
-from .model import TC_DOMAIN, TC_OP, copy_without_initializers, node_inputs
+from ..onnx_domain import ONNX_DOMAINS, TC_DOMAIN, TC_DOMAIN_VERSION, TC_OP
 from .model import check as check_model
+from .model import copy_without_initializers, node_inputs
 from .partition import Group
-
-TC_OPSET_VERSION = 1
 
 # The kernel_key rule, shared with ort_op.c (check_key): a key names what the node computes.
 _KEY_TAG = b"tc_graph TcKernel key 1"
@@ -215,7 +214,7 @@ def rewrite(
     _add_used_initializers(graph, [*model.graph.initializer, *new_inits])
     _tidy_value_info(graph, replacements)
     if not any(o.domain == TC_DOMAIN for o in out.opset_import):
-        out.opset_import.append(onnx.helper.make_opsetid(TC_DOMAIN, TC_OPSET_VERSION))
+        out.opset_import.append(onnx.helper.make_opsetid(TC_DOMAIN, TC_DOMAIN_VERSION))
 
     if check:
         try:
@@ -330,7 +329,7 @@ def _drop_dead(
         dead = [
             i
             for i, node in enumerate(nodes)
-            if node.domain in ("", "ai.onnx")
+            if node.domain in ONNX_DOMAINS
             and not any(n in read for n in node.output if n)
             and any(n in was_read for n in node.output if n)
         ]

@@ -33,7 +33,8 @@ from onnx import helper, numpy_helper
 from ..errors import TcError
 from ..lang.builtins import resolve as _builtin
 from ..lang.lexer import KEYWORDS
-from ..lang.types import TYPE_NAMES
+from ..lang.types import BY_NUMPY, TYPE_NAMES
+from ..onnx_domain import ONNX_DOMAINS
 
 __all__ = [
     "TRANSLATABLE",
@@ -47,14 +48,6 @@ __all__ = [
 ValueType = tuple[np.dtype, tuple[int, ...]]
 
 _FLOAT32 = np.dtype(np.float32)
-# ONNX value dtypes the translations read, with their TC type names.
-_TC_TYPES: dict[np.dtype, str] = {
-    np.dtype(t): np.dtype(t).name
-    for t in (
-        np.float32, np.float64, np.float16, np.int8, np.int16, np.int32, np.int64,
-        np.uint8, np.uint16, np.uint32, np.uint64, np.bool_,
-    )
-}  # fmt: skip
 _INDEX_DTYPES = (np.dtype(np.int32), np.dtype(np.int64))
 _FLOAT16 = np.dtype(np.float16)
 
@@ -291,7 +284,7 @@ def _sizes(rank: int) -> list[str]:
 
 
 def _tc_type(dtype: np.dtype) -> str:
-    name = _TC_TYPES.get(np.dtype(dtype))
+    name = BY_NUMPY.get(np.dtype(dtype))
     if name is None:
         raise Untranslatable(f"dtype {np.dtype(dtype).name} has no TC type")
     return name
@@ -587,7 +580,7 @@ def _gather(node: onnx.NodeProto, ctx: _Ctx) -> _Call:
             else "none, the indices are a constant without negative values"
         ),
         X=_decl(_tc_type(dtype), [f"D{j}" for j in range(len(sx))]),
-        I=_decl(_TC_TYPES[idtype], [f"J{t}" for t in range(len(si))]),
+        I=_decl(BY_NUMPY[idtype], [f"J{t}" for t in range(len(si))]),
         Ir=_ref("I", [f"j{t}" for t in range(len(si))]),
         x_idx=", ".join(x_idx),
         Y=_ref("Y", y_idx),
@@ -936,7 +929,7 @@ def _cast(node: onnx.NodeProto, ctx: _Ctx) -> _Call:
         target = np.dtype(helper.tensor_dtype_to_np_dtype(to))
     except Exception:
         raise Untranslatable(f"Cast to ONNX type {to}") from None
-    if target not in _TC_TYPES or target.kind == "V":
+    if target not in BY_NUMPY or target.kind == "V":
         raise Untranslatable(f"Cast to {target.name}: no TC type")
     out = ctx.check_output(node, sx, target)
     idx = _indices(len(sx))
@@ -1314,7 +1307,7 @@ TRANSLATABLE: frozenset[str] = frozenset(_TRANSLATORS)
 
 
 def _translate_node(node: onnx.NodeProto, ctx: _Ctx) -> _Call:
-    if node.domain not in ("", "ai.onnx"):
+    if node.domain not in ONNX_DOMAINS:
         raise Untranslatable(f"op {node.domain}::{node.op_type} is not a standard ONNX op")
     translator = _TRANSLATORS.get(node.op_type)
     if translator is None:
@@ -1325,7 +1318,7 @@ def _translate_node(node: onnx.NodeProto, ctx: _Ctx) -> _Call:
 def opset_version(model: onnx.ModelProto) -> int | None:
     """The version of the default ONNX domain the model imports (None if it imports none)."""
     for o in model.opset_import:
-        if o.domain in ("", "ai.onnx"):
+        if o.domain in ONNX_DOMAINS:
             return int(o.version)
     return None
 
@@ -1466,9 +1459,9 @@ def translate(
 
     def value_type(value: str) -> tuple[str, tuple[int, ...]]:
         if value in packed_arrays:
-            return _TC_TYPES[packed_arrays[value].dtype], packed_arrays[value].shape
+            return BY_NUMPY[packed_arrays[value].dtype], packed_arrays[value].shape
         dtype, shape = ctx.type(value)
-        return _TC_TYPES[dtype], shape
+        return BY_NUMPY[dtype], shape
 
     params = []
     for v in inputs:

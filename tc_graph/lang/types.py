@@ -1,15 +1,56 @@
-"""Scalar types of TC and C's promotion rules over them."""
+"""Scalar types of TC, the one table of their names elsewhere, and C's promotion rules over them."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
-CANONICAL = (
-    "bool",
-    "int8", "int16", "int32", "int64",
-    "uint8", "uint16", "uint32", "uint64",
-    "float16", "float32", "float64",
-)  # fmt: skip
+
+@dataclass(frozen=True)
+class Scalar:
+    """One TC scalar type and what it is called wherever a value of it travels: in C (and
+    CUDA), in OpenCL, in NumPy and in ONNX. Every dtype lookup of tc_graph derives from
+    SCALARS, so a new type is one row here."""
+
+    name: str  # TC's canonical name (NumPy's too)
+    c: str  # the C storage type, which CUDA shares
+    opencl: str  # OpenCL's builtin the C name is typedef'd to (half, for _Float16)
+    cuda: str  # CUDA's name for the storage type (__half, for _Float16)
+    numpy: np.dtype
+    onnx: int  # the ONNX TensorProto element type (kept numeric: lang/ does not import onnx)
+    bytes: int
+
+
+def _row(name: str, c: str, opencl: str, onnx: int, cuda: str = "") -> Scalar:
+    dtype = np.dtype(name)
+    return Scalar(name, c, opencl, cuda or c, dtype, onnx, dtype.itemsize)
+
+
+SCALARS: dict[str, Scalar] = {
+    s.name: s
+    for s in (
+        _row("bool", "uint8_t", "uchar", 9),
+        _row("int8", "int8_t", "char", 3),
+        _row("int16", "int16_t", "short", 5),
+        _row("int32", "int32_t", "int", 6),
+        _row("int64", "int64_t", "long", 7),
+        _row("uint8", "uint8_t", "uchar", 2),
+        _row("uint16", "uint16_t", "ushort", 4),
+        _row("uint32", "uint32_t", "uint", 12),
+        _row("uint64", "uint64_t", "ulong", 13),
+        _row("float16", "_Float16", "half", 10, cuda="__half"),
+        _row("float32", "float", "float", 1),
+        _row("float64", "double", "double", 11),
+    )
+}
+
+CANONICAL = tuple(SCALARS)
+INT_TYPES = tuple(t for t in CANONICAL if t.startswith(("int", "uint")))
+FLOAT_TYPES = tuple(t for t in CANONICAL if t.startswith("float"))
+C_TYPES = {t: s.c for t, s in SCALARS.items()}
+ONNX_TYPES = {t: s.onnx for t, s in SCALARS.items()}
+BY_NUMPY = {s.numpy: t for t, s in SCALARS.items()}
 
 ALIASES = {
     "float": "float32",
@@ -37,7 +78,7 @@ def is_integral(t: str) -> bool:
 
 
 def bits(t: str) -> int:
-    return 1 if t == "bool" else np.dtype(t).itemsize * 8
+    return 1 if t == "bool" else SCALARS[t].bytes * 8
 
 
 def is_signed(t: str) -> bool:

@@ -53,14 +53,11 @@ from dataclasses import dataclass, replace
 import islpy as isl
 
 from .. import ir
+from ..lang.types import SCALARS
 from ..options import MappingOptions
 from .scop import Scop, ScopStmt, access_map
 
 _CTX = isl.DEFAULT_CONTEXT
-_BYTES = {
-    "float32": 4, "float64": 8, "float16": 2, "int8": 1, "int16": 2, "int32": 4,
-    "int64": 8, "uint8": 1, "uint16": 2, "uint32": 4, "uint64": 8, "bool": 1,
-}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -100,7 +97,7 @@ class Tile:
 
     @property
     def bytes(self) -> int:
-        return self.elements * _BYTES.get(self.dtype, 8)
+        return self.elements * (SCALARS[self.dtype].bytes if self.dtype in SCALARS else 8)
 
 
 def references(st: ScopStmt) -> list[ir.Read]:

@@ -24,10 +24,8 @@ if TYPE_CHECKING:
     import onnxruntime
 
 __all__ = [
-    "DOMAIN",
     "KERNEL_DIR_CONFIG",
     "KERNEL_DIR_ENV",
-    "OP_TYPE",
     "api_versions",
     "cpu_only_note",
     "device_providers",
@@ -35,8 +33,6 @@ __all__ = [
     "register",
 ]
 
-DOMAIN = "ai.tc_graph"
-OP_TYPE = "TcKernel"
 # Where a deployed library finds kernels instead of the cache (docs/onnx.md "Deploying"):
 # a session config entry, else this environment variable. ort_op.c spells both too.
 KERNEL_DIR_CONFIG = "tc_graph.kernel_dir"

@@ -327,11 +327,11 @@ def test_optimize_tune_freezes_tuned_options(cache: Path, monkeypatch: pytest.Mo
     import onnxruntime as ort
     from onnx import helper
 
-    from tc_graph.graph import models
+    from tc_graph.graph import bench_models
 
     monkeypatch.setattr(AT, "OPTIMIZE_GENERATIONS", 1)
     monkeypatch.setattr(AT, "OPTIMIZE_POPULATION", 3)
-    model = models.build("mlp3_gemm", small=True)
+    model = bench_models.build("mlp3_gemm", small=True)
     tuned = tg.optimize(model, force=True, tune=True)
     nodes = [n for n in tuned.graph.node if n.op_type == "TcKernel"]
     assert nodes
@@ -342,7 +342,7 @@ def test_optimize_tune_freezes_tuned_options(cache: Path, monkeypatch: pytest.Mo
     for node in nodes:
         attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
         assert MappingOptions.from_json(attrs["options"].decode()) in stored
-    feeds = models.sample_inputs(model, seed=0)
+    feeds = bench_models.sample_inputs(model, seed=0)
     plain = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     for w, g in zip(
         plain.run(None, feeds), tg.InferenceSession(tuned).run(None, feeds), strict=True

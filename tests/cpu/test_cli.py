@@ -25,7 +25,7 @@ import pytest
 
 import tc_graph as tg
 from tc_graph import cli
-from tc_graph.graph import models
+from tc_graph.graph import bench_models
 
 ROOT = Path(__file__).resolve().parents[2]
 OPT = importlib.import_module("tc_graph.graph.optimize")
@@ -130,14 +130,14 @@ def spawn(*args: str, env: dict[str, str] | None = None) -> subprocess.Completed
 
 
 def _save_small(name: str, path: Path) -> onnx.ModelProto:
-    model = models.build(name, small=True)
+    model = bench_models.build(name, small=True)
     onnx.save(model, path)
     return model
 
 
 def _assert_runs_like(optimized: Path, original: onnx.ModelProto) -> onnx.ModelProto:
     """The optimized file computes what onnxruntime computes on the original model."""
-    feeds = models.sample_inputs(original, seed=2)
+    feeds = bench_models.sample_inputs(original, seed=2)
     want = ort.InferenceSession(original.SerializeToString()).run(None, feeds)
     got = tg.InferenceSession(optimized).run(None, feeds)
     for g, w in zip(got, want, strict=True):
@@ -232,11 +232,11 @@ def test_demo_verifies_and_prints_the_speedup_table() -> None:
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
     assert lines[0].split()[:3] == ["model", "nodes", "TcKernels"]
-    rows = {line.split()[0]: line.split() for line in lines[1 : 1 + len(models.NAMES)]}
-    assert set(rows) == set(models.NAMES)
+    rows = {line.split()[0]: line.split() for line in lines[1 : 1 + len(bench_models.NAMES)]}
+    assert set(rows) == set(bench_models.NAMES)
     for name, cells in rows.items():
         before, after = int(cells[1]), int(cells[3])
-        assert before == len(models.build(name, small=True).graph.node)
+        assert before == len(bench_models.build(name, small=True).graph.node)
         assert 1 <= after <= before
         assert float(cells[5]) > 0 and float(cells[6]) > 0
         assert cells[7].endswith("x") and float(cells[7][:-1]) > 0
@@ -284,7 +284,7 @@ def test_top_level_help_lists_every_subcommand() -> None:
 
 def test_check_on_an_onnx_file_names_what_it_got(tmp_path: Path) -> None:
     path = tmp_path / "model.onnx"
-    onnx.save(models.build("mlp3_gemm", small=True), str(path))
+    onnx.save(bench_models.build("mlp3_gemm", small=True), str(path))
     r = run("check", str(path))
     assert r.returncode == 1
     assert "Traceback" not in r.stderr
@@ -302,7 +302,7 @@ def test_check_on_binary_data_is_a_clean_error(tmp_path: Path) -> None:
 
 def test_optimize_takes_the_output_as_a_positional_argument(tmp_path: Path) -> None:
     src, out = tmp_path / "in.onnx", tmp_path / "out.onnx"
-    onnx.save(models.build("mlp3_gemm", small=True), str(src))
+    onnx.save(bench_models.build("mlp3_gemm", small=True), str(src))
     r = run("optimize", str(src), str(out), "--force")
     assert r.returncode == 0, r.stderr
     assert onnx.load(str(out)).graph.node

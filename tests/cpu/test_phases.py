@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import tc_graph as tg
-from tc_graph.codegen.c import ONNX_TYPES
+from tc_graph.lang.types import ONNX_TYPES
 from tests.tolerances import assert_matches
 from tests.unit import test_conformance as conf
 from tests.unit import test_reference as ref

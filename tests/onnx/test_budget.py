@@ -21,8 +21,9 @@ import pytest
 import tc_graph as tg
 from tc_graph import timing
 from tc_graph.errors import TcError
-from tc_graph.graph import models
+from tc_graph.graph import bench_models
 from tc_graph.graph.partition import candidate_groups
+from tc_graph.onnx_domain import IR_VERSION, OPSET
 from tc_graph.runtime.kernel import CompileTimeout, compile_timeout
 
 OPT = importlib.import_module("tc_graph.graph.optimize")
@@ -45,7 +46,7 @@ def tc_count(model: onnx.ModelProto) -> int:
 
 
 def assert_same_as_onnxruntime(optimized: onnx.ModelProto, original: onnx.ModelProto) -> None:
-    feeds = models.sample_inputs(original, seed=3)
+    feeds = bench_models.sample_inputs(original, seed=3)
     got = tg.InferenceSession(optimized).run(None, feeds)
     for g, w in zip(got, reference(original, feeds), strict=True):
         np.testing.assert_allclose(g, w, rtol=RTOL, atol=ATOL)
@@ -53,7 +54,7 @@ def assert_same_as_onnxruntime(optimized: onnx.ModelProto, original: onnx.ModelP
 
 @pytest.mark.parametrize("force", [False, True])
 def test_zero_budget_leaves_every_group_to_onnxruntime(force: bool) -> None:
-    model = models.build("prodmodel", small=True)
+    model = bench_models.build("prodmodel", small=True)
     optimized = tg.optimize(model, force=force, budget_s=0)
     made = decisions(optimized)
     assert made
@@ -83,7 +84,7 @@ def test_groups_past_the_budget_stay_with_onnxruntime(monkeypatch: pytest.Monkey
     monkeypatch.setattr(OPT, "_clock", lambda: clock[0])
     monkeypatch.setattr(OPT, "_evaluate", slow_evaluate)
     monkeypatch.setattr(OPT, "candidate_groups", functools.partial(candidate_groups, max_nodes=2))
-    model = models.build("mlp3_matmul", small=True)
+    model = bench_models.build("mlp3_matmul", small=True)
     optimized = tg.optimize(model, force=True, budget_s=25)
     made = decisions(optimized)
     assert len(made) == 5  # nine nodes in groups of two
@@ -95,7 +96,7 @@ def test_groups_past_the_budget_stay_with_onnxruntime(monkeypatch: pytest.Monkey
 @pytest.mark.parametrize("budget", [-1.0, float("nan")])
 def test_a_bad_budget_is_a_tc_error(budget: float) -> None:
     with pytest.raises(TcError, match="budget_s"):
-        tg.optimize(models.build("mlp1", small=True), budget_s=budget)
+        tg.optimize(bench_models.build("mlp1", small=True), budget_s=budget)
 
 
 def test_a_compile_past_its_timeout_is_killed_and_leaves_no_kernel(
@@ -121,7 +122,7 @@ def test_groups_whose_compile_is_killed_stay_with_onnxruntime(
     compile (on an empty cache) meets: each is killed and left to onnxruntime."""
     monkeypatch.setenv("TC_GRAPH_CACHE", str(tmp_path))
     monkeypatch.setattr(OPT, "_clock", lambda: 0.0)
-    model = models.build("mlp3_gemm", small=True)
+    model = bench_models.build("mlp3_gemm", small=True)
     optimized = tg.optimize(model, force=True, budget_s=1e-3)
     made = decisions(optimized)
     assert made and all(d["why"] == OPT.OVER_BUDGET for d in made)
@@ -146,7 +147,7 @@ def test_a_measurement_past_the_budget_stops_and_is_not_remembered(
     monkeypatch.setattr(OPT, "_clock", lambda: clock[0])
     monkeypatch.setattr(timing, "median_call", slow_call)
     monkeypatch.setattr(OPT, "_calibration", lambda: None)  # the group is measured
-    model = models.build("mlp1", small=True)
+    model = bench_models.build("mlp1", small=True)
     optimized = tg.optimize(model, budget_s=15)
     assert [d["why"] for d in decisions(optimized)] == [OPT.OVER_BUDGET]
     assert clock[0] == 20.0  # one round: onnxruntime's call and the fused one
@@ -164,7 +165,7 @@ def test_the_command_line_passes_budget_threads_and_min_speedup(
     from tc_graph import cli
 
     src, out = tmp_path / "in.onnx", tmp_path / "out.onnx"
-    onnx.save(models.build("prodmodel", small=True), str(src))
+    onnx.save(bench_models.build("prodmodel", small=True), str(src))
     assert cli.main(["-q", "optimize", str(src), str(out), "--budget", "0"]) == 0
     made = decisions(onnx.load(str(out)))
     assert made and all(d["why"] == OPT.OVER_BUDGET for d in made)
@@ -215,8 +216,8 @@ def test_a_whole_model_that_loses_past_the_budget_drops_every_group_at_once(
     )
     model = onnx.helper.make_model(
         graph,
-        opset_imports=[onnx.helper.make_opsetid("", models.OPSET)],
-        ir_version=models.IR_VERSION,
+        opset_imports=[onnx.helper.make_opsetid("", OPSET)],
+        ir_version=IR_VERSION,
     )
     optimized = tg.optimize(model, budget_s=500)
     assert wholes == [3]

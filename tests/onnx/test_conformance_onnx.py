@@ -29,8 +29,8 @@ import pytest
 from onnx import numpy_helper
 
 import tc_graph as tg
-from tc_graph.graph.model import TC_DOMAIN, TC_OP
 from tc_graph.graph.translate import TRANSLATABLE
+from tc_graph.onnx_domain import TC_DOMAIN, TC_OP
 
 TABLE = tomllib.loads(
     (Path(__file__).parents[1] / "data" / "onnx_conformance.toml").read_text(encoding="utf-8")

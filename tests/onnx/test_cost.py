@@ -25,9 +25,10 @@ from onnx import helper, numpy_helper
 
 import tc_graph as tg
 from tc_graph.cli import main as cli_main
-from tc_graph.graph import cost, models
+from tc_graph.graph import bench_models, cost
 from tc_graph.graph.model import Graph
 from tc_graph.graph.partition import make_group
+from tc_graph.onnx_domain import IR_VERSION, OPSET
 
 OPT = importlib.import_module("tc_graph.graph.optimize")
 RTOL, ATOL = 1e-4, 1e-5
@@ -44,7 +45,7 @@ def _model(nodes: list[onnx.NodeProto], inputs: dict[str, tuple[int, list[int]]]
         [numpy_helper.from_array(a, v) for v, a in inits.items()],
     )
     model = helper.make_model(
-        graph, opset_imports=[helper.make_opsetid("", models.OPSET)], ir_version=models.IR_VERSION
+        graph, opset_imports=[helper.make_opsetid("", OPSET)], ir_version=IR_VERSION
     )
     onnx.checker.check_model(model)
     return model
@@ -63,7 +64,7 @@ def _decisions(model: onnx.ModelProto) -> list[dict[str, Any]]:
 
 
 def _check_outputs(optimized: onnx.ModelProto, original: onnx.ModelProto) -> None:
-    feeds = models.sample_inputs(original, seed=2)
+    feeds = bench_models.sample_inputs(original, seed=2)
     plain = ort.InferenceSession(original.SerializeToString(), providers=["CPUExecutionProvider"])
     got = tg.InferenceSession(optimized).run(None, feeds)
     for g, w in zip(got, plain.run(None, feeds), strict=True):
@@ -174,7 +175,7 @@ def test_calibration_is_cached_reused_cleared_and_remeasured(
     # optimize's remeasure calibrates again too; a damaged entry is measured again.
     monkeypatch.setattr(OPT, "_probe", runner)
     monkeypatch.setattr(OPT, "_race", lambda *a: {"why": "not measured: a stand-in"})
-    tg.optimize(models.build("mlp1", small=True), remeasure=True)
+    tg.optimize(bench_models.build("mlp1", small=True), remeasure=True)
     assert runner.probes == 4 * probes
     key = OPT._context_key()
     data = json.loads((tmp_path / "cache" / "calibration.json").read_text())
@@ -320,7 +321,7 @@ def test_the_real_calibration_lets_the_demos_winners_be_measured(name: str) -> N
     """With this machine's calibration, the demo's kernels that win (2LUT's lookups and
     the MLP chain) are compiled and measured, not predicted away. (Whether the measurement
     then wins depends on the machine's load, which the test does not control.)"""
-    model = models.build(name, small=True)
+    model = bench_models.build(name, small=True)
     g = Graph.from_model(model)
     rates = OPT._calibration()
     assert rates is not None

@@ -22,7 +22,8 @@ from onnx import helper, numpy_helper
 
 import tc_graph as tg
 from tc_graph.cli import main as cli_main
-from tc_graph.graph import models
+from tc_graph.graph import bench_models
+from tc_graph.onnx_domain import IR_VERSION, OPSET
 
 OPT = importlib.import_module("tc_graph.graph.optimize")
 RTOL, ATOL = 1e-4, 1e-5
@@ -46,7 +47,7 @@ def _model() -> onnx.ModelProto:
         inits,
     )
     return helper.make_model(
-        graph, opset_imports=[helper.make_opsetid("", models.OPSET)], ir_version=models.IR_VERSION
+        graph, opset_imports=[helper.make_opsetid("", OPSET)], ir_version=IR_VERSION
     )
 
 
@@ -86,7 +87,7 @@ def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def _optimize(**kw: Any) -> onnx.ModelProto:
     """optimize MODEL, its outputs checked against onnxruntime on the original."""
     optimized = tg.optimize(MODEL, **kw)
-    feeds = models.sample_inputs(MODEL, seed=5)
+    feeds = bench_models.sample_inputs(MODEL, seed=5)
     plain = ort.InferenceSession(MODEL.SerializeToString(), providers=["CPUExecutionProvider"])
     want = plain.run(None, feeds)
     got = tg.InferenceSession(optimized).run(None, feeds)

@@ -21,7 +21,8 @@ from onnx import TensorProto, helper, numpy_helper
 
 import tc_graph as tg
 from tc_graph import cli
-from tc_graph.graph import external, models
+from tc_graph.graph import external
+from tc_graph.onnx_domain import IR_VERSION, OPSET
 
 OPT = importlib.import_module("tc_graph.graph.optimize")
 
@@ -54,7 +55,7 @@ def _small_model() -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
         tensors,
     )
     model = helper.make_model(
-        graph, opset_imports=[helper.make_opsetid("", models.OPSET)], ir_version=models.IR_VERSION
+        graph, opset_imports=[helper.make_opsetid("", OPSET)], ir_version=IR_VERSION
     )
     feeds = {"I": rng.integers(0, 320, (8, 5)).astype(np.int64)}
     return model, feeds
@@ -246,7 +247,7 @@ def _big_model(folder: Path, rows: np.ndarray) -> Path:
         [table, numpy_helper.from_array(np.array([1], dtype=np.int64), "axes")],
     )
     model = helper.make_model(
-        graph, opset_imports=[helper.make_opsetid("", models.OPSET)], ir_version=models.IR_VERSION
+        graph, opset_imports=[helper.make_opsetid("", OPSET)], ir_version=IR_VERSION
     )
     onnx.save_model(model, str(folder / "big.onnx"))
     return folder / "big.onnx"

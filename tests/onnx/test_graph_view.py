@@ -16,8 +16,9 @@ from onnx import helper, numpy_helper
 
 import tc_graph as tg
 from tc_graph import cli
-from tc_graph.graph import models
+from tc_graph.graph import bench_models
 from tc_graph.graph.rewrite import replaced_nodes
+from tc_graph.onnx_domain import IR_VERSION, OPSET
 
 F32 = onnx.TensorProto.FLOAT
 
@@ -45,7 +46,7 @@ def _model() -> onnx.ModelProto:
         [numpy_helper.from_array(a, n) for n, a in inits.items()],
     )
     return helper.make_model(
-        graph, opset_imports=[helper.make_opsetid("", models.OPSET)], ir_version=models.IR_VERSION
+        graph, opset_imports=[helper.make_opsetid("", OPSET)], ir_version=IR_VERSION
     )
 
 
@@ -67,7 +68,7 @@ def test_doc_string_lists_exactly_the_replaced_nodes() -> None:
 
 
 def test_doc_string_of_a_whole_model_kernel() -> None:
-    model = models.build("prodmodel", small=True)
+    model = bench_models.build("prodmodel", small=True)
     optimized = tg.optimize(model, force=True)
     listed = [entry for k in _tc_nodes(optimized) for entry in replaced_nodes(k)]
     left = {(n.op_type, n.name) for n in optimized.graph.node}

@@ -1,4 +1,4 @@
-"""The benchmark models (tc_graph.graph.models, models/build.py): every small model is a valid
+"""The benchmark models (tc_graph.graph.bench_models, models/build.py): every small model is a valid
 opset-17 model that onnxruntime runs, and its outputs match NumPy doing the same math with the
 model's own weights, so the graphs compute what API.md says they do."""
 
@@ -20,7 +20,7 @@ import pytest
 from onnx import numpy_helper
 
 import tc_graph as tg
-from tc_graph.graph import models
+from tc_graph.graph import bench_models
 
 REPO = Path(__file__).resolve().parents[2]
 Weights = dict[str, np.ndarray]
@@ -78,7 +78,7 @@ REFERENCES: dict[str, Callable[[Weights, Feeds], list[np.ndarray]]] = {
     "c3": lambda w, f: [f["X"] @ w["c3_w"].T],
     "2lut": _bags,
     "tbmm": lambda w, f: [np.einsum("bnm,bkm->bnk", f["X"], f["Y"])],
-    "gconv": lambda w, f: [_gconv(f["X"], w["gconv_w"], models.SMALL.gconv[1])],
+    "gconv": lambda w, f: [_gconv(f["X"], w["gconv_w"], bench_models.SMALL.gconv[1])],
     "tmm": lambda w, f: [f["X"] @ w["tmm_w"].T],
     "prodmodel": _prodmodel,
 }
@@ -101,19 +101,19 @@ def _run(model: onnx.ModelProto, feeds: Feeds) -> list[np.ndarray]:
 
 
 def test_references_cover_every_model() -> None:
-    assert set(REFERENCES) == set(models.NAMES)
+    assert set(REFERENCES) == set(bench_models.NAMES)
 
 
-@pytest.mark.parametrize("name", models.NAMES)
+@pytest.mark.parametrize("name", bench_models.NAMES)
 def test_small_model_matches_numpy(name: str) -> None:
-    model = models.build(name, small=True)
+    model = bench_models.build(name, small=True)
     onnx.checker.check_model(model, full_check=True)
     assert model.ir_version == 8
     assert [(o.domain, o.version) for o in model.opset_import] == [("", 17)]
     weights = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
     assert bool(weights) == (name != "tbmm"), "weights are initializers (tbmm has none)"
     assert all(a.dtype in (np.float32, np.int64) for a in weights.values())
-    feeds = models.sample_inputs(model, seed=1)
+    feeds = bench_models.sample_inputs(model, seed=1)
     got = _run(model, feeds)
     want = REFERENCES[name](weights, feeds)
     assert len(got) == len(want)
@@ -122,14 +122,14 @@ def test_small_model_matches_numpy(name: str) -> None:
         np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
 
 
-@pytest.mark.parametrize("name", models.NAMES)
+@pytest.mark.parametrize("name", bench_models.NAMES)
 def test_build_is_deterministic(name: str) -> None:
-    a, b = models.build(name, small=True), models.build(name, small=True)
+    a, b = bench_models.build(name, small=True), bench_models.build(name, small=True)
     assert a.SerializeToString() == b.SerializeToString()
 
 
 def test_2lut_uses_axes_input_and_int64_indices() -> None:
-    model = models.build("2lut", small=True)
+    model = bench_models.build("2lut", small=True)
     reduces = [n for n in model.graph.node if n.op_type == "ReduceSum"]
     assert len(reduces) == 2 and all(len(n.input) == 2 for n in reduces)
     axes = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}[reduces[0].input[1]]
@@ -139,33 +139,33 @@ def test_2lut_uses_axes_input_and_int64_indices() -> None:
 
 
 def test_sample_inputs_index_in_range_and_seeded() -> None:
-    model = models.build("prodmodel", small=True)
-    feeds = models.sample_inputs(model, seed=3)
-    rows = models.SMALL.lut[0]
+    model = bench_models.build("prodmodel", small=True)
+    feeds = bench_models.sample_inputs(model, seed=3)
+    rows = bench_models.SMALL.lut[0]
     assert set(feeds) == {"I1", "I2", "X"}
     for t in ("I1", "I2"):
         assert feeds[t].dtype == np.int64 and 0 <= feeds[t].min() and feeds[t].max() < rows
     assert feeds["X"].dtype == np.float32
-    again = models.sample_inputs(model, seed=3)
+    again = bench_models.sample_inputs(model, seed=3)
     assert all(np.array_equal(feeds[k], again[k]) for k in feeds)
 
 
 def test_sample_inputs_rejects_unknown_integer_input() -> None:
     node = onnx.helper.make_node("Cast", ["N"], ["Y"], to=onnx.TensorProto.FLOAT)
-    model = models.make_model([node], {"N": (np.int64, (2,))}, {}, {"Y": (2,)})
+    model = bench_models.make_model([node], {"N": (np.int64, (2,))}, {}, {"Y": (2,)})
     with pytest.raises(ValueError, match="unknown range"):
-        models.sample_inputs(model)
+        bench_models.sample_inputs(model)
 
 
 def test_unknown_name() -> None:
     with pytest.raises(tg.TcError, match="unknown model"):
-        models.build("resnet", small=True)
+        bench_models.build("resnet", small=True)
 
 
 @pytest.mark.parametrize("name", sorted(FULL_SHAPES))
 def test_full_size_shapes(name: str) -> None:
-    model = models.build(name, small=False)
-    feeds = models.sample_inputs(model)
+    model = bench_models.build(name, small=False)
+    feeds = bench_models.sample_inputs(model)
     assert [o.shape for o in _run(model, feeds)] == FULL_SHAPES[name]
 
 
@@ -179,11 +179,13 @@ def test_command_line_writes_every_model(tmp_path: Path) -> None:
         check=False,
     )
     assert proc.returncode == 0, proc.stderr
-    assert sorted(p.name for p in out.iterdir()) == sorted(f"{n}.onnx" for n in models.NAMES)
-    for name in models.NAMES:
+    assert sorted(p.name for p in out.iterdir()) == sorted(f"{n}.onnx" for n in bench_models.NAMES)
+    for name in bench_models.NAMES:
         loaded = onnx.load(out / f"{name}.onnx")
         onnx.checker.check_model(loaded)
-        assert loaded.SerializeToString() == models.build(name, small=True).SerializeToString()
+        assert (
+            loaded.SerializeToString() == bench_models.build(name, small=True).SerializeToString()
+        )
 
 
 def _script(name: str) -> ModuleType:
@@ -212,7 +214,7 @@ def test_convert_model_forwards_to_the_cli(monkeypatch: pytest.MonkeyPatch) -> N
     reason="tg.optimize / tg.InferenceSession do not exist yet",
 )
 def test_bench_models_runs(tmp_path: Path) -> None:
-    out = tmp_path / "models.json"
+    out = tmp_path / "bench_models.json"
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),

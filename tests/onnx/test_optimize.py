@@ -30,9 +30,10 @@ import pytest
 from onnx import helper, numpy_helper
 
 import tc_graph as tg
-from tc_graph.graph import models
+from tc_graph.graph import bench_models
 from tc_graph.graph.rewrite import kernel_key
 from tc_graph.graph.translate import TRANSLATABLE
+from tc_graph.onnx_domain import IR_VERSION, OPSET
 
 ROOT = Path(__file__).resolve().parents[2]
 RTOL, ATOL = 1e-4, 1e-5
@@ -100,7 +101,7 @@ def make_model(
         [numpy_helper.from_array(a, n) for n, a in initializers.items()],
     )
     model = helper.make_model(
-        graph, opset_imports=[helper.make_opsetid("", models.OPSET)], ir_version=models.IR_VERSION
+        graph, opset_imports=[helper.make_opsetid("", OPSET)], ir_version=IR_VERSION
     )
     onnx.checker.check_model(model)
     return model
@@ -143,9 +144,9 @@ def mlp_with(middle: str | None, batch: int | str) -> onnx.ModelProto:
 def small() -> dict[str, tuple[onnx.ModelProto, dict[str, np.ndarray], list[np.ndarray]]]:
     """Each small model, seeded feeds, and plain onnxruntime's outputs for them."""
     out = {}
-    for name in models.NAMES:
-        model = models.build(name, small=True)
-        feeds = models.sample_inputs(model, seed=1)
+    for name in bench_models.NAMES:
+        model = bench_models.build(name, small=True)
+        feeds = bench_models.sample_inputs(model, seed=1)
         out[name] = (model, feeds, reference(model, feeds))
     return out
 
@@ -159,7 +160,7 @@ def forced(small: dict) -> dict[str, onnx.ModelProto]:
 # ----------------------------------------------------------------------------- every model
 
 
-@pytest.mark.parametrize("name", models.NAMES)
+@pytest.mark.parametrize("name", bench_models.NAMES)
 def test_forced_optimize_matches_onnxruntime(name: str, small: dict) -> None:
     model, feeds, want = small[name]
     optimized = tg.optimize(model, force=True)
@@ -453,7 +454,7 @@ def test_malformed_cached_decisions_are_measured_again(
 def test_concurrent_runs_on_one_session(small: dict, forced: dict) -> None:
     model, _, _ = small["prodmodel"]
     session = tg.InferenceSession(forced["prodmodel"])
-    cases = [models.sample_inputs(model, seed=10 + k) for k in range(4)]
+    cases = [bench_models.sample_inputs(model, seed=10 + k) for k in range(4)]
     wants = [reference(model, feeds) for feeds in cases]
     barrier = threading.Barrier(len(cases))
     errors: list[BaseException] = []

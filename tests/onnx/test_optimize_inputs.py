@@ -19,10 +19,11 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import tc_graph as tg
-from tc_graph.graph import models
+from tc_graph.graph import bench_models
 from tc_graph.graph import optimize as opt
-from tc_graph.graph.model import TC_DOMAIN, TC_OP, Graph
+from tc_graph.graph.model import Graph
 from tc_graph.graph.rewrite import kernel_key
+from tc_graph.onnx_domain import TC_DOMAIN, TC_OP
 
 
 def _model(
@@ -178,7 +179,7 @@ def test_missing_entry_is_a_tc_error(tmp_path, monkeypatch) -> None:
 
 def test_unknown_model_name_is_a_tc_error() -> None:
     with pytest.raises(tg.TcError, match="unknown model 'resnet'"):
-        models.build("resnet")
+        bench_models.build("resnet")
 
 
 def test_agreeing_annotations_still_propagate_through_unknown_ops() -> None:

@@ -25,6 +25,7 @@ from onnx import helper
 
 import tc_graph as tg
 from tc_graph.graph.rewrite import kernel_key
+from tc_graph.onnx_domain import TC_DOMAIN
 from tc_graph.runtime import cc
 from tc_graph.runtime import ort as tort
 
@@ -68,7 +69,7 @@ def tc_model(
         "TcKernel",
         [n for n, _, _ in inputs],
         [n for n, _, _ in outputs],
-        domain=tort.DOMAIN,
+        domain=TC_DOMAIN,
         **attrs,
     )
 
@@ -85,7 +86,7 @@ def tc_model(
     )
     model = helper.make_model(
         graph,
-        opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(tort.DOMAIN, 1)],
+        opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(TC_DOMAIN, 1)],
     )
     model.ir_version = 8  # onnxruntime 1.31.1 rejects onnx 1.23's default
     return model.SerializeToString()
@@ -343,7 +344,7 @@ def test_kernel_keys_that_are_not_plain_names_are_rejected(key: str) -> None:
 
 
 def test_node_without_kernel_key_is_an_error() -> None:
-    node = helper.make_node("TcKernel", ["T"], ["O"], domain=tort.DOMAIN, entry="g")
+    node = helper.make_node("TcKernel", ["T"], ["O"], domain=TC_DOMAIN, entry="g")
     graph = helper.make_graph(
         [node],
         "g",
@@ -351,7 +352,7 @@ def test_node_without_kernel_key_is_an_error() -> None:
         [helper.make_tensor_value_info("O", onnx.TensorProto.FLOAT, [2])],
     )
     model = helper.make_model(
-        graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(tort.DOMAIN, 1)]
+        graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(TC_DOMAIN, 1)]
     )
     model.ir_version = 8
     with pytest.raises(Exception, match="no string attribute 'kernel_key'"):

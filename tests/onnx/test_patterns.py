@@ -14,7 +14,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import tc_graph as tg
-from tc_graph.graph.model import TC_DOMAIN, TC_OP
+from tc_graph.onnx_domain import TC_DOMAIN, TC_OP
 
 F = TensorProto.FLOAT
 

@@ -18,15 +18,15 @@ import pytest
 
 import tc_graph as tg
 from tc_graph import cli
-from tc_graph.graph import models
+from tc_graph.graph import bench_models
 
 CUDA = "CUDAExecutionProvider"
 
 
 @pytest.fixture(scope="module")
 def optimized() -> tuple[onnx.ModelProto, onnx.ModelProto, dict[str, np.ndarray]]:
-    model = models.build("mlp3_gemm", small=True)
-    return model, tg.optimize(model, force=True), models.sample_inputs(model, seed=2)
+    model = bench_models.build("mlp3_gemm", small=True)
+    return model, tg.optimize(model, force=True), bench_models.sample_inputs(model, seed=2)
 
 
 @pytest.mark.filterwarnings("ignore:Specified provider:UserWarning")  # onnxruntime's own
@@ -62,7 +62,7 @@ def test_optimize_command_warns_where_onnxruntime_has_a_gpu_provider(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    onnx.save(models.build("mlp3_gemm", small=True), tmp_path / "in.onnx")
+    onnx.save(bench_models.build("mlp3_gemm", small=True), tmp_path / "in.onnx")
     monkeypatch.setattr(ort, "get_available_providers", lambda: list(available))
     assert (
         cli.main(["optimize", str(tmp_path / "in.onnx"), str(tmp_path / "o.onnx"), "--force"]) == 0

@@ -14,8 +14,8 @@ import onnxruntime as ort
 import pytest
 
 import tc_graph as tg
-from tc_graph.graph.model import TC_OP
-from tc_graph.graph.models import sample_inputs
+from tc_graph.graph.bench_models import sample_inputs
+from tc_graph.onnx_domain import TC_OP
 
 MODELS = Path(__file__).resolve().parents[2] / "models"
 NAMES = ["torch_mlp", "torch_cnn", "torch_resnet18", "torch_bert", "torch_dlrm"]

@@ -24,9 +24,7 @@ import onnx
 from onnx import helper, numpy_helper
 
 from ..errors import TcError
-
-OPSET = 17
-IR_VERSION = 8  # the IR version of opset 17; onnx's newer default is too new for onnxruntime
+from ..onnx_domain import IR_VERSION, OPSET
 
 NAMES: tuple[str, ...] = (
     "mlp3_gemm",
