@@ -113,6 +113,7 @@ class _Measuring:
     threads: int | None = None
     min_speedup: float = MIN_SPEEDUP
     remeasure: bool = False
+    budget_s: float | None = None
 
 
 _MEASURING: contextvars.ContextVar[_Measuring | None] = contextvars.ContextVar(
@@ -184,7 +185,8 @@ def optimize(
     `budget_s` bounds the time spent deciding (None: no bound): once it is spent, no
     compile or measurement goes on, and the groups left stay with onnxruntime, "not
     measured within the budget"."""
-    measuring = _measuring(sess_options, threads, min_speedup, remeasure)
+    measuring = replace(_measuring(sess_options, threads, min_speedup, remeasure),
+                        budget_s=budget_s)  # fmt: skip
     token = _MEASURING.set(measuring)
     budget = _DEADLINE.set(_deadline(budget_s))
     try:
@@ -304,7 +306,7 @@ def _decide(
     compiled: the group stays with onnxruntime."""
     left = deadline - _clock()
     if left <= 0:
-        decisions.append(_over_budget(g, group))
+        decisions.append(_over_budget(g, group, force=force, name=name))
         return
     token = _MEASURE_DEADLINE.set(deadline)
     try:
@@ -312,7 +314,7 @@ def _decide(
             decision, compiled = _evaluate(g, group, force, name=name, rates=rates)
     except (CompileTimeout, _OverBudget):
         log.debug("%s: its compile or measurement ran past the budget", name)
-        decisions.append(_over_budget(g, group))
+        decisions.append(_over_budget(g, group, force=force, name=name))
         return
     finally:
         _MEASURE_DEADLINE.reset(token)
@@ -365,9 +367,42 @@ def _within_budget() -> None:
         raise _OverBudget
 
 
-def _over_budget(g: Graph, group: Group) -> Decision:
+def _over_budget(g: Graph, group: Group, *, force: bool, name: str) -> Decision:
+    """A group not decided in time: a loss remembered from before is still given (it
+    costs no compile); otherwise the group stays with onnxruntime, and that is
+    remembered with the budget, so that optimizing again with the same budget gives the
+    same model at once (a warm densenet121 spent its whole budget deciding what the
+    cold run had no time for). A larger budget, or remeasure, decides it."""
     ops, shapes = _describe(g, group)
+    key = None
+    if not force and not _TUNING.get():
+        with contextlib.suppress(TcError):  # a group that does not translate: no key
+            key = _recall_key(g, _translate(g, group, name))
+    known = None if key is None or _now().remeasure else _known_decision(key)
+    if known is not None and not _won(known) and _recalled(known):
+        return _decision(ops, shapes, known)
+    if key is not None:
+        _store_decision(key, {"why": OVER_BUDGET, "budget_s": _now().budget_s})
     return Decision(ops, shapes, None, None, False, OVER_BUDGET)
+
+
+def _recall_key(g: Graph, t: tr.Translation) -> str:
+    """The key a group's outcome is remembered under before it is compiled (see
+    _translation_key)."""
+    return f"loss:{_translation_key(g, t)}:{_context_key()}"
+
+
+def _recalled(known: Mapping[str, Any]) -> bool:
+    """Whether a remembered outcome stands for this optimize: all do but "not measured
+    within the budget", which stands only for a budget no larger than the one it ran out
+    of (None: no bound)."""
+    if known.get("why") != OVER_BUDGET:
+        return True
+    then, now = known.get("budget_s"), _now().budget_s
+    if then is None:
+        return True
+    valid = isinstance(then, int | float) and not isinstance(then, bool)
+    return valid and now is not None and now <= then
 
 
 def _log_progress(done: int, total: int, last: Decision, deadline: float) -> None:
@@ -552,9 +587,9 @@ def _evaluate(
     try:
         t = _translate(g, group, name)
         if not force and not _TUNING.get():
-            loss_key = f"loss:{_translation_key(g, t)}:{_context_key()}"
+            loss_key = _recall_key(g, t)
             lost = None if _now().remeasure else _known_decision(loss_key)
-            if lost is not None and not _won(lost):
+            if lost is not None and not _won(lost) and _recalled(lost):
                 log.debug("%s (%s -> %s): a loss remembered", name, ops, shapes)
                 return _decision(ops, shapes, lost), None
         compiled = _compile(g, group, name=name, sample=not force or _TUNING.get(), t=t)
@@ -1037,6 +1072,8 @@ def _reason_kind(why: str) -> str:
         return predicted
     if why.startswith(_DROPPED):
         return "the whole model ran slower with them"
+    if why == OVER_BUDGET:
+        return f"{why} (a larger budget_s, or --budget, decides more)"
     for unsteady in (_UNSTEADY, _UNSTEADY_WHOLE):
         if why.startswith(unsteady):
             hint = "a busy machine? optimize again when it is quiet, with --remeasure"

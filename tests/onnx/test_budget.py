@@ -93,6 +93,41 @@ def test_groups_past_the_budget_stay_with_onnxruntime(monkeypatch: pytest.Monkey
     assert_same_as_onnxruntime(optimized, model)
 
 
+def test_what_the_budget_left_undecided_is_recalled_for_that_budget(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each race moves a fake clock on by 10 s; with a budget of 25 s three of five
+    groups are raced and two are not. Optimizing again with the same budget races only
+    the whole model (a warm densenet121 spent its whole budget deciding what the cold run
+    had no time for) and gives the same decisions; a larger budget decides the two."""
+    monkeypatch.setenv("TC_GRAPH_CACHE", str(tmp_path))
+    clock, races = [0.0], []
+
+    def race(original: onnx.ModelProto, fused: onnx.ModelProto, feeds: dict) -> dict:
+        clock[0] += 10.0
+        races.append("group" if fused.graph.name == "fused" else "whole")
+        return {"fused_us": 1.0, "ort_us": 2.0, "ratio": 2.0}
+
+    monkeypatch.setattr(OPT, "_clock", lambda: clock[0])
+    monkeypatch.setattr(OPT, "_race", race)
+    monkeypatch.setattr(OPT, "_calibration", lambda: None)
+    monkeypatch.setattr(OPT, "candidate_groups", functools.partial(candidate_groups, max_nodes=2))
+    model = bench_models.build("mlp3_matmul", small=True)
+    first = tg.optimize(model, budget_s=25)
+    assert races == ["group"] * 3 + ["whole"]
+    whys = [d["why"] for d in decisions(first)]
+    assert whys[3:] == [OPT.OVER_BUDGET] * 2 and OPT.OVER_BUDGET not in whys[:3]
+    races.clear()
+    again = tg.optimize(model, budget_s=25)
+    assert races == ["whole"]
+    assert decisions(again) == decisions(first) and tc_count(again) == 3
+    races.clear()
+    larger = tg.optimize(model, budget_s=100)
+    assert races == ["group", "group", "whole"]
+    assert OPT.OVER_BUDGET not in [d["why"] for d in decisions(larger)]
+    assert_same_as_onnxruntime(larger, model)
+
+
 @pytest.mark.parametrize("budget", [-1.0, float("nan")])
 def test_a_bad_budget_is_a_tc_error(budget: float) -> None:
     with pytest.raises(TcError, match="budget_s"):
@@ -130,12 +165,12 @@ def test_groups_whose_compile_is_killed_stay_with_onnxruntime(
     assert_same_as_onnxruntime(optimized, model)
 
 
-def test_a_measurement_past_the_budget_stops_and_is_not_remembered(
+def test_a_measurement_past_the_budget_stops_and_is_remembered_for_that_budget(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Each timed call moves a fake clock on by 10 s: with a budget of 15 s the race stops
-    after its first round, the group stays with onnxruntime, and nothing is cached, so a
-    later optimize without the budget measures it."""
+    after its first round, the group stays with onnxruntime, and only for that budget:
+    a later optimize without the budget measures it."""
     monkeypatch.setenv("TC_GRAPH_CACHE", str(tmp_path))
     clock = [0.0]
     median_call = timing.median_call
