@@ -41,6 +41,7 @@ from .. import timing
 from ..api import define
 from ..compare import mismatch
 from ..errors import TcError, TcWarning
+from ..lang.canonical import canonical
 from ..lang.types import ONNX_TYPES
 from ..onnx_domain import TC_DOMAIN, TC_DOMAIN_VERSION, TC_OP
 from ..options import MappingOptions
@@ -306,7 +307,7 @@ def _decide(
     compiled: the group stays with onnxruntime."""
     left = deadline - _clock()
     if left <= 0:
-        decisions.append(_over_budget(g, group, force=force, name=name))
+        decisions.append(_over_budget(g, group, force=force))
         return
     token = _MEASURE_DEADLINE.set(deadline)
     try:
@@ -314,7 +315,7 @@ def _decide(
             decision, compiled = _evaluate(g, group, force, name=name, rates=rates)
     except (CompileTimeout, _OverBudget):
         log.debug("%s: its compile or measurement ran past the budget", name)
-        decisions.append(_over_budget(g, group, force=force, name=name))
+        decisions.append(_over_budget(g, group, force=force))
         return
     finally:
         _MEASURE_DEADLINE.reset(token)
@@ -367,23 +368,33 @@ def _within_budget() -> None:
         raise _OverBudget
 
 
-def _over_budget(g: Graph, group: Group, *, force: bool, name: str) -> Decision:
+def _over_budget(g: Graph, group: Group, *, force: bool) -> Decision:
     """A group not decided in time: a loss remembered from before is still given (it
     costs no compile); otherwise the group stays with onnxruntime, and that is
     remembered with the budget, so that optimizing again with the same budget gives the
     same model at once (a warm densenet121 spent its whole budget deciding what the
     cold run had no time for). A larger budget, or remeasure, decides it."""
     ops, shapes = _describe(g, group)
-    key = None
-    if not force and not _TUNING.get():
-        with contextlib.suppress(TcError):  # a group that does not translate: no key
-            key = _recall_key(g, _translate(g, group, name))
-    known = None if key is None or _now().remeasure else _known_decision(key)
-    if known is not None and not _won(known) and _recalled(known):
+    key, known = _remembered(g, group, force)
+    if known is not None and not _won(known):
         return _decision(ops, shapes, known)
-    if key is not None:
+    before = None if key is None else _known_decision(key)
+    if key is not None and (before is None or before.get("why") == OVER_BUDGET):
         _store_decision(key, {"why": OVER_BUDGET, "budget_s": _now().budget_s})
     return Decision(ops, shapes, None, None, False, OVER_BUDGET)
+
+
+def _remembered(g: Graph, group: Group, force: bool) -> tuple[str | None, dict[str, Any] | None]:
+    """The group's recall key (None when forced, tuning, or where it does not translate)
+    and the outcome remembered under it that stands for this optimize (see _recalled)."""
+    if force or _TUNING.get():
+        return None, None
+    try:
+        key = _recall_key(g, _translate(g, group, "group"))
+    except TcError:
+        return None, None
+    known = None if _now().remeasure else _known_decision(key)
+    return key, known if known is not None and _recalled(known) else None
 
 
 def _recall_key(g: Graph, t: tr.Translation) -> str:
@@ -577,28 +588,29 @@ def _describe(g: Graph, group: Group) -> tuple[str, str]:
 def _evaluate(
     g: Graph, group: Group, force: bool, *, name: str, rates: cost.Rates | None = None
 ) -> tuple[Decision, _Compiled | None]:
-    """The group's decision: predicted (cost model), a loss remembered from an earlier
-    optimize (neither compiled nor raced), or compiled and then measured or recalled."""
+    """The group's decision: an outcome remembered from an earlier optimize that is not a
+    win (a loss, a race that never settled, the budget run out: neither compiled nor
+    raced; before the cost model, which would split the group), predicted (cost model),
+    or compiled and then measured, or recalled (a win remembered for its translation,
+    which twin groups share: their value names differ, so their kernels do)."""
     ops, shapes = _describe(g, group)
+    loss_key, known = _remembered(g, group, force)
+    if known is not None and not _won(known):
+        log.debug("%s (%s -> %s): remembered: %s", name, ops, shapes, known.get("why") or "a loss")
+        return _decision(ops, shapes, known), None
     predicted = None if force or rates is None else _predicted(g, group, rates, name=name)
     if predicted:
         return Decision(ops, shapes, None, None, False, predicted), None
-    loss_key = None
     try:
         t = _translate(g, group, name)
-        if not force and not _TUNING.get():
-            loss_key = _recall_key(g, t)
-            lost = None if _now().remeasure else _known_decision(loss_key)
-            if lost is not None and not _won(lost) and _recalled(lost):
-                log.debug("%s (%s -> %s): a loss remembered", name, ops, shapes)
-                return _decision(ops, shapes, lost), None
         compiled = _compile(g, group, name=name, sample=not force or _TUNING.get(), t=t)
     except TcError as e:
         first = str(e).splitlines()[0]
         return Decision(ops, shapes, None, None, False, f"not compiled: {first}"), None
     if force:
         return Decision(ops, shapes, None, None, True, "forced"), compiled
-    known = _measured(g, compiled, name=name, what=f"{ops} -> {shapes}")
+    if known is None:  # else a win remembered (a twin's, perhaps): compiled, not raced
+        known = _measured(g, compiled, name=name, what=f"{ops} -> {shapes}")
     if loss_key is not None:  # a win replaces a loss
         _store_decision(loss_key, known)
     decision = _decision(ops, shapes, known)
@@ -652,7 +664,10 @@ def _translation_key(g: Graph, t: tr.Translation) -> str:
             types.append(repr((value.dtype.str, value.shape)))
         else:
             types.append(repr(g.types[v]))
-    return cc.cache_key("tc_graph group", t.source, t.entry, *types)
+    # Canonical text: twin groups (the same operators on the same types, at another place
+    # in the model, so with other value names) share what was decided for either.
+    text, names = canonical(t.source)
+    return cc.cache_key("tc_graph group", text, names[t.entry], *types)
 
 
 def _predicted(g: Graph, group: Group, rates: cost.Rates, *, name: str) -> str | None:

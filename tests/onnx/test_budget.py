@@ -21,7 +21,7 @@ import pytest
 import tc_graph as tg
 from tc_graph import timing
 from tc_graph.errors import TcError
-from tc_graph.graph import bench_models
+from tc_graph.graph import bench_models, cost
 from tc_graph.graph.partition import candidate_groups
 from tc_graph.onnx_domain import IR_VERSION, OPSET
 from tc_graph.runtime.kernel import CompileTimeout, compile_timeout
@@ -121,11 +121,61 @@ def test_what_the_budget_left_undecided_is_recalled_for_that_budget(
     again = tg.optimize(model, budget_s=25)
     assert races == ["whole"]
     assert decisions(again) == decisions(first) and tc_count(again) == 3
+    # Recalled before the cost model, which would otherwise split them (every group
+    # predicted to lose here: tc_graph's rates a millionth of onnxruntime's).
+    crawl = cost.Rates(dict.fromkeys(cost.CLASSES, 1e11), dict.fromkeys(cost.CLASSES, 1e5),
+                       1e-6, 1e-6, 1e-5)  # fmt: skip
+    monkeypatch.setattr(OPT, "_calibration", lambda: crawl)
+    predicted = decisions(tg.optimize(model, budget_s=25))
+    assert [d["why"] for d in predicted][-2:] == [OPT.OVER_BUDGET] * 2
+    assert all(d["why"].startswith("predicted") for d in predicted[:-2])
+    monkeypatch.setattr(OPT, "_calibration", lambda: None)
     races.clear()
     larger = tg.optimize(model, budget_s=100)
     assert races == ["group", "group", "whole"]
     assert OPT.OVER_BUDGET not in [d["why"] for d in decisions(larger)]
     assert_same_as_onnxruntime(larger, model)
+
+
+def test_a_group_past_the_budget_never_hides_its_twins_measurement(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two Add+Relu pairs, twins but for their value names: the first is raced (a win),
+    the second is past the budget but gets the win they share (it needs no race), and
+    optimizing again fuses both, racing only the whole model."""
+    monkeypatch.setenv("TC_GRAPH_CACHE", str(tmp_path))
+    clock, races = [0.0], []
+
+    def race(original: onnx.ModelProto, fused: onnx.ModelProto, feeds: dict) -> dict:
+        clock[0] += 10.0
+        races.append("group" if fused.graph.name == "fused" else "whole")
+        return {"fused_us": 1.0, "ort_us": 2.0, "ratio": 2.0}
+
+    monkeypatch.setattr(OPT, "_clock", lambda: clock[0])
+    monkeypatch.setattr(OPT, "_race", race)
+    monkeypatch.setattr(OPT, "_calibration", lambda: None)
+    monkeypatch.setattr(OPT, "candidate_groups", functools.partial(candidate_groups, max_nodes=2))
+    c = onnx.numpy_helper.from_array(np.full(8, 0.5, np.float32), "c")
+    nodes = [
+        onnx.helper.make_node("Add", ["x", "c"], ["a"]),
+        onnx.helper.make_node("Relu", ["a"], ["r"]),
+        onnx.helper.make_node("Add", ["r", "c"], ["b"]),
+        onnx.helper.make_node("Relu", ["b"], ["y"]),
+    ]
+    info = onnx.helper.make_tensor_value_info
+    graph = onnx.helper.make_graph(
+        nodes, "twins", [info("x", onnx.TensorProto.FLOAT, [4, 8])],
+        [info("y", onnx.TensorProto.FLOAT, [4, 8])], [c],
+    )  # fmt: skip
+    model = onnx.helper.make_model(
+        graph, opset_imports=[onnx.helper.make_opsetid("", OPSET)], ir_version=IR_VERSION
+    )
+    first = tg.optimize(model, budget_s=5)
+    assert [d["why"] for d in decisions(first)] == ["2.00x faster", OPT.OVER_BUDGET]
+    races.clear()
+    again = tg.optimize(model, budget_s=5)
+    assert races == ["whole"] and tc_count(again) == 2
+    assert_same_as_onnxruntime(again, model)
 
 
 @pytest.mark.parametrize("budget", [-1.0, float("nan")])
