@@ -319,8 +319,10 @@ def _decide(
         return
     finally:
         _MEASURE_DEADLINE.reset(token)
-    # A timing that never settled is noise, not a loss; past the budget, no parts.
-    if not decision.fused and not decision.why.startswith(_UNSTEADY) and _clock() < deadline:
+    # A timing that never settled is noise, not a loss; past the budget, no parts (nor
+    # for a group remembered as past it: the same budget gives the same model).
+    undecided = decision.why.startswith(_UNSTEADY) or decision.why == OVER_BUDGET
+    if not decision.fused and not undecided and _clock() < deadline:
         parts = _split(g, group)
         if parts:
             log.debug("%s: trying its %s instead", name, _plural(len(parts), "part"))
