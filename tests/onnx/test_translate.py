@@ -23,6 +23,7 @@ from tc_graph.graph.translate import (
     TRANSLATABLE,
     Translation,
     Untranslatable,
+    library,
     translatable,
     translate,
 )
@@ -482,11 +483,11 @@ def test_group_errors() -> None:
 
 
 def test_operator_library_is_complete() -> None:
-    table = tr._table()
+    table = library.table()
     assert set(table) == TRANSLATABLE
     for op, entry in table.items():
         for file in entry["templates"].values():
-            assert "${name}" in tr._template_file(file).template, (op, file)
+            assert "${name}" in library.template_file(file).template, (op, file)
 
 
 # ---------------------------------------------------------------------------------------
