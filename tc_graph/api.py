@@ -7,12 +7,12 @@ from typing import Any
 
 import numpy as np
 
-from . import binding, ir, ranges, reference, tuning_db
+from . import binding, compiler, ir, ranges, reference
 from .errors import TcError
 from .lang.parser import parse
 from .lang.sema import CheckedDef, check
 from .options import MappingOptions
-from .runtime.kernel import Kernel, compile_kernel
+from .runtime.kernel import Kernel
 
 TARGETS = ("reference", "cpu", "opencl", "cuda")
 DEFAULT_TARGET = "cpu"
@@ -32,7 +32,9 @@ class TcFunction:
     def __repr__(self) -> str:
         return f"<TcFunction {self.name}({', '.join(self.checked.inputs)})>"
 
-    def _program_for(self, sizes: dict[str, int]) -> ir.Program:
+    def program_for(self, sizes: dict[str, int]) -> ir.Program:
+        """The program for these integer scalars' values: the symbolic one when the def
+        has none."""
         if self.program is not None:
             return self.program
         key = tuple((n, sizes[n]) for n in self.checked.index_scalars)
@@ -42,18 +44,9 @@ class TcFunction:
             self._specialized[key] = prog
         return prog
 
-    def _bind(
-        self, args: Sequence[Any]
-    ) -> tuple[ir.Program, dict[str, np.ndarray], dict[str, int], dict[str, tuple[int, ...]]]:
-        arrays, sizes = binding.bind_inputs(self.checked, args)
-        program = self._program_for(sizes)
-        binding.check_preconditions(program, sizes)
-        return program, arrays, sizes, binding.tensor_shapes(program, sizes)
-
     def output_shapes(self, *args: Any) -> tuple[tuple[int, ...], ...]:
         """The shape of each output for these arguments; nothing is computed."""
-        program, _, _, shapes = self._bind(args)
-        return tuple(shapes[o] for o in program.outputs)
+        return compiler.bind(self, args).output_shapes
 
     def output_dtypes(self, *args: Any) -> tuple[np.dtype, ...]:
         binding.bind_inputs(self.checked, args)
@@ -71,25 +64,16 @@ class TcFunction:
             )
         if options is not None and not isinstance(options, MappingOptions):
             raise TcError(f"options must be a tg.MappingOptions, got {type(options).__name__}")
-        _, _, sizes, _ = self._bind(args)
+        bound = compiler.bind(self, args)
         key = (
             target,
             options,
             tuple((np.asarray(a).dtype.str, np.shape(a)) for a in args),
-            tuple((n, sizes[n]) for n in self.checked.index_scalars),
+            tuple((n, bound.sizes[n]) for n in self.checked.index_scalars),
         )
         kernel = self._kernels.get(key)
         if kernel is None:
-            program = self._program_for(sizes)
-            kernel = compile_kernel(
-                self.checked,
-                program,
-                args,
-                options=options
-                or tuning_db.known_options(self, args, target)
-                or tuning_db.default_options_for(self, args, target),
-                target=target,
-            )
+            kernel = compiler.kernel(bound, target, options)
             self._kernels[key] = kernel
         return kernel
 
@@ -108,12 +92,13 @@ class TcFunction:
             )
         if options is not None:
             raise TcError("mapping options apply to compiled targets, not to 'reference'")
-        program, arrays, sizes, shapes = self._bind(args)
-        buffers = binding.allocate(program, shapes, out)
-        tensors = {**arrays, **buffers}
+        bound = compiler.bind(self, args)
+        program = bound.program
+        buffers = binding.allocate(program, bound.shapes, out)
+        tensors = {**bound.arrays, **buffers}
         # The reference reads through NumPy's safe indexing, so it checks every
         # subscript whatever `unchecked` says: an oracle must never read garbage.
-        reference.evaluate(program, tensors, {**sizes, **program.constants})
+        reference.evaluate(program, tensors, {**bound.sizes, **program.constants})
         results = tuple(buffers[o] for o in program.outputs)
         return results[0] if len(results) == 1 else results
 

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from . import tuning_db
+from . import compiler, tuning_db
 from .compare import mismatch
 from .errors import TcError
 from .options import FUSION_STRATEGIES, MappingOptions
@@ -509,7 +509,7 @@ class _Evaluator:
         self.failures: list[tuple[MappingOptions, str]] = []
         self.fingerprints: dict[MappingOptions, str] = {}
         self.best_s: float | None = None
-        self.default = tuning_db.default_options_for(fn, args, target)
+        self.default = compiler.default_options_for(fn, args, target)
         # The oracle chain: reference -> default kernel -> every candidate.
         default_kernel = fn.compile(*args, target=target, options=self.default)
         self.want = _as_tuple(default_kernel(*args))
@@ -766,8 +766,9 @@ def _progress_bar(show: bool, total: int, name: str) -> Iterator[Any]:
 
 def _loop_depth(fn: TcFunction, args: Sequence[Any]) -> tuple[list[int], int]:
     """The problem sizes and the deepest loop nest of the program for these arguments."""
-    program, _, sizes, _ = fn._bind(args)
-    values = [int(v) for v in {**sizes, **program.constants}.values()]
+    bound = compiler.bind(fn, args)
+    program = bound.program
+    values = [int(v) for v in {**bound.sizes, **program.constants}.values()]
     depth = max((len(s.iterators) for s in program.statements), default=1)
     return values, depth
 

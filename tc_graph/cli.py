@@ -19,9 +19,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from . import ir, timing
+from . import compiler, ir, timing
 from .api import TcFunction, TcModule
 from .compare import mismatch, rtol
+from .compiler import STAGES
 from .errors import TcError, TcWarning
 from .graph.optimize import BUDGET_S, MIN_SPEEDUP
 from .options import MappingOptions
@@ -166,22 +167,17 @@ def _compile(args: argparse.Namespace) -> int:
     try:
         fn = _entry(mod, args)
         options = MappingOptions.from_json(args.options) if args.options else None
-        example = _example_args(fn, _parse_shapes(args.shapes))
-        if args.emit in ("cuda", "opencl"):
-            # GPU text needs no device: mapped and printed, not built.
-            from .runtime.gpu import generate_gpu
-
-            program = fn._bind(example)[0]
-            gpu = generate_gpu(
-                fn.checked, program, example, options=options or MappingOptions(), target=args.emit
-            )
-            print(gpu.text, end="")
-            return 0
-        kernel = fn.compile(*example, target=args.target, options=options)
+        bound = compiler.bind(fn, _example_args(fn, _parse_shapes(args.shapes)))
+        if args.emit == "c":
+            # The kernel --target compiles (built into the cache), as `fn.compile` gives it.
+            text = compiler.kernel(bound, args.target, options).source
+        else:
+            # Any other stage is printed, not built: GPU text needs no device.
+            text = compiler.show(bound, args.emit, args.target, options)
     except TcError as e:
         print(f"{args.file}: {e}", file=sys.stderr)
         return 1
-    print(kernel.source, end="")
+    print(text, end="")
     return 0
 
 
@@ -777,8 +773,14 @@ def _parser() -> argparse.ArgumentParser:
     comp.add_argument(
         "--shapes", required=True, help='shapes and scalar values, e.g. "A=128x64,B=64x32,sh=2"'
     )
-    comp.add_argument("--target", default="cpu", choices=["cpu", "opencl"])
-    comp.add_argument("--emit", default="c", choices=["c", "cuda", "opencl"], help="what to print")
+    comp.add_argument("--target", default="cpu", choices=list(compiler.TARGETS))
+    comp.add_argument(
+        "--emit",
+        default="c",
+        choices=list(STAGES),
+        help="what to print: a stage of --target's pipeline (scop, schedule, mapped tree, isl "
+        "AST) or a kernel's text (c: the kernel --target builds; cuda, opencl: printed only)",
+    )
     comp.add_argument("--options", help="MappingOptions as JSON")
     cache = sub.add_parser("cache", help="the compiled-kernel cache")
     cache.add_argument("action", choices=["info", "clear"])

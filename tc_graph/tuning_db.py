@@ -27,7 +27,7 @@ import numpy as np
 
 from .errors import TcError, TcWarning
 from .lang.canonical import canonical
-from .options import AVX512, MappingOptions, default_options
+from .options import MappingOptions
 from .runtime import cc
 from .runtime.kernel import code_version
 
@@ -67,13 +67,6 @@ def describe_args(fn: TcFunction, args: Sequence[Any]) -> list[Any]:
             arr = np.asarray(a)
             out.append([arr.dtype.str, list(arr.shape)])
     return out
-
-
-def default_options_for(fn: TcFunction, args: Sequence[Any], target: str = "cpu") -> MappingOptions:
-    """The untuned options of a call (options.default_options of its program), for the
-    vector unit of this machine's CPU on the cpu target."""
-    unit = cc.vector_unit() if target == "cpu" else AVX512
-    return default_options(fn._bind(args)[0], unit)
 
 
 def key_parts(

@@ -1,5 +1,6 @@
 """Golden files of generated code: the TC paper's kernels of tests/data/golden/kernels.toml
-printed as C (for an AVX-512 CPU), CUDA and OpenCL with the default options of the API.
+printed as C (for an AVX-512 CPU), CUDA and OpenCL with the default options of the API,
+through the compiler driver's stages (tc_graph/compiler.py).
 
 They pin the intended output, so that a refactoring of the back end that changes a single
 character shows up (tests/unit/test_golden.py). Printing needs no C compiler and no GPU.
@@ -19,12 +20,8 @@ from pathlib import Path
 import numpy as np
 
 import tc_graph as tg
-from tc_graph import binding
-from tc_graph.api import TcFunction
-from tc_graph.options import AVX512, default_options
-from tc_graph.poly.inline import inline_copies, snapshot_in_place, widen_reductions
-from tc_graph.runtime.gpu import generate_gpu
-from tc_graph.runtime.kernel import generate_c
+from tc_graph import compiler
+from tc_graph.options import AVX512
 
 GOLDEN = Path(__file__).resolve().parent / "data" / "golden"
 TABLE = GOLDEN / "kernels.toml"
@@ -53,17 +50,6 @@ def path(kernel: str, target: str) -> Path:
     return GOLDEN / f"{kernel}{SUFFIXES[target]}"
 
 
-def _c(fn: TcFunction, args: list[np.ndarray]) -> str:
-    """The C that `fn.compile(*args)` builds (runtime/kernel.compile_kernel's steps), for an
-    AVX-512 CPU whatever this machine is."""
-    program, arrays, sizes, _ = fn._bind(args)
-    options = default_options(program, AVX512)
-    program = widen_reductions(snapshot_in_place(program))
-    shapes = {**{n: a.shape for n, a in arrays.items()}, **binding.tensor_shapes(program, sizes)}
-    program = inline_copies(program, {**sizes, **program.constants})
-    return generate_c(program, {**sizes, **program.constants}, shapes, options, AVX512)
-
-
 @functools.cache
 def emitted(kernel: GoldenKernel, target: str) -> str:
     """The text printed for one kernel and target, as the golden file holds it."""
@@ -72,11 +58,12 @@ def emitted(kernel: GoldenKernel, target: str) -> str:
         fn = tg.define(kernel.source)[kernel.name]
     shapes = dict(kernel.shapes)
     args = [np.zeros(shapes[n], dtype=fn.checked.tensors[n].dtype) for n in fn.checked.inputs]
-    if target == "c":
-        return _c(fn, args)
-    program = fn._bind(args)[0]
-    options = default_options(program)
-    return generate_gpu(fn.checked, program, args, options=options, target=target).text
+    # The stages `fn.compile(*args, target=...)` runs, for an AVX-512 CPU whatever this
+    # machine is, and without building.
+    bound = compiler.bind(fn, args)
+    driver_target = "cpu" if target == "c" else target
+    options = compiler.default_options(bound.program, driver_target, AVX512)
+    return compiler.source(compiler.prepare(bound), driver_target, options, AVX512).text
 
 
 def main() -> int:

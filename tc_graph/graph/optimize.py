@@ -37,7 +37,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from .. import timing
+from .. import compiler, timing
 from ..api import define
 from ..compare import mismatch
 from ..errors import TcError, TcWarning
@@ -761,10 +761,9 @@ def _compile(
         else:
             dtype, shape = g.types[v]
             values.append(_placeholder(np.dtype(dtype), shape))
-    fn = define(t.source)[t.entry]
-    kernel = fn.compile(*values)
-    out_shapes = fn.output_shapes(*values)
-    out_dtypes = fn.output_dtypes(*values)
+    bound = compiler.bind(define(t.source)[t.entry], values)
+    kernel = compiler.kernel(bound, "cpu")
+    out_shapes, out_dtypes = bound.output_shapes, bound.output_dtypes
     attrs = NodeAttrs(
         source=t.source,
         entry=t.entry,
@@ -1376,12 +1375,12 @@ def _compile_node(node: onnx.NodeProto, spec: _NodeSpec) -> Path:
     module = define(spec.source)
     if spec.entry not in module:
         raise _node_error(node, f"names entry '{spec.entry}', which its source does not define")
-    fn = module[spec.entry]
-    got_dtypes = tuple(helper.np_dtype_to_tensor_dtype(d) for d in fn.output_dtypes(*arrays))
-    got_shapes = tuple(tuple(s) for s in fn.output_shapes(*arrays))
+    bound = compiler.bind(module[spec.entry], arrays)
+    got_dtypes = tuple(helper.np_dtype_to_tensor_dtype(d) for d in bound.output_dtypes)
+    got_shapes = tuple(tuple(s) for s in bound.output_shapes)
     if got_dtypes != spec.dtypes[1] or got_shapes != spec.shapes[1]:
         raise _node_error(node, "declares output dtypes or shapes that its source does not compute")
-    return fn.compile(*arrays, options=spec.options).library
+    return compiler.kernel(bound, "cpu", spec.options).library
 
 
 def prepare(model: str | os.PathLike[str] | onnx.ModelProto) -> None:

@@ -1,26 +1,24 @@
 """GPU kernels (CUDA and OpenCL text) for a TC specialized to its arguments' shapes.
 
 Both targets print the same mapped schedule tree (poly/gpu.py) through the GPU dialects
-of the C-family printer; what differs is only how the text is run: OpenCL through
-pyopencl (runtime/opencl.py), CUDA not yet (no CUDA runtime in this version: the text,
-with its launch geometry, is what `compile` returns).
+of the C-family printer (tc_graph/compiler.py drives the stages); what differs is only how
+the text is run: OpenCL through pyopencl (runtime/opencl.py), CUDA not yet (no CUDA
+runtime in this version: the text, with its launch geometry, is what `compile` returns).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .. import binding, ir
-from ..codegen.gpu import DIALECTS, emit_gpu
+from .. import ir
 from ..errors import TcError
 from ..lang.sema import CheckedDef
 from ..options import MappingOptions
-from ..poly.gpu import Launch, gpu_schedule, map_gpu
-from ..poly.inline import inline_copies, snapshot_in_place, widen_reductions
-from ..poly.scop import build_scop, checked_accesses
+from ..poly.gpu import Launch
+from ..poly.scop import checked_accesses
 
 
 @dataclass(frozen=True)
@@ -39,27 +37,6 @@ class GpuSource:
     def geometry(self) -> str:
         """The launches as JSON (kept with the kernel so a runtime can launch it)."""
         return json.dumps([lc.to_json() for lc in self.launches])
-
-
-def generate_gpu(
-    checked: CheckedDef,
-    program: ir.Program,
-    args: Sequence[Any],
-    *,
-    options: MappingOptions,
-    target: str,
-) -> GpuSource:
-    """Map and print the program for a GPU target, specialized on these arguments."""
-    arrays, sizes = binding.bind_inputs(checked, args)
-    binding.check_preconditions(program, sizes)
-    program = widen_reductions(snapshot_in_place(program))
-    shapes = {**{n: a.shape for n, a in arrays.items()}, **binding.tensor_shapes(program, sizes)}
-    all_sizes = {**sizes, **program.constants}
-    program = inline_copies(program, all_sizes)
-    scop = build_scop(program, all_sizes, shapes, contractions=False)
-    mapping = map_gpu(gpu_schedule(scop, options), scop, options)
-    text, launches = emit_gpu(scop, mapping, options, DIALECTS[target])
-    return GpuSource(target, text, launches, program, all_sizes, shapes)
 
 
 class GpuKernel:

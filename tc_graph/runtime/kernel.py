@@ -1,7 +1,7 @@
-"""Compiled kernels: the CPU pipeline end to end, and the callable `Kernel`.
+"""Compiled CPU kernels: the library stage of the compiler driver, and the callable `Kernel`.
 
-Compiling looks the kernel key up in the cache first (a hit costs a hash and
-a dlopen); only a miss runs scop → schedule → mapping → C → compiler.
+A kernel's key is looked up in the cache first (a hit costs a hash and a dlopen); only a
+miss generates the C (tc_graph/compiler.py's stages) and runs the C compiler.
 """
 
 from __future__ import annotations
@@ -25,15 +25,10 @@ from typing import Any
 import numpy as np
 
 from .. import binding, ir
-from ..codegen.c import emit
 from ..errors import TcError
-from ..lang.canonical import canonical
 from ..lang.sema import CheckedDef
-from ..options import AVX512, MappingOptions, VectorUnit
-from ..poly.cpu import map_cpu
-from ..poly.inline import inline_copies, snapshot_in_place, widen_reductions
-from ..poly.schedule import build_schedule
-from ..poly.scop import build_scop, checked_accesses
+from ..options import MappingOptions
+from ..poly.scop import checked_accesses
 from . import cc
 
 log = logging.getLogger(__name__)
@@ -104,25 +99,6 @@ def code_version() -> str:
     for path in sorted(Path(__file__).resolve().parents[1].rglob("*.py")):
         h.update(path.read_bytes())
     return h.hexdigest()[:16]
-
-
-def generate_c(
-    program: ir.Program,
-    sizes: Mapping[str, int],
-    shapes: Mapping[str, tuple[int, ...]],
-    options: MappingOptions,
-    unit: VectorUnit = AVX512,
-) -> str:
-    """The C source of a program for these sizes, for a CPU with this vector unit."""
-    scop = build_scop(
-        program,
-        sizes,
-        shapes,
-        contractions=options.register_tile > 0,
-        kernels=not options.allow_skewing,
-    )
-    schedule = map_cpu(build_schedule(scop, options), scop, options)
-    return emit(scop, schedule, options, name=ENTRY, unit=unit)
 
 
 class Kernel:
@@ -242,61 +218,19 @@ class Kernel:
         return outputs[0] if len(outputs) == 1 else tuple(outputs)
 
 
-def compile_kernel(
-    checked: CheckedDef,
-    program: ir.Program,
-    args: Sequence[Any],
-    *,
-    options: MappingOptions,
-    target: str,
-) -> Kernel:
-    """Compile (or fetch from the cache) the kernel of program for these arguments."""
-    if target in ("opencl", "cuda"):
-        from .gpu import CudaKernel, generate_gpu
-
-        gpu = generate_gpu(checked, program, args, options=options, target=target)
-        if target == "cuda":
-            return CudaKernel(checked, gpu, options)  # type: ignore[return-value]
-        from .opencl import OpenclKernel
-
-        return OpenclKernel(checked, gpu, options)  # type: ignore[return-value]
-    if target != "cpu":
-        raise TcError(f"target '{target}' cannot compile yet", hint="use target='cpu'")
-    arrays, sizes = binding.bind_inputs(checked, args)
-    binding.check_preconditions(program, sizes)
-    program = widen_reductions(snapshot_in_place(program))
-    shapes = {**{n: a.shape for n, a in arrays.items()}, **binding.tensor_shapes(program, sizes)}
-    program = inline_copies(program, {**sizes, **program.constants})
-    text, _ = canonical(program.source)
-    key = cc.cache_key(
-        code_version(),
-        target,
-        text,
-        checked.name,
-        repr(sorted((n, str(arrays[n].dtype), arrays[n].shape) for n in checked.inputs)),
-        repr(sorted((n, sizes[n]) for n in checked.index_scalars)),
-        options.to_json(),
-    )
+def library_for(key: str, name: str, generate: Callable[[], str]) -> Path:
+    """The library cached under key, or generate()'s C built into the cache now (within
+    the compile_timeout, if one is set)."""
     library = cc.lookup(key)
-    if library is None:
-        log.debug("%s: kernel cache miss, generating C", checked.name)
+    if library is not None:
+        log.debug("%s: kernel cache hit %s", name, library.parent)
+        return library
+    log.debug("%s: kernel cache miss, generating C", name)
 
-        def build() -> Path:
-            start = time.perf_counter()
-            unit = cc.vector_unit()
-            source = generate_c(program, {**sizes, **program.constants}, shapes, options, unit)
-            log.debug("%s: C generated in %.2f s", checked.name, time.perf_counter() - start)
-            return cc.build(source, key)
+    def build() -> Path:
+        start = time.perf_counter()
+        source = generate()
+        log.debug("%s: C generated in %.2f s", name, time.perf_counter() - start)
+        return cc.build(source, key)
 
-        library = _in_time(build, key)
-    else:
-        log.debug("%s: kernel cache hit %s", checked.name, library.parent)
-    return Kernel(
-        checked=checked,
-        program=program,
-        sizes={**sizes, **program.constants},
-        shapes=shapes,
-        options=options,
-        target=target,
-        library=library,
-    )
+    return _in_time(build, key)

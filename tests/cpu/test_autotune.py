@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 import tc_graph as tg
-from tc_graph import tuning_db
+from tc_graph import compiler, tuning_db
 from tc_graph.options import MappingOptions
 
 AT = importlib.import_module("tc_graph.autotune")  # tg.autotune is the function
@@ -74,7 +74,7 @@ def test_tuning_finds_correct_options_and_stores_them(cache: Path) -> None:
     assert other.compile(a, b).options == result.best
     assert fn.compile(a, b).options == result.best
     # ...but not for other shapes, nor on another machine.
-    assert other.compile(*data(m=8)).options == tuning_db.default_options_for(other, data(m=8))
+    assert other.compile(*data(m=8)).options == compiler.default_options_for(other, data(m=8))
 
 
 def test_a_broken_candidate_never_wins(
@@ -85,7 +85,7 @@ def test_a_broken_candidate_never_wins(
     a, b = data(1)
     fn = tg.define(MM).mm
     real_load = AT._load_kernel
-    default = tuning_db.default_options_for(fn, (a, b))
+    default = compiler.default_options_for(fn, (a, b))
 
     class Broken:
         def __init__(self, kernel: tg.Kernel, mode: str) -> None:
@@ -177,7 +177,7 @@ def test_unusable_entries_are_misses(cache: Path) -> None:
     assert tuning_db.best_options(parts) is None
     path.write_text('{"key": ')  # a torn or corrupt file
     assert tuning_db.best_options(parts) is None
-    assert fn.compile(*args).options == tuning_db.default_options_for(fn, args)
+    assert fn.compile(*args).options == compiler.default_options_for(fn, args)
 
 
 @pytest.mark.parametrize(
@@ -206,7 +206,7 @@ def test_a_corrupt_entry_is_skipped_with_a_warning(cache: Path, best: object) ->
         assert tuning_db.best_options(parts) is None
     with pytest.warns(tg.TcWarning):
         kernel = fn.compile(*args)
-    assert kernel.options == tuning_db.default_options_for(fn, args)
+    assert kernel.options == compiler.default_options_for(fn, args)
     np.testing.assert_allclose(kernel(*args), args[0] @ args[1], rtol=1e-5)
 
 
@@ -243,7 +243,7 @@ def test_hung_and_crashing_compiles_are_discarded_and_the_pool_replaced(
     that misbehave are the ones the default options (this CPU's width) do not use."""
     a, b = data(5)
     fn = tg.define(MM).mm
-    default = tuning_db.default_options_for(fn, (a, b)).vector_width
+    default = compiler.default_options_for(fn, (a, b)).vector_width
     hang, crash = (w for w in AT.VECTOR_WIDTHS if w != default)
     monkeypatch.setattr(AT, "compile_job", functools.partial(_misbehaving_compile_job, hang, crash))
     monkeypatch.setattr(AT, "COMPILE_TIMEOUT_S", 4.0)
@@ -297,7 +297,7 @@ def test_dask_local_cluster(cache: Path, monkeypatch: pytest.MonkeyPatch) -> Non
     [entry] = tuning_db.entries()
     assert entry["key"]["machine"] == "worker machine"
     # Not this machine's: options=None keeps the defaults here.
-    assert fn.compile(a, b).options == tuning_db.default_options_for(fn, (a, b))
+    assert fn.compile(a, b).options == compiler.default_options_for(fn, (a, b))
 
 
 def test_cli_tune_and_plot(cache: Path, tmp_path: Path) -> None:

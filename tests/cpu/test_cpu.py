@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import tc_graph as tg
-from tc_graph import tuning_db
+from tc_graph import compiler
 from tc_graph.runtime import cc
 from tests.oracles import check_numpy_call, check_numpy_case, check_reference_case
 from tests.tolerances import assert_matches
@@ -338,7 +338,7 @@ def test_the_vector_unit_is_the_cpus() -> None:
         pytest.skip("no x86 /proc/cpuinfo flags here")
     want = 16 if "avx512f" in flags else 8 if "avx" in flags else 4
     assert cc.vector_unit().floats == want
-    assert tg.MappingOptions(vector_width=want) == tuning_db.default_options_for(
+    assert tg.MappingOptions(vector_width=want) == compiler.default_options_for(
         tg.define("def f(float(N) A) -> (B) { B(i) = A(i) }").f, (np.zeros(3, np.float32),)
     )
 

@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 
 import tc_graph as tg
+from tc_graph import compiler
 from tc_graph.codegen.gpu import CUDA
-from tc_graph.runtime.gpu import generate_gpu
 from tests.unit import test_conformance as conf
 
 NVCC = shutil.which("nvcc")
@@ -30,8 +30,7 @@ def _cuda_text(source: str, entry: str, args: list[Any], options: tg.MappingOpti
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", tg.TcWarning)
         fn = tg.define(source)[entry]
-    program = fn._bind(args)[0]
-    return generate_gpu(fn.checked, program, args, options=options, target="cuda").text
+    return compiler.source(compiler.prepare(compiler.bind(fn, args)), "cuda", options).text
 
 
 def _nvcc(texts: dict[str, str], flags: list[str]) -> str:

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import tc_graph as tg
+from tc_graph import compiler
 from tc_graph.codegen.c import emit
 from tc_graph.options import MappingOptions
 from tc_graph.poly.marks import Loop, LoopMark, to_id
@@ -19,8 +20,10 @@ ROW_SUMS = "def f(float(N,K) B) -> (O) { O(i) +=! B(i, k) }"
 
 def _scop() -> Scop:
     fn = tg.define(ROW_SUMS).f
-    program, _, sizes, shapes = fn._bind([np.zeros((8, 32), np.float32)])
-    return build_scop(program, sizes, {"B": (8, 32), **shapes}, contractions=False)
+    bound = compiler.bind(fn, [np.zeros((8, 32), np.float32)])
+    return build_scop(
+        bound.program, bound.sizes, {"B": (8, 32), **bound.shapes}, contractions=False
+    )
 
 
 def _schedule(scop: Scop, mark: Loop, on: str) -> isl.Schedule:

@@ -1,0 +1,297 @@
+"""The compiler driver: the one path from a call's arguments to a kernel, in named stages.
+
+    bind ─▶ prepare ─▶ scop ─▶ schedule ─▶ mapped ─▶ ast ─▶ text ─▶ library
+
+Every entry point compiles through `kernel` (the API, the command line, the autotuner
+through the API, the ONNX path) or prints through `source` and `show` (the golden files,
+`tc-graph compile --emit`), so a call's arguments are bound once and untuned calls start
+from the same options: the tuning database's best, else `default_options`. Each stage is a
+function of the frozen values of the stages before it; `show` prints any of them, as
+Triton keeps its intermediates.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import islpy as isl
+import numpy as np
+
+from . import binding, ir, tuning_db
+from .codegen.c import emit
+from .errors import TcError
+from .lang.canonical import canonical
+from .lang.sema import CheckedDef
+from .options import AVX512, MappingOptions, VectorUnit
+from .options import default_options as program_defaults
+from .poly.cpu import map_cpu
+from .poly.gpu import GpuMapping, Launch, gpu_schedule, map_gpu
+from .poly.inline import inline_copies, snapshot_in_place, widen_reductions
+from .poly.proof import annotated_ast
+from .poly.schedule import build_schedule
+from .poly.scop import Scop, build_scop
+from .runtime import cc
+from .runtime.kernel import ENTRY, Kernel, code_version, library_for
+
+if TYPE_CHECKING:
+    from .api import TcFunction
+
+TARGETS = ("cpu", "opencl", "cuda")
+# What `show` prints: a stage of the target's pipeline, or the text of one dialect.
+STAGES = ("scop", "schedule", "mapped", "ast", "c", "cuda", "opencl")
+
+
+@dataclass(frozen=True, eq=False)
+class Bound:
+    """A call's arguments bound to a def (once per call): the program for its integer
+    scalars, the inputs as arrays of the declared dtypes, the values of the size names,
+    and the concrete shapes of the outputs and temporaries."""
+
+    fn: TcFunction
+    args: tuple[Any, ...]
+    program: ir.Program
+    arrays: Mapping[str, np.ndarray]
+    sizes: Mapping[str, int]
+    shapes: Mapping[str, tuple[int, ...]]
+
+    @property
+    def checked(self) -> CheckedDef:
+        return self.fn.checked
+
+    @property
+    def output_shapes(self) -> tuple[tuple[int, ...], ...]:
+        return tuple(self.shapes[o] for o in self.program.outputs)
+
+    @property
+    def output_dtypes(self) -> tuple[np.dtype, ...]:
+        return tuple(np.dtype(self.checked.tensors[o].dtype) for o in self.checked.outputs)
+
+
+@dataclass(frozen=True, eq=False)
+class Prepared:
+    """The program as the back end compiles it (in-place updates read a snapshot,
+    reductions accumulate in their compute type, copies are inlined), with every size,
+    constants included, and the shape of every tensor."""
+
+    program: ir.Program
+    sizes: Mapping[str, int]
+    shapes: Mapping[str, tuple[int, ...]]
+
+
+@dataclass(frozen=True, eq=False)
+class Mapped:
+    """The mapped schedule tree: every decision a mark on it. GPU targets add their
+    launches and shared-memory sites."""
+
+    schedule: isl.Schedule
+    gpu: GpuMapping | None = None
+
+
+@dataclass(frozen=True)
+class Text:
+    """A kernel's source in one dialect, and its launches in order (GPU targets)."""
+
+    target: str
+    text: str
+    launches: tuple[Launch, ...] = ()
+
+
+def bind(fn: TcFunction, args: Sequence[Any]) -> Bound:
+    """Check the arguments against the def, and the preconditions range inference could
+    not prove against their sizes."""
+    arrays, sizes = binding.bind_inputs(fn.checked, args)
+    program = fn.program_for(sizes)
+    binding.check_preconditions(program, sizes)
+    return Bound(fn, tuple(args), program, arrays, sizes, binding.tensor_shapes(program, sizes))
+
+
+def default_options(
+    program: ir.Program, target: str, unit: VectorUnit | None = None
+) -> MappingOptions:
+    """The untuned options of every entry point: options.default_options of the program,
+    for this machine's vector unit on the cpu target unless `unit` says which (GPU
+    mappings read no vector unit: AVX-512's, MappingOptions()'s, stands in)."""
+    if unit is None:
+        unit = cc.vector_unit() if target == "cpu" else AVX512
+    return program_defaults(program, unit)
+
+
+def default_options_for(fn: TcFunction, args: Sequence[Any], target: str = "cpu") -> MappingOptions:
+    """The untuned options of a call."""
+    return default_options(bind(fn, args).program, target)
+
+
+def options_for(bound: Bound, target: str, options: MappingOptions | None) -> MappingOptions:
+    """The options a call compiles with: the given ones, else the best tuned on this
+    machine, else the defaults."""
+    if options is not None:
+        return options
+    known = tuning_db.known_options(bound.fn, bound.args, target)
+    return known if known is not None else default_options(bound.program, target)
+
+
+def prepare(bound: Bound) -> Prepared:
+    program = widen_reductions(snapshot_in_place(bound.program))
+    shapes = {
+        **{n: a.shape for n, a in bound.arrays.items()},
+        **binding.tensor_shapes(program, bound.sizes),
+    }
+    sizes = {**bound.sizes, **program.constants}
+    return Prepared(inline_copies(program, sizes), sizes, shapes)
+
+
+def scop(prepared: Prepared, target: str, options: MappingOptions) -> Scop:
+    """Domains, accesses and dependences. On the CPU, dot products take their tiled forms
+    when register tiles are on (whole "contract" statements unless isl schedules)."""
+    p = prepared
+    if target == "cpu":
+        return build_scop(
+            p.program,
+            p.sizes,
+            p.shapes,
+            contractions=options.register_tile > 0,
+            kernels=not options.allow_skewing,
+        )
+    return build_scop(p.program, p.sizes, p.shapes, contractions=False)
+
+
+def schedule(scop: Scop, target: str, options: MappingOptions) -> isl.Schedule:
+    """The fused schedule, over the CPU's loop order or the GPU's (parallel loops out)."""
+    return build_schedule(scop, options) if target == "cpu" else gpu_schedule(scop, options)
+
+
+def mapped(scop: Scop, tree: isl.Schedule, target: str, options: MappingOptions) -> Mapped:
+    if target == "cpu":
+        return Mapped(map_cpu(tree, scop, options))
+    gpu = map_gpu(tree, scop, options)
+    return Mapped(gpu.schedule, gpu)
+
+
+def ast(scop: Scop, tree: Mapped) -> isl.AstNode | None:
+    """The isl AST of the mapped tree, as the printers build it (marks are its comments);
+    None for a program without statements."""
+    if not scop.statements:
+        return None
+    if tree.gpu is None:
+        return annotated_ast(scop, tree.schedule)
+    build = isl.AstBuild.from_context(
+        isl.Set.universe(isl.Space.params_alloc(isl.DEFAULT_CONTEXT, 0))
+    )
+    return build.node_from_schedule(tree.schedule)
+
+
+def text(
+    scop: Scop, tree: Mapped, target: str, options: MappingOptions, unit: VectorUnit = AVX512
+) -> Text:
+    """The printed kernel: C + OpenMP for a CPU with this vector unit, or CUDA or OpenCL."""
+    if tree.gpu is None:
+        return Text(target, emit(scop, tree.schedule, options, name=ENTRY, unit=unit))
+    from .codegen.gpu import DIALECTS, emit_gpu
+
+    body, launches = emit_gpu(scop, tree.gpu, options, DIALECTS[target])
+    return Text(target, body, launches)
+
+
+def source(
+    prepared: Prepared, target: str, options: MappingOptions, unit: VectorUnit = AVX512
+) -> Text:
+    """scop → schedule → mapped → text."""
+    s = scop(prepared, target, options)
+    return text(s, mapped(s, schedule(s, target, options), target, options), target, options, unit)
+
+
+def library(bound: Bound, prepared: Prepared, options: MappingOptions) -> Path:
+    """The CPU kernel's shared library: the cache's, or generated and built now (in a
+    child process under a compile_timeout)."""
+    d = bound.checked
+    key = cc.cache_key(
+        code_version(),
+        "cpu",
+        canonical(prepared.program.source)[0],
+        d.name,
+        repr(sorted((n, str(bound.arrays[n].dtype), bound.arrays[n].shape) for n in d.inputs)),
+        repr(sorted((n, bound.sizes[n]) for n in d.index_scalars)),
+        options.to_json(),
+    )
+    return library_for(key, d.name, lambda: source(prepared, "cpu", options, cc.vector_unit()).text)
+
+
+def kernel(bound: Bound, target: str, options: MappingOptions | None = None) -> Kernel:
+    """The kernel of a bound call, with `options_for`'s options: a loaded CPU library,
+    OpenCL built for the device, or CUDA text with its launches."""
+    if target not in TARGETS:
+        raise TcError(f"target '{target}' cannot compile yet", hint="use target='cpu'")
+    options = options_for(bound, target, options)
+    prepared = prepare(bound)
+    if target == "cpu":
+        return Kernel(
+            checked=bound.checked,
+            program=prepared.program,
+            sizes=prepared.sizes,
+            shapes=prepared.shapes,
+            options=options,
+            target=target,
+            library=library(bound, prepared, options),
+        )
+    from .runtime.gpu import CudaKernel, GpuSource
+
+    gpu = source(prepared, target, options)
+    made = GpuSource(
+        target, gpu.text, gpu.launches, prepared.program, prepared.sizes, prepared.shapes
+    )
+    if target == "cuda":
+        return CudaKernel(bound.checked, made, options)  # type: ignore[return-value]
+    from .runtime.opencl import OpenclKernel
+
+    return OpenclKernel(bound.checked, made, options)  # type: ignore[return-value]
+
+
+def _yaml(tree: isl.Schedule) -> str:
+    printer = isl.Printer.to_str(isl.DEFAULT_CONTEXT).set_yaml_style(isl.yaml_style.BLOCK)
+    return printer.print_schedule(tree).get_str()
+
+
+def describe_scop(s: Scop) -> str:
+    """The scop as text: each statement's domain, reads and writes, then the dependences."""
+    lines = []
+    for st in s.statements:
+        lines += [
+            f"{st.name} ({st.kind}): {st.domain}",
+            f"  reads: {st.reads}",
+            f"  writes: {st.writes}",
+        ]
+    lines.append(f"dependences: {s.dependences}")
+    return "\n".join(lines) + "\n"
+
+
+def describe_mapped(tree: Mapped) -> str:
+    """The mapped tree as block YAML, and the GPU launches."""
+    launches = tree.gpu.launches if tree.gpu is not None else ()
+    lines = [f"# launch {lc.name}: grid {list(lc.grid)} block {list(lc.block)}" for lc in launches]
+    return "\n".join([*lines, _yaml(tree.schedule)])
+
+
+def show(bound: Bound, stage: str, target: str, options: MappingOptions | None = None) -> str:
+    """One stage's output as text (`tc-graph compile --emit`): `stage` is one of STAGES;
+    a dialect's text ("c", "cuda", "opencl") names its own target, the other stages are
+    those of `target`'s pipeline. Nothing is built."""
+    if stage in ("c", "cuda", "opencl"):
+        target = "cpu" if stage == "c" else stage
+    options = options_for(bound, target, options)
+    s = scop(prepare(bound), target, options)
+    if stage == "scop":
+        return describe_scop(s)
+    tree = schedule(s, target, options)
+    if stage == "schedule":
+        return _yaml(tree)
+    done = mapped(s, tree, target, options)
+    if stage == "mapped":
+        return describe_mapped(done)
+    if stage == "ast":
+        node = ast(s, done)
+        return node.to_C_str() if node is not None else ""
+    unit = cc.vector_unit() if target == "cpu" else AVX512
+    return text(s, done, target, options, unit).text

@@ -1,0 +1,135 @@
+"""The compiler driver's stages (tc_graph/compiler.py) as data: a call binds its arguments
+once, every stage `tc-graph compile --emit` names prints that stage, and the API and the
+command line start from the same default options. Nothing here runs a C compiler."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import tc_graph as tg
+from tc_graph import binding, cli, compiler
+from tc_graph.options import AVX512, default_options
+from tc_graph.runtime import cc
+
+MM = "def mm(float(M,K) A, float(K,N) B) -> (C) { C(m,n) +=! A(m,k) * B(k,n) }"
+SHAPES = "A=16x8,B=8x12"
+
+
+@pytest.fixture(autouse=True)
+def _no_c_compiler(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The C compiler's identity (in the tuning database's key) and vector unit (in the
+    CPU's default options) are fixed, so no test here asks the compiler."""
+    monkeypatch.setattr(cc, "compiler_identity", lambda: "no compiler")
+    monkeypatch.setattr(cc, "vector_unit", lambda: AVX512)
+
+
+def _args() -> list[np.ndarray]:
+    rng = np.random.default_rng(0)
+    return [rng.standard_normal(s).astype(np.float32) for s in ((16, 8), (8, 12))]
+
+
+def _counted(monkeypatch: pytest.MonkeyPatch, module: Any, name: str) -> list[int]:
+    """Counts the calls of module.name from now on (one entry per call)."""
+    calls: list[int] = []
+    original: Callable[..., Any] = getattr(module, name)
+
+    def counting(*a: Any, **k: Any) -> Any:
+        calls.append(1)
+        return original(*a, **k)
+
+    monkeypatch.setattr(module, name, counting)
+    return calls
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda fn, args: fn.compile(*args, target="cuda"),
+        lambda fn, args: fn(*args, target="reference"),
+        lambda fn, args: fn.output_shapes(*args),
+    ],
+    ids=["compile", "reference", "output_shapes"],
+)
+def test_a_call_binds_its_arguments_once(
+    monkeypatch: pytest.MonkeyPatch, call: Callable[[tg.TcFunction, list[Any]], Any]
+) -> None:
+    binds = _counted(monkeypatch, compiler, "bind")
+    checks = _counted(monkeypatch, binding, "bind_inputs")
+    call(tg.define(MM).mm, _args())
+    assert (len(binds), len(checks)) == (1, 1)
+
+
+def test_the_bind_stage_holds_the_shapes_and_dtypes_numpy_gives() -> None:
+    a, b = _args()
+    bound = compiler.bind(tg.define(MM).mm, [a, b])
+    want = a @ b
+    assert bound.output_shapes == (want.shape,)
+    assert bound.output_dtypes == (want.dtype,)
+    assert dict(bound.sizes) == {"M": 16, "K": 8, "N": 12}
+
+
+def _emit(tmp_path: Path, capsys: pytest.CaptureFixture[str], *extra: str) -> str:
+    file = tmp_path / "mm.tc"
+    file.write_text(MM, encoding="utf-8")
+    code = cli.main(["compile", str(file), "--shapes", SHAPES, *extra])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    return out
+
+
+@pytest.mark.parametrize(
+    ("flags", "present", "absent"),
+    [
+        (["--emit", "scop"], ["S0 (update): { S0[m, n, k]", "reads: ", "dependences: "], []),
+        (["--emit", "schedule"], ['domain: "{ S0_init[m, n]', "permutable: 1"], ["mark:"]),
+        (["--emit", "mapped"], ['mark: "parallel"', 'mark: "simd"'], ["# launch"]),
+        (["--emit", "mapped", "--target", "opencl"], ["# launch tc_kernel_0", "map:thread"], []),
+        (["--emit", "ast"], ["// parallel", "for (int c0 = 0;", "S0("], ["tc_kernel"]),
+        (["--emit", "cuda"], ["__global__", "// launch tc_kernel_0"], []),
+        (["--emit", "opencl"], ["__kernel", "get_group_id"], ["__global__ void"]),
+    ],
+    ids=["scop", "schedule", "mapped", "mapped-gpu", "ast", "cuda", "opencl"],
+)
+def test_emit_prints_each_stage(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    flags: list[str],
+    present: list[str],
+    absent: list[str],
+) -> None:
+    out = _emit(tmp_path, capsys, *flags)
+    assert all(p in out for p in present), out
+    assert not any(a in out for a in absent), out
+
+
+def test_api_and_cli_start_from_the_same_default_options(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fn = tg.define(MM).mm
+    defaults = default_options(compiler.bind(fn, _args()).program)
+    assert defaults != tg.MappingOptions()  # (the command line used to start from these)
+    seen: list[tg.MappingOptions] = []
+    scop = compiler.scop
+    monkeypatch.setattr(compiler, "scop", lambda p, t, o: seen.append(o) or scop(p, t, o))
+    api = fn.compile(*_args(), target="cuda")
+    assert _emit(tmp_path, capsys, "--emit", "cuda") == api.source
+    _emit(tmp_path, capsys, "--emit", "mapped")
+    assert seen == [defaults] * 3
+
+
+def test_gpu_stages_agree_on_launches() -> None:
+    """The mapped tree's launches are the ones the printed text declares, in order."""
+    bound = compiler.bind(tg.define(MM).mm, _args())
+    prepared = compiler.prepare(bound)
+    options = compiler.default_options(bound.program, "opencl")
+    scop = compiler.scop(prepared, "opencl", options)
+    tree = compiler.mapped(scop, compiler.schedule(scop, "opencl", options), "opencl", options)
+    assert tree.gpu is not None
+    text = compiler.text(scop, tree, "opencl", options)
+    assert [lc.name for lc in text.launches] == [lc.name for lc in tree.gpu.launches]
+    assert all(f"__kernel void {lc.name}(" in text.text for lc in text.launches)
