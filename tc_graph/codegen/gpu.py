@@ -57,6 +57,9 @@ class GpuDialect(Dialect):
     def signed_wraps(self) -> bool:
         return False  # OpenCL C and CUDA have no -fwrapv
 
+    def math_name(self, fn: str, dtype: str) -> str | None:
+        return None  # the targets' own expf is fast
+
     def prelude(self, double: bool, half: bool) -> str:
         raise NotImplementedError
 
