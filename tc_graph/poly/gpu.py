@@ -35,6 +35,7 @@ import islpy as isl
 
 from .. import ir
 from ..options import MappingOptions
+from . import private
 from .cpu import _has_band_below, _is_reduction_member, _sink_below_sequence
 from .cpu import _member_iterators as _band_iterators
 from .marks import Kernel, Loop, LoopMark, Mapped, Shared, Unit, insert
@@ -222,6 +223,7 @@ def _map_component(
         p = _point_bands(node)[i]
         p = _split_and_mark(p, [label(Unit.THREAD, threads, k, [1] * ntile) for k in range(ntile)])
         node = _map_inner(p, scop, options, ntile)
+        node = private.mark(node, scop, options, launch.block)
         while node.get_tree_depth() > top:
             node = node.parent()
     node = _split_and_mark(node, [label(Unit.BLOCK, blocks, k, sizes) for k in range(ntile)])
