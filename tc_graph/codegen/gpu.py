@@ -14,8 +14,7 @@ of written ones, barriers; the C printer's stores are pointed at a written tile 
 from __future__ import annotations
 
 import math
-import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 import islpy as isl
@@ -313,33 +312,24 @@ class _GpuPrinter(_Printer):
         return True
 
     def reduction_nest(self, node: isl.AstNode, depth: int) -> bool:
-        """A `reduce` mark above several loops (`private_depth`): the output element stays
-        in `acc` across the whole nest, loaded before it and stored after it. Only for a
-        perfect nest over one update statement whose target does not follow the nest's
-        iterators and which reads no element of its output tensor (nothing else touches
-        the element meanwhile); otherwise the loop is printed and the mark moves to the
-        loops inside, down to the innermost (the default place)."""
+        """A `reduce` mark above several loops (`private_depth`; poly/gpu.py's
+        `_reduce_start` puts it only above reduction loops of an update statement that
+        reads no element of its output): the output element stays in `acc` across the
+        whole nest, loaded before it and stored after it. Where isl printed no perfect
+        nest, the loop is printed and the mark moves to the loops inside."""
         chain: list[isl.AstNode] = []
         cur = node
         while cur.get_type() == isl.ast_node_type.for_:
             chain.append(cur)
             cur = cur.for_get_body()
-        fits = cur.get_type() == isl.ast_node_type.user
-        if fits:
-            st, args = self.user(cur)
-            src = st.source
-            env = self.stmt_env(st, args)
-            nest = [re.compile(rf"\b{c.for_get_iterator().to_C_str()}\b") for c in chain]
-            fits = (
-                st.kind == "update"
-                and not any(m.search(env[v]) for m in nest for v in src.lhs)
-                and not any(r.tensor == src.tensor for r in ir.reads(src.rhs))
-            )
-        if not fits:
+        if cur.get_type() != isl.ast_node_type.user:
             self.out(depth, self.for_header(node) + " {")
             self.node(node.for_get_body(), depth + 1, frozenset({Loop.REDUCE}))
             self.out(depth, "}")
             return True
+        st, args = self.user(cur)
+        src = st.source
+        env = self.stmt_env(st, args)
         tdt = self.program.tensors[src.tensor].dtype
         acc_t = compute_type(promote(tdt, src.rhs.dtype))
         acc = C_TYPES[acc_t]
@@ -720,8 +710,7 @@ class _GpuPrinter(_Printer):
         if len(texts) != 1:
             return False
         (target,) = texts
-        inner = _loop_iterators(node)
-        if any(re.search(rf"\b{it}\b", target) for it in inner):
+        if _follows_inner_loop(self.scop, node):
             return False
         at = len(self.lines)
         state = (self.nsites, self.shared_bytes, len(self.decls), len(self.promoted))
@@ -856,22 +845,48 @@ def _rename(line: str, olds: set[str], new: str) -> str:
     return line
 
 
-def _loop_iterators(node: isl.AstNode) -> set[str]:
-    """Iterators of the loops in a subtree."""
+def _walk(node: isl.AstNode) -> Iterator[isl.AstNode]:
+    """The nodes of an AST subtree, node first."""
+    yield node
     t = node.get_type()
     if t == isl.ast_node_type.for_:
-        return {node.for_get_iterator().to_C_str()} | _loop_iterators(node.for_get_body())
-    if t == isl.ast_node_type.mark:
-        return _loop_iterators(node.mark_get_node())
-    if t == isl.ast_node_type.if_:
-        out = _loop_iterators(node.if_get_then_node())
-        return out | (
-            _loop_iterators(node.if_get_else_node()) if node.if_has_else_node() else set()
-        )
-    if t == isl.ast_node_type.block:
+        yield from _walk(node.for_get_body())
+    elif t == isl.ast_node_type.mark:
+        yield from _walk(node.mark_get_node())
+    elif t == isl.ast_node_type.if_:
+        yield from _walk(node.if_get_then_node())
+        if node.if_has_else_node():
+            yield from _walk(node.if_get_else_node())
+    elif t == isl.ast_node_type.block:
         ch = node.block_get_children()
-        return {i for k in range(ch.n_ast_node()) for i in _loop_iterators(ch.get_at(k))}
+        for k in range(ch.n_ast_node()):
+            yield from _walk(ch.get_at(k))
+
+
+def _ids(e: isl.AstExpr) -> set[str]:
+    """The identifiers an AST expression reads."""
+    if e.get_type() == isl.ast_expr_type.id:
+        return {e.get_id().get_name()}
+    if e.get_type() == isl.ast_expr_type.op:
+        return {i for k in range(e.get_op_n_arg()) for i in _ids(e.get_op_arg(k))}
     return set()
+
+
+def _follows_inner_loop(scop: Scop, node: isl.AstNode) -> bool:
+    """Some statement in the subtree writes an element that follows a loop inside it."""
+    nodes = list(_walk(node))
+    inner = {n.for_get_iterator().get_id().get_name() for n in nodes if n.get_type() == _FOR}
+    for n in nodes:
+        if n.get_type() == isl.ast_node_type.user:
+            e = n.user_get_expr()
+            st = scop.statement(e.get_op_arg(0).get_id().get_name())
+            subs = [e.get_op_arg(1 + st.iterators.index(v)) for v in st.source.lhs]
+            if any(_ids(sub) & inner for sub in subs):
+                return True
+    return False
+
+
+_FOR = isl.ast_node_type.for_
 
 
 def _flat(subs: Sequence[str], sizes: Sequence[int]) -> str:

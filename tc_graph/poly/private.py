@@ -27,7 +27,7 @@ import islpy as isl
 from .. import ir
 from ..options import MappingOptions
 from .marks import LoopMark, Mapped, NoPrivateTile, PrivateTile, ThreadLoop, Unit, insert, parse
-from .scop import Scop
+from .scop import Scop, ScopStmt
 
 _BAND = isl.schedule_node_type.band
 _MARK = isl.schedule_node_type.mark
@@ -182,7 +182,7 @@ def _refusal(
                 return f"the bounds of loop c{r} follow thread loop c{lp.depth}"
     if st.kind != "update":
         return f"statement {name} is not a reduction"
-    if any(r.tensor == st.source.tensor for r in ir.reads(st.source.rhs)):
+    if reads_own(st):
         return f"statement {name} reads its own output {st.source.tensor}"
     target = prefix.reverse().apply_range(isl.Map.from_union_map(st.writes)).wrap().flatten()
     n = target.dim(isl.dim_type.set) - len(st.source.lhs)
@@ -191,6 +191,12 @@ def _refusal(
     ):
         return f"the target of {name} follows a reduction loop"
     return None
+
+
+def reads_own(st: ScopStmt) -> bool:
+    """The statement reads an element of the tensor it writes (which a register held
+    across its loops would miss)."""
+    return any(r.tensor == st.source.tensor for r in ir.reads(st.source.rhs))
 
 
 def _free(s: isl.Set, k: int) -> isl.Set:
