@@ -106,10 +106,12 @@ def _skip_once(node: isl.ScheduleNode) -> isl.ScheduleNode:
     a mapped loop right under them is directly in the nest)."""
     while node.get_type() == _BAND and node.band_n_member() == 1:
         ranges = [m.range() for m in _prefix(node.child(0))]
-        values = ranges[0] if ranges else None
+        if not ranges:
+            break
+        values = ranges[0]
         for r in ranges[1:]:
             values = values.union(r)
-        if values is None or not _once(values, node.get_schedule_depth()):
+        if not _once(values, node.get_schedule_depth()):
             break
         node = node.child(0)
     return node
