@@ -14,8 +14,7 @@ of written ones, barriers; the C printer's stores are pointed at a written tile 
 from __future__ import annotations
 
 import math
-import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 import islpy as isl
@@ -25,8 +24,9 @@ from ..errors import TcError
 from ..lang.types import C_TYPES, FLOAT_TYPES, INT_TYPES, SCALARS, compute_type, promote
 from ..options import MappingOptions
 from ..poly.gpu import GpuMapping, Launch
-from ..poly.marks import Kernel, Loop, LoopMark, Mapped, Shared, Unit, of_node
+from ..poly.marks import Kernel, Loop, Mapped, PrivateTile, Shared, Unit, of_node
 from ..poly.promotion import SharedSite, Tile, indirect_form, plan_tiles, write_ref
+from ..poly.proof import ast_build, loop_depth
 from ..poly.scop import Scop, ScopStmt
 from .c import (
     _LIBM,
@@ -315,33 +315,24 @@ class _GpuPrinter(_Printer):
         return True
 
     def reduction_nest(self, node: isl.AstNode, depth: int) -> bool:
-        """A `reduce` mark above several loops (`private_depth`): the output element stays
-        in `acc` across the whole nest, loaded before it and stored after it. Only for a
-        perfect nest over one update statement whose target does not follow the nest's
-        iterators and which reads no element of its output tensor (nothing else touches
-        the element meanwhile); otherwise the loop is printed and the mark moves to the
-        loops inside, down to the innermost (the default place)."""
+        """A `reduce` mark above several loops (`private_depth`; poly/gpu.py's
+        `_reduce_start` puts it only above reduction loops of an update statement that
+        reads no element of its output): the output element stays in `acc` across the
+        whole nest, loaded before it and stored after it. Where isl printed no perfect
+        nest, the loop is printed and the mark moves to the loops inside."""
         chain: list[isl.AstNode] = []
         cur = node
         while cur.get_type() == isl.ast_node_type.for_:
             chain.append(cur)
             cur = cur.for_get_body()
-        fits = cur.get_type() == isl.ast_node_type.user
-        if fits:
-            st, args = self.user(cur)
-            src = st.source
-            env = self.stmt_env(st, args)
-            nest = [re.compile(rf"\b{c.for_get_iterator().to_C_str()}\b") for c in chain]
-            fits = (
-                st.kind == "update"
-                and not any(m.search(env[v]) for m in nest for v in src.lhs)
-                and not any(r.tensor == src.tensor for r in ir.reads(src.rhs))
-            )
-        if not fits:
+        if cur.get_type() != isl.ast_node_type.user:
             self.out(depth, self.for_header(node) + " {")
             self.node(node.for_get_body(), depth + 1, frozenset({Loop.REDUCE}))
             self.out(depth, "}")
             return True
+        st, args = self.user(cur)
+        src = st.source
+        env = self.stmt_env(st, args)
         tdt = self.program.tensors[src.tensor].dtype
         acc_t = compute_type(promote(tdt, src.rhs.dtype))
         acc = C_TYPES[acc_t]
@@ -549,6 +540,9 @@ class _GpuPrinter(_Printer):
             if isinstance(mark, Shared):
                 self.shared(node.mark_get_node(), depth)
                 return
+            if isinstance(mark, PrivateTile):
+                self.private_tile(node.mark_get_node(), mark, depth)
+                return
         if node.get_type() == isl.ast_node_type.for_:
             if Loop.REDUCE in marks and node.for_is_degenerate():
                 # A loop isl printed once inside a `reduce` nest: the mark goes on inward.
@@ -576,9 +570,6 @@ class _GpuPrinter(_Printer):
             # isl printed no loop here (one iteration): not mapped, so guarded below.
             self.node(node, depth)
             return
-        if kind is Unit.THREAD and not any(k is Unit.THREAD for k, _ in self.active):
-            if self.private_tile(node, mark, depth):
-                return
         me = self.ident(kind, d)
         init = node.for_get_init().to_C_str()
         if node.for_is_degenerate():
@@ -592,14 +583,12 @@ class _GpuPrinter(_Printer):
             self.out(depth + 1, "}")
             self.out(depth, "}")
             return
-        inc = node.for_get_inc().to_C_str()
-        cond = node.for_get_cond().to_C_str()
-        self.out(
-            depth,
-            f"for (int {it} = {_first(init, inc, me, count)}; {cond}; {it} += {count} * {inc}) {{",
-        )
+        inc, cond = node.for_get_inc(), node.for_get_cond()
+        first = _first(node.for_get_init(), inc, me, count)
+        step = f"{count} * {inc.to_C_str()}"
+        self.out(depth, f"for (int {it} = {first}; {cond.to_C_str()}; {it} += {step}) {{")
         self.active.add((kind, d))
-        trips = _trips(init, cond, inc)
+        trips = _trips(node.for_get_init(), cond, inc)
         self.loops.append((it, trips is None or trips > count))
         self.node(node.for_get_body(), depth + 1)
         self.loops.pop()
@@ -607,101 +596,52 @@ class _GpuPrinter(_Printer):
         self.out(depth, "}")
 
     # -- private tiles -------------------------------------------------------
-    def _thread_nest(
-        self, node: isl.AstNode, mark: Mapped
-    ) -> tuple[list[tuple[str, str, str, int, int]], isl.AstNode] | None:
-        """private_tile's perfect nest of thread-mapped loops from `node` (marked `mark`):
-        each loop's iterator, first value, condition, step and trips per thread, and the
-        node below them; None where a loop is not such a loop."""
-        assert self.launch is not None
-        loops: list[tuple[str, str, str, int, int]] = []  # it, first, cond, step, count
+    def tile_nest(
+        self, node: isl.AstNode, tile: PrivateTile
+    ) -> tuple[list[isl.AstNode], list[isl.AstNode], isl.AstNode]:
+        """The AST of a decided private tile: its thread loops, the reduction loops below
+        them (with any loop isl printed once among them) and the statement."""
+        loops: list[isl.AstNode] = []
         cur = node
-        while True:
-            count = self.launch.block[mark.dim]
-            if (
-                cur.get_type() != isl.ast_node_type.for_
-                or cur.for_get_iterator().to_C_str() != mark.iterator
-                or cur.for_is_degenerate()
-            ):
-                return None
-            init, cond = cur.for_get_init().to_C_str(), cur.for_get_cond().to_C_str()
-            inc = cur.for_get_inc().to_C_str()
-            trips = _max_trips(init, cond, inc)
-            if trips is None or count <= 1:
-                return None
-            me = self.ident(Unit.THREAD, mark.dim)
-            loops.append((mark.iterator, _first(init, inc, me, count), cond, int(inc) * count,
-                          -(-trips // count)))  # fmt: skip
+        for _ in tile.loops:
+            while cur.get_type() == isl.ast_node_type.mark:
+                cur = cur.mark_get_node()
+            loops.append(cur)
             cur = cur.for_get_body()
-            below = of_node(cur) if cur.get_type() == isl.ast_node_type.mark else None
-            if not isinstance(below, Mapped) or below.unit is not Unit.THREAD:
-                return loops, cur
-            mark, cur = below, cur.mark_get_node()
-
-    def _reduction_chain(
-        self, cur: isl.AstNode, loops: Sequence[tuple[str, str, str, int, int]]
-    ) -> tuple[list[isl.AstNode], isl.AstNode] | None:
-        """private_tile's reduction loops below the thread nest, down to the statement,
-        none of whose bounds names a thread loop; None where there is no such chain."""
-        mine = [re.compile(rf"\b{it}\b") for it, *_ in loops]
         chain: list[isl.AstNode] = []
         while cur.get_type() != isl.ast_node_type.user:
-            if cur.get_type() == isl.ast_node_type.mark:
-                if not isinstance(of_node(cur), LoopMark):
-                    return None
+            if cur.get_type() == isl.ast_node_type.for_:
+                chain.append(cur)
+                cur = cur.for_get_body()
+            else:
+                assert cur.get_type() == isl.ast_node_type.mark, "a private tile's nest"
                 cur = cur.mark_get_node()
-                continue
-            if cur.get_type() != isl.ast_node_type.for_:
-                return None
-            bounds = " ".join(
-                x.to_C_str() for x in (cur.for_get_init(), cur.for_get_cond(), cur.for_get_inc())
-            )
-            if any(m.search(bounds) for m in mine):
-                return None
-            chain.append(cur)
-            cur = cur.for_get_body()
-        return (chain, cur) if chain else None
+        return loops, chain, cur
 
-    def private_tile(self, node: isl.AstNode, mark: Mapped, depth: int) -> bool:
-        """A thread owning several outputs of one reduction (tile larger than the block):
-        keep them in a private array across the reduction loops, which move outside the
-        thread's own loops, and write each back once (paper 5.4). Only for a perfect nest
-        of thread-mapped loops with constant bounds over one update statement whose
-        reduction loops do not depend on the thread loops; otherwise False (not printed).
-        Reordering is sound: distinct thread iterations write distinct outputs (the
-        mapped members are coincident) and the statement reads no output."""
-        assert self.launch is not None
-        if not self.options.use_private_memory:
-            return False
-        nest = self._thread_nest(node, mark)
-        if nest is None:
-            return False
-        loops, cur = nest
-        size = math.prod(r for *_, r in loops)
-        if size <= 1 or size > _PRIVATE_MAX:
-            return False
-        below = self._reduction_chain(cur, loops)
-        if below is None:
-            return False
-        chain, cur = below
-        st, args = self.user(cur)
+    def private_tile(self, node: isl.AstNode, tile: PrivateTile, depth: int) -> None:
+        """The private tile poly/private.py decided for the thread nest at node: the
+        thread's outputs in a private array across the reduction loops, which move outside
+        the thread's own loops, each output written back once (paper 5.4)."""
+        fors, chain, user = self.tile_nest(node, tile)
+        loops = [
+            (
+                f.for_get_iterator().to_C_str(),
+                _owned(lp.first, lp.stride, self.ident(Unit.THREAD, lp.dim), lp.threads),
+                f.for_get_cond().to_C_str(),
+                lp.stride * lp.threads,
+                lp.per_thread,
+            )
+            for f, lp in zip(fors, tile.loops, strict=True)
+        ]
+        st, args = self.user(user)
         src = st.source
         env = self.stmt_env(st, args)
-        reds = [re.compile(rf"\b{c.for_get_iterator().to_C_str()}\b") for c in chain]
-        if st.kind != "update" or any(m.search(env[v]) for m in reds for v in src.lhs):
-            return False
-        if any(r.tensor == src.tensor for r in ir.reads(src.rhs)):
-            return False
         tdt = self.program.tensors[src.tensor].dtype
         acc_t = compute_type(promote(tdt, src.rhs.dtype))
         acc = C_TYPES[acc_t]
         target = self.target(st, env)
-        shape = "x".join(str(r) for *_, r in loops)
-        # private_depth: reduction loops above that depth enclose the tile's load and
-        # store (at least the innermost loop stays inside).
-        outer = 0
-        while outer < len(chain) - 1 and _loop_depth(chain[outer]) < self.options.private_depth:
-            outer += 1
+        shape = "x".join(str(lp.per_thread) for lp in tile.loops)
+        outer = sum(1 for c in chain if loop_depth(c) in tile.outside)
         self.out(depth, "{")
         held = f", held across {len(chain) - outer} of {len(chain)} loops" if outer else ""
         self.out(depth + 1, f"// private tile: {shape} outputs of {src.tensor} per thread{held}")
@@ -709,7 +649,7 @@ class _GpuPrinter(_Printer):
         for c in chain[:outer]:
             self.out(top, self.loop_open(c))
             top += 1
-        self.out(top, f"{acc} tc_pv[{size}];")
+        self.out(top, f"{acc} tc_pv[{tile.size}];")
         start = acc_start(src.op, target, acc_t)
         self.thread_loops(loops, top, lambda ix, d: self.out(d, f"tc_pv[{ix}] = {start};"))
         d = top
@@ -736,7 +676,6 @@ class _GpuPrinter(_Printer):
             top -= 1
             self.out(top, "}")
         self.out(depth, "}")
-        return True
 
     def loop_open(self, c: isl.AstNode) -> str:
         """The opening line of a loop printed in place (a degenerate one as a constant)."""
@@ -774,8 +713,7 @@ class _GpuPrinter(_Printer):
         if len(texts) != 1:
             return False
         (target,) = texts
-        inner = _loop_iterators(node)
-        if any(re.search(rf"\b{it}\b", target) for it in inner):
+        if _follows_inner_loop(self.scop, node):
             return False
         at = len(self.lines)
         state = (self.nsites, self.shared_bytes, len(self.decls), len(self.promoted))
@@ -895,25 +833,7 @@ class _GpuPrinter(_Printer):
         return "\n\n".join(out)
 
 
-_PRIVATE_MAX = 32  # at most this many private outputs per thread (registers)
 _UNROLL_COPY = 16  # copies of at most this many elements per thread are unrolled
-
-
-def _loop_depth(loop: isl.AstNode) -> float:
-    """The schedule depth of an AST loop (isl names the loop at depth k `ck`); a loop
-    named otherwise counts as deepest (private_depth never moves it out)."""
-    m = re.fullmatch(r"c(\d+)", loop.for_get_iterator().to_C_str())
-    return int(m.group(1)) if m else math.inf
-
-
-def _max_trips(init: str, cond: str, inc: str) -> int | None:
-    """An upper bound on the iterations of a loop with a constant start: its constant
-    bound, or the constant of `it <= min(K, ...)` (a point loop with a tail)."""
-    trips = _trips(init, cond, inc)
-    m = re.fullmatch(r"\s*(\w+)\s*<=\s*min\((-?\d+),.*\)\s*", cond)
-    if trips is not None or m is None:
-        return trips
-    return _trips(init, f"{m.group(1)} <= {m.group(2)}", inc)
 
 
 def _global_target(printer: _Printer, st: ScopStmt, env: Mapping[str, str]) -> str:
@@ -928,22 +848,48 @@ def _rename(line: str, olds: set[str], new: str) -> str:
     return line
 
 
-def _loop_iterators(node: isl.AstNode) -> set[str]:
-    """Iterators of the loops in a subtree."""
+def _walk(node: isl.AstNode) -> Iterator[isl.AstNode]:
+    """The nodes of an AST subtree, node first."""
+    yield node
     t = node.get_type()
     if t == isl.ast_node_type.for_:
-        return {node.for_get_iterator().to_C_str()} | _loop_iterators(node.for_get_body())
-    if t == isl.ast_node_type.mark:
-        return _loop_iterators(node.mark_get_node())
-    if t == isl.ast_node_type.if_:
-        out = _loop_iterators(node.if_get_then_node())
-        return out | (
-            _loop_iterators(node.if_get_else_node()) if node.if_has_else_node() else set()
-        )
-    if t == isl.ast_node_type.block:
+        yield from _walk(node.for_get_body())
+    elif t == isl.ast_node_type.mark:
+        yield from _walk(node.mark_get_node())
+    elif t == isl.ast_node_type.if_:
+        yield from _walk(node.if_get_then_node())
+        if node.if_has_else_node():
+            yield from _walk(node.if_get_else_node())
+    elif t == isl.ast_node_type.block:
         ch = node.block_get_children()
-        return {i for k in range(ch.n_ast_node()) for i in _loop_iterators(ch.get_at(k))}
+        for k in range(ch.n_ast_node()):
+            yield from _walk(ch.get_at(k))
+
+
+def _ids(e: isl.AstExpr) -> set[str]:
+    """The identifiers an AST expression reads."""
+    if e.get_type() == isl.ast_expr_type.id:
+        return {e.get_id().get_name()}
+    if e.get_type() == isl.ast_expr_type.op:
+        return {i for k in range(e.get_op_n_arg()) for i in _ids(e.get_op_arg(k))}
     return set()
+
+
+def _follows_inner_loop(scop: Scop, node: isl.AstNode) -> bool:
+    """Some statement in the subtree writes an element that follows a loop inside it."""
+    nodes = list(_walk(node))
+    inner = {n.for_get_iterator().get_id().get_name() for n in nodes if n.get_type() == _FOR}
+    for n in nodes:
+        if n.get_type() == isl.ast_node_type.user:
+            e = n.user_get_expr()
+            st = scop.statement(e.get_op_arg(0).get_id().get_name())
+            subs = [e.get_op_arg(1 + st.iterators.index(v)) for v in st.source.lhs]
+            if any(_ids(sub) & inner for sub in subs):
+                return True
+    return False
+
+
+_FOR = isl.ast_node_type.for_
 
 
 def _flat(subs: Sequence[str], sizes: Sequence[int]) -> str:
@@ -954,32 +900,44 @@ def _flat(subs: Sequence[str], sizes: Sequence[int]) -> str:
     return text
 
 
-def _first(init: str, inc: str, me: str, count: int) -> str:
-    """The first iteration id `me` owns. With constant bounds whose first step is owned by
-    id 0 this is plainly init + me * inc (PoCL 3.1 miscompiles the general form, which
-    uses `%`, in kernels with barriers)."""
-    try:
-        first, step = int(init), int(inc)
-    except ValueError:
-        return f"tc_first({init}, {inc}, {me}, {count})"
-    if step < 1:
-        return f"tc_first({init}, {inc}, {me}, {count})"
+def _int(e: isl.AstExpr) -> int | None:
+    """The value of an integer literal of the AST; None for any other expression."""
+    return e.get_val().to_python() if e.get_type() == isl.ast_expr_type.int else None
+
+
+def _owned(first: int, step: int, me: str, count: int) -> str:
+    """The first of the iterations `first`, `first + step`, ... that id `me` of `count`
+    owns (the one of value / step modulo count): plainly first + me * step when id 0
+    owns the first (PoCL 3.1 miscompiles the general form, which uses `%`, in kernels
+    with barriers)."""
     r = (first // step) % count
     k = f"{me}" if r == 0 else f"({me} >= {r} ? {me} - {r} : {me} + {count - r})"
     return f"{first} + {k} * {step}" if first else f"{k} * {step}"
 
 
-def _trips(init: str, cond: str, inc: str) -> int | None:
+def _first(init: isl.AstExpr, inc: isl.AstExpr, me: str, count: int) -> str:
+    """The first iteration id `me` owns of a loop from init by inc: `_owned` when both
+    are constants, else the general form."""
+    first, step = _int(init), _int(inc)
+    if first is None or step is None or step < 1:
+        return f"tc_first({init.to_C_str()}, {inc.to_C_str()}, {me}, {count})"
+    return _owned(first, step, me, count)
+
+
+def _trips(init: isl.AstExpr, cond: isl.AstExpr, inc: isl.AstExpr) -> int | None:
     """Iterations of `for (it = init; cond; it += inc)` when the bounds are constants."""
-    m = re.fullmatch(r"\s*\w+\s*(<=|<)\s*(-?\d+)\s*", cond)
-    try:
-        first, step = int(init), int(inc)
-    except ValueError:
+    first, step = _int(init), _int(inc)
+    op = cond.get_op_type() if cond.get_type() == isl.ast_expr_type.op else None
+    if first is None or step is None or step < 1 or op not in (_LE, _LT):
         return None
-    if m is None or step < 1:
+    bound = _int(cond.get_op_arg(1))
+    if bound is None or cond.get_op_arg(0).get_type() != isl.ast_expr_type.id:
         return None
-    last = int(m.group(2)) - (1 if m.group(1) == "<" else 0)
+    last = bound - (1 if op == _LT else 0)
     return max(0, (last - first) // step + 1)
+
+
+_LE, _LT = isl.ast_expr_op_type.le, isl.ast_expr_op_type.lt
 
 
 def program_dtypes(program: ir.Program) -> set[str]:
@@ -999,10 +957,11 @@ def emit_gpu(
 ) -> tuple[str, tuple[Launch, ...]]:
     """The kernels of a mapped program, one function per launch, in launch order, and
     the launches that have a kernel."""
-    build = isl.AstBuild.from_context(
-        isl.Set.universe(isl.Space.params_alloc(isl.DEFAULT_CONTEXT, 0))
+    ast = (
+        ast_build(mapping.schedule).node_from_schedule(mapping.schedule)
+        if scop.statements
+        else None
     )
-    ast = build.node_from_schedule(mapping.schedule) if scop.statements else None
     printer = _GpuPrinter(scop, options, dialect)
     body = printer.kernels(ast, mapping.launches, mapping.sites)
     mapping = replace(mapping, launches=tuple(printer.used))

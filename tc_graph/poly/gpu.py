@@ -35,6 +35,7 @@ import islpy as isl
 
 from .. import ir
 from ..options import MappingOptions
+from . import private
 from .cpu import _has_band_below, _is_reduction_member, _sink_below_sequence
 from .cpu import _member_iterators as _band_iterators
 from .marks import Kernel, Loop, LoopMark, Mapped, Shared, Unit, insert
@@ -222,6 +223,7 @@ def _map_component(
         p = _point_bands(node)[i]
         p = _split_and_mark(p, [label(Unit.THREAD, threads, k, [1] * ntile) for k in range(ntile)])
         node = _map_inner(p, scop, options, ntile)
+        node = private.mark(node, scop, options, launch.block)
         while node.get_tree_depth() > top:
             node = node.parent()
     node = _split_and_mark(node, [label(Unit.BLOCK, blocks, k, sizes) for k in range(ntile)])
@@ -332,15 +334,15 @@ def _reduce_start(node: isl.ScheduleNode, scop: Scop, depth: int) -> int | None:
     """Where the register of a thread's output starts at private depth `depth`, when that
     is member k of this band and not the default place (the innermost loop): the band
     heads a chain of bands (each the only child of the one above) over one update
-    statement whose last member is a reduction loop; the register spans the chain's
-    trailing reduction members (not coincident, counting a reduction index) whose
-    schedule depth is at least `depth`, from the outermost that runs more than once (isl
-    prints no loop to mark for one that runs once)."""
+    statement reading no element of its output, whose last member is a reduction loop;
+    the register spans the chain's trailing reduction members (not coincident, counting a
+    reduction index) whose schedule depth is at least `depth`, from the outermost that
+    runs more than once (isl prints no loop to mark for one that runs once)."""
     members: list[tuple[bool, bool]] = []  # (a reduction loop, runs once), outermost first
     cur = node
     while cur.get_type() == _BAND:
         found = _band_iterators(cur, scop)
-        if found is None or found[0].kind != "update":
+        if found is None or found[0].kind != "update" or private.reads_own(found[0]):
             return None
         st, its = found
         for k in range(cur.band_n_member()):

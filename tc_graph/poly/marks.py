@@ -1,7 +1,7 @@
 """The mapping vocabulary: the marks that poly/cpu.py and poly/gpu.py put on the schedule
 tree and the printers read back from the isl AST.
 
-A mark is a value of one of four frozen types; `to_id` is the only place that writes one
+A mark is a value of one of the frozen types below; `to_id` is the only place that writes one
 as an isl id and `parse` (with `of_node`) the only place that reads it back, so no other
 module knows how a mark is spelt. Marks are internal: an id that is not one of these is a
 bug, refused with a ValueError that names it.
@@ -10,6 +10,7 @@ bug, refused with a ValueError that names it.
 from __future__ import annotations
 
 import enum
+import math
 import re
 from dataclasses import dataclass
 
@@ -74,11 +75,56 @@ class Shared:
     """Where a GPU kernel's tiles are copied to shared memory (poly/promotion.py)."""
 
 
-Mark = LoopMark | Mapped | Kernel | Shared
+@dataclass(frozen=True)
+class ThreadLoop:
+    """One thread-mapped loop of a private tile: the loop at schedule `depth` (isl names it
+    `c<depth>`), over thread dimension `dim` of `threads` threads, from the constant `first`
+    by `stride`, at most `trips` iterations for any block."""
+
+    depth: int
+    dim: int
+    threads: int
+    first: int
+    stride: int
+    trips: int
+
+    @property
+    def per_thread(self) -> int:
+        """The iterations one thread owns (its private elements along this loop)."""
+        return -(-self.trips // self.threads)
+
+
+@dataclass(frozen=True)
+class PrivateTile:
+    """Decided by poly/private.py: a thread keeps its outputs of `statement` over the
+    thread-mapped `loops` (outermost first) in a private array across the reduction loops
+    at schedule depths `reductions` (outermost first); those in `outside` enclose the
+    array's load and store instead (private_depth)."""
+
+    statement: str
+    loops: tuple[ThreadLoop, ...]
+    reductions: tuple[int, ...]
+    outside: tuple[int, ...] = ()
+
+    @property
+    def size(self) -> int:
+        """Private elements per thread."""
+        return math.prod(lp.per_thread for lp in self.loops)
+
+
+@dataclass(frozen=True)
+class NoPrivateTile:
+    """Why the thread nest below keeps no private tile (poly/private.py)."""
+
+    reason: str
+
+
+Mark = LoopMark | Mapped | Kernel | Shared | PrivateTile | NoPrivateTile
 
 _MAPPED = re.compile(r"map:(block|thread):(\d+):c(\d+):(\d+)")
 _KERNEL = re.compile(r"kernel:(\d+)")
 _LOOPS = {k.value: k for k in Loop}
+_PRIVATE = "private"  # the decision is the id's user (a name cannot hold a tuple of loops)
 
 
 def to_id(mark: Mark) -> isl.Id:
@@ -92,6 +138,8 @@ def to_id(mark: Mark) -> isl.Id:
         return isl.Id(name, context=_CTX)
     if isinstance(mark, Kernel):
         return isl.Id(f"kernel:{mark.index}", context=_CTX)
+    if isinstance(mark, PrivateTile | NoPrivateTile):
+        return isl.Id(_PRIVATE, user=mark, context=_CTX)
     return isl.Id("shared", context=_CTX)
 
 
@@ -105,6 +153,11 @@ def parse(ident: isl.Id) -> Mark:
         return LoopMark(_LOOPS[name], depth)
     if name == "shared":
         return Shared()
+    if name == _PRIVATE:
+        decision = ident.get_user()
+        if not isinstance(decision, PrivateTile | NoPrivateTile):
+            raise ValueError(f"mark '{name}' holds {decision!r}, not a private-tile decision")
+        return decision
     if m := _MAPPED.fullmatch(name):
         return Mapped(Unit(m[1]), int(m[2]), int(m[3]), int(m[4]))
     if m := _KERNEL.fullmatch(name):
@@ -120,6 +173,19 @@ def of_node(node: isl.AstNode) -> Mark:
 def is_loop(mark: Mark, kind: Loop) -> bool:
     """The mark asks `kind` of its loop."""
     return isinstance(mark, LoopMark) and mark.kind is kind
+
+
+def in_tree(schedule: isl.Schedule) -> list[Mark]:
+    """The marks of a schedule tree, top down (what the mapping decided, as data)."""
+    out: list[Mark] = []
+
+    def visit(node: isl.ScheduleNode) -> bool:
+        if node.get_type() == isl.schedule_node_type.mark:
+            out.append(parse(node.mark_get_id()))
+        return True
+
+    schedule.get_root().foreach_descendant_top_down(visit)
+    return out
 
 
 def insert(node: isl.ScheduleNode, mark: Mark) -> isl.ScheduleNode:

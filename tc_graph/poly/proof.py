@@ -62,14 +62,19 @@ def _depth(schedule: isl.Schedule) -> int:
     return max((m.dim(isl.dim_type.out) for m in maps), default=0)
 
 
-def annotated_ast(scop: Scop, schedule: isl.Schedule) -> isl.AstNode:
-    """The AST of schedule: each loop's iterator id holds its depth (loop_depth), its
-    annotation the proof (loop_parallel)."""
+def ast_build(schedule: isl.Schedule) -> isl.AstBuild:
+    """An AST build for schedule whose loop iterators hold their depth (loop_depth)."""
     build = isl.AstBuild.from_context(isl.Set.universe(isl.Space.params_alloc(_CTX, 0)))
     ids = isl.IdList.alloc(_CTX, 0)
     for k in range(_depth(schedule)):
         ids = ids.add(isl.Id(f"c{k}", user=k, context=_CTX))
-    build = build.set_iterators(ids)
+    return build.set_iterators(ids)
+
+
+def annotated_ast(scop: Scop, schedule: isl.Schedule) -> isl.AstNode:
+    """The AST of schedule: each loop's iterator id holds its depth (loop_depth), its
+    annotation the proof (loop_parallel)."""
+    build = ast_build(schedule)
     deps = scop.dependences
 
     def before_for(b: isl.AstBuild) -> isl.Id:

@@ -13,7 +13,10 @@ from tc_graph.poly.marks import (
     LoopMark,
     Mapped,
     Mark,
+    NoPrivateTile,
+    PrivateTile,
     Shared,
+    ThreadLoop,
     Unit,
     insert,
     is_loop,
@@ -30,6 +33,8 @@ MARKS: list[Mark] = [
     Kernel(0),
     Kernel(11),
     Shared(),
+    PrivateTile("S0", (ThreadLoop(2, 1, 4, 0, 1, 16),), (4, 5), (4,)),
+    NoPrivateTile("no reduction loop below the thread loops"),
 ]
 
 
@@ -86,3 +91,8 @@ def test_an_unknown_mark_is_refused_by_name(name: str) -> None:
 def test_a_loop_mark_without_a_depth_in_its_user_is_refused() -> None:
     with pytest.raises(ValueError, match="not a schedule depth"):
         parse(isl.Id("simd", user="c3", context=isl.DEFAULT_CONTEXT))
+
+
+def test_a_private_mark_without_a_decision_in_its_user_is_refused() -> None:
+    with pytest.raises(ValueError, match="not a private-tile decision"):
+        parse(isl.Id("private", user=3, context=isl.DEFAULT_CONTEXT))

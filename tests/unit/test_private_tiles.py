@@ -1,0 +1,69 @@
+"""Private tiles are decided on the mapped schedule tree (tc_graph/poly/private.py) and
+recorded there as data: the thread loops, their trips and the reduction loops, or the
+reason a nest keeps none. The expected trips follow from the sizes and options alone."""
+
+from __future__ import annotations
+
+import numpy as np
+
+import tc_graph as tg
+from tc_graph import binding
+from tc_graph.options import MappingOptions
+from tc_graph.poly.gpu import gpu_schedule, map_gpu
+from tc_graph.poly.marks import NoPrivateTile, PrivateTile, ThreadLoop, in_tree
+from tc_graph.poly.scop import build_scop
+
+TMM = "def tmm(float(M,K) A, float(N,K) B) -> (C) { C(m,n) +=! A(m,kk) * B(n,kk) }"
+
+
+def decisions(
+    source: str, shapes: list[tuple[int, ...]], options: MappingOptions
+) -> list[PrivateTile | NoPrivateTile]:
+    """The private-tile decisions of the mapped tree, top down."""
+    fn = tg.define(source)[source.split()[1].split("(")[0]]
+    args = [np.zeros(s, np.float32) for s in shapes]
+    program = fn._bind(args)[0]
+    arrays, sizes = binding.bind_inputs(fn.checked, args)
+    shapes_ = {**{n: a.shape for n, a in arrays.items()}, **binding.tensor_shapes(program, sizes)}
+    scop = build_scop(program, sizes, shapes_, contractions=False)
+    mapping = map_gpu(gpu_schedule(scop, options), scop, options)
+    return [m for m in in_tree(mapping.schedule) if isinstance(m, PrivateTile | NoPrivateTile)]
+
+
+def test_a_block_smaller_than_its_tile_keeps_a_private_tile() -> None:
+    """tmm, 16 x 16 tiles, 4 x 4 threads: 4 x 4 outputs per thread across the kk loop.
+    M = 70 fills every tile's 16 rows of c2; N = 10 leaves 10 columns of c3 (3 per thread)."""
+    init, update = decisions(TMM, [(70, 30), (10, 30)], MappingOptions(tile=(16, 16), block=(4, 4)))
+    assert init == NoPrivateTile("no reduction loop below the thread loops")
+    assert update == PrivateTile(
+        "S0",
+        (ThreadLoop(2, 1, 4, 0, 1, 16), ThreadLoop(3, 0, 4, 0, 1, 10)),
+        reductions=(4,),
+    )
+    assert [lp.per_thread for lp in update.loops] == [4, 3]
+    assert update.size == 12
+
+
+def test_private_depth_moves_the_outer_reduction_loops_out() -> None:
+    """A 2-D reduction under 2 outputs per thread (8-row tiles, 4 threads): at private
+    depth 3 the kh loop (c2) encloses the tile, the innermost one (kw, c3) stays inside."""
+    (_, update) = decisions(
+        "def conv(float(H,KH) I, float(KH,KW) F) -> (O) { O(h) +=! I(h,kh) * F(kh,kw) }",
+        [(12, 5), (5, 3)],
+        MappingOptions(tile=(8,), block=(4,), private_depth=3),
+    )
+    assert isinstance(update, PrivateTile)
+    assert update.loops == (ThreadLoop(1, 0, 4, 0, 1, 8),)
+    assert update.reductions == (2, 3)
+    assert update.outside == (2,)
+
+
+def test_a_nest_that_does_not_apply_records_why() -> None:
+    """64 x 64 tiles on 4 x 4 threads would be 256 registers per thread; one thread per
+    tile row leaves one output per thread; without private memory nothing is decided."""
+    big = decisions(TMM, [(64, 8), (64, 8)], MappingOptions(tile=(64, 64), block=(4, 4)))
+    assert big[-1] == NoPrivateTile("256 outputs per thread (a private tile holds 2 to 32)")
+    one = decisions(TMM, [(64, 8), (64, 8)], MappingOptions(tile=(4, 8), block=(8, 4)))
+    assert one[-1] == NoPrivateTile("1 outputs per thread (a private tile holds 2 to 32)")
+    off = MappingOptions(tile=(16, 16), block=(4, 4), use_private_memory=False)
+    assert decisions(TMM, [(64, 8), (64, 8)], off) == []
