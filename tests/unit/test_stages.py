@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import tomllib
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -106,18 +106,22 @@ def _statements(node: isl.ScheduleNode) -> frozenset[str]:
     return frozenset(names)
 
 
+def _nodes(node: isl.ScheduleNode) -> Iterator[isl.ScheduleNode]:
+    """node and every node below it, top down (a walk of our own: an exception raised in
+    isl's foreach callbacks is lost, and the nodes they pass do not outlive the call)."""
+    yield node
+    for i in range(node.n_children()):
+        yield from _nodes(node.child(i))
+
+
 def _fusion_groups(tree: isl.Schedule) -> list[set[frozenset[str]]]:
     """For each schedule depth, the sets of statements that share a loop there (a band
     member at that depth)."""
     depths: dict[int, set[frozenset[str]]] = {}
-
-    def visit(node: isl.ScheduleNode) -> bool:
+    for node in _nodes(tree.get_root()):
         if node.get_type() == isl.schedule_node_type.band:
             for k in range(node.band_n_member()):
                 depths.setdefault(node.get_schedule_depth() + k, set()).add(_statements(node))
-        return True
-
-    tree.get_root().foreach_descendant_top_down(visit)
     return [depths[d] for d in sorted(depths)]
 
 
@@ -189,20 +193,19 @@ def _member_loops(band: isl.ScheduleNode) -> tuple[str, ...]:
 
 
 def _cpu_marks(tree: isl.Schedule) -> Counter[tuple[str, int | None, frozenset[str], tuple]]:
-    """Every loop mark: its kind, its schedule depth, the statements of the band below it
-    and the iterator each member of that band follows."""
+    """Every loop mark: its kind, its schedule depth, the statements of the band it sits
+    on (through any marks between) and the iterator each member of that band follows."""
     found: Counter[tuple[str, int | None, frozenset[str], tuple]] = Counter()
-
-    def visit(node: isl.ScheduleNode) -> bool:
-        if node.get_type() == isl.schedule_node_type.mark:
-            mark = parse(node.mark_get_id())
-            assert isinstance(mark, LoopMark), mark
-            band = node.child(0)
-            assert band.get_type() == isl.schedule_node_type.band, mark
-            found[(mark.kind.value, mark.depth, _statements(band), _member_loops(band))] += 1
-        return True
-
-    tree.get_root().foreach_descendant_top_down(visit)
+    for node in _nodes(tree.get_root()):
+        if node.get_type() != isl.schedule_node_type.mark:
+            continue
+        mark = parse(node.mark_get_id())
+        assert isinstance(mark, LoopMark), mark
+        band = node.child(0)
+        while band.get_type() == isl.schedule_node_type.mark:
+            band = band.child(0)
+        assert band.get_type() == isl.schedule_node_type.band, mark
+        found[(mark.kind.value, mark.depth, _statements(band), _member_loops(band))] += 1
     return found
 
 
