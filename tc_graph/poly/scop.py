@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, reduce
 
 import islpy as isl
 
@@ -271,20 +271,30 @@ def original_order(statements: Sequence[ScopStmt]) -> isl.UnionMap:
     return _union(maps)
 
 
+def _may_flow(sink: isl.UnionMap, source: isl.UnionMap, order: isl.UnionMap) -> isl.UnionMap:
+    info = isl.UnionAccessInfo.from_sink(sink).set_may_source(source).set_schedule_map(order)
+    return info.compute_flow().get_may_dependence()
+
+
+def _accesses(statements: Sequence[ScopStmt]) -> tuple[isl.UnionMap, isl.UnionMap]:
+    """Every read, and every write, of the statements."""
+    empty = _union([])
+    reads = reduce(isl.UnionMap.union, (s.reads for s in statements), empty)
+    return reads, reduce(isl.UnionMap.union, (s.writes for s in statements), empty)
+
+
+def flow_dependences(statements: Sequence[ScopStmt]) -> isl.UnionMap:
+    """The read-after-write dependences alone (`Scop.dependences` adds the anti and output
+    ones); read-only, for tests that compare them as data."""
+    return _may_flow(*_accesses(statements), original_order(statements))
+
+
 def _dependences(statements: Sequence[ScopStmt]) -> isl.UnionMap:
     """Flow, anti and output dependences under the original order (validity for every
     transformation)."""
     if not statements:
         return _union([])
     order = original_order(statements)
-    reads = _union([])
-    writes = _union([])
-    for s in statements:
-        reads = reads.union(s.reads)
-        writes = writes.union(s.writes)
-
-    def flow(sink: isl.UnionMap, source: isl.UnionMap) -> isl.UnionMap:
-        info = isl.UnionAccessInfo.from_sink(sink).set_may_source(source).set_schedule_map(order)
-        return info.compute_flow().get_may_dependence()
-
-    return flow(reads, writes).union(flow(writes, reads)).union(flow(writes, writes)).coalesce()
+    reads, writes = _accesses(statements)
+    pairs = ((reads, writes), (writes, reads), (writes, writes))  # flow, anti, output
+    return reduce(isl.UnionMap.union, (_may_flow(a, b, order) for a, b in pairs)).coalesce()
