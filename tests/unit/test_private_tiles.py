@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 import tc_graph as tg
-from tc_graph import binding
+from tc_graph import compiler
 from tc_graph.options import MappingOptions
 from tc_graph.poly.gpu import gpu_schedule, map_gpu
 from tc_graph.poly.marks import NoPrivateTile, PrivateTile, ThreadLoop, in_tree
@@ -22,10 +22,9 @@ def decisions(
     """The private-tile decisions of the mapped tree, top down."""
     fn = tg.define(source)[source.split()[1].split("(")[0]]
     args = [np.zeros(s, np.float32) for s in shapes]
-    program = fn._bind(args)[0]
-    arrays, sizes = binding.bind_inputs(fn.checked, args)
-    shapes_ = {**{n: a.shape for n, a in arrays.items()}, **binding.tensor_shapes(program, sizes)}
-    scop = build_scop(program, sizes, shapes_, contractions=False)
+    bound = compiler.bind(fn, args)
+    shapes_ = {**{n: a.shape for n, a in bound.arrays.items()}, **bound.shapes}
+    scop = build_scop(bound.program, bound.sizes, shapes_, contractions=False)
     mapping = map_gpu(gpu_schedule(scop, options), scop, options)
     return [m for m in in_tree(mapping.schedule) if isinstance(m, PrivateTile | NoPrivateTile)]
 
