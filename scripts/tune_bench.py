@@ -34,7 +34,7 @@ def _tuned_row(name: str, args: argparse.Namespace, bm: Any) -> tuple[dict[str, 
     """One kernel tuned in a fresh cache, both kernels checked against NumPy and raced:
     its JSON row, and the options the tuning changed."""
     import tc_graph as tg
-    from tc_graph.autotune import tune
+    from tc_graph.tune.tuner import tune
 
     case = bm.BUILDERS[name](args.small)
     with bm._fresh_cache():

@@ -1,13 +1,13 @@
 """tc_graph: Tensor Comprehensions, compiled; ONNX subgraphs fused into native kernels."""
 
 from .api import TcFunction, TcModule, define
-from .autotune import autotune
 from .errors import TcError, TcWarning
 from .graph.external import save_model
 from .graph.optimize import InferenceSession, optimize, prepare
 from .options import MappingOptions
 from .runtime.kernel import Kernel
 from .runtime.ort import library_path as ort_library_path
+from .tune.tuner import autotune
 
 __all__ = [
     "InferenceSession",

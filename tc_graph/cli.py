@@ -204,7 +204,7 @@ def _cache(action: str) -> int:
 
 
 def _tune(args: argparse.Namespace) -> int:
-    from .autotune import plot_history, tune
+    from .tune.tuner import plot_history, tune
 
     mod = _load(args.file)
     if mod is None:

@@ -15,12 +15,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import islpy as isl
 import numpy as np
 
-from . import binding, ir, tuning_db
+from . import binding, ir
 from .codegen.c import emit
 from .errors import TcError
 from .lang.canonical import canonical
@@ -35,13 +35,22 @@ from .poly.schedule import build_schedule
 from .poly.scop import Scop, build_scop
 from .runtime import cc
 from .runtime.kernel import ENTRY, Kernel, code_version, library_for
-
-if TYPE_CHECKING:
-    from .api import TcFunction
+from .tune import db
 
 TARGETS = ("cpu", "opencl", "cuda")
 # What `show` prints: a stage of the target's pipeline, or the text of one dialect.
 STAGES = ("scop", "schedule", "mapped", "ast", "c", "cuda", "opencl")
+
+
+class Function(Protocol):
+    """What the driver needs of a TC function (a tg.TcFunction): its checked def, and its
+    program for given integer scalars. The API depends on this module, not the other way
+    round."""
+
+    @property
+    def checked(self) -> CheckedDef: ...
+
+    def program_for(self, sizes: dict[str, int]) -> ir.Program: ...
 
 
 @dataclass(frozen=True, eq=False)
@@ -50,7 +59,7 @@ class Bound:
     scalars, the inputs as arrays of the declared dtypes, the values of the size names,
     and the concrete shapes of the outputs and temporaries."""
 
-    fn: TcFunction
+    fn: Function
     args: tuple[Any, ...]
     program: ir.Program
     arrays: Mapping[str, np.ndarray]
@@ -99,7 +108,7 @@ class Text:
     launches: tuple[Launch, ...] = ()
 
 
-def bind(fn: TcFunction, args: Sequence[Any]) -> Bound:
+def bind(fn: Function, args: Sequence[Any]) -> Bound:
     """Check the arguments against the def, and the preconditions range inference could
     not prove against their sizes."""
     arrays, sizes = binding.bind_inputs(fn.checked, args)
@@ -119,17 +128,18 @@ def default_options(
     return program_defaults(program, unit)
 
 
-def default_options_for(fn: TcFunction, args: Sequence[Any], target: str = "cpu") -> MappingOptions:
+def default_options_for(fn: Function, args: Sequence[Any], target: str = "cpu") -> MappingOptions:
     """The untuned options of a call."""
     return default_options(bind(fn, args).program, target)
 
 
 def options_for(bound: Bound, target: str, options: MappingOptions | None) -> MappingOptions:
     """The options a call compiles with: the given ones, else the best tuned on this
-    machine, else the defaults."""
+    machine, else the defaults. Reading the database never starts a search: tuning runs
+    only when asked (tg.autotune, `tc-graph tune`, tg.optimize(tune=True))."""
     if options is not None:
         return options
-    known = tuning_db.known_options(bound.fn, bound.args, target)
+    known = db.best_options(db.key_parts(bound.fn, bound.args, target))
     return known if known is not None else default_options(bound.program, target)
 
 

@@ -1,8 +1,11 @@
-"""The one timing race of tc_graph: sides timed in interleaved rounds, each round a median
-of repeated calls. optimize races a group or a model against onnxruntime with it, the cost
-model times its calibration probes, and `tc-graph demo` its table: the same rules for
-all (drift and warm caches favour neither side; load that comes and goes shows as rounds
-that disagree, which `spread` measures)."""
+"""The timers of tc_graph, one module. The timing race: sides timed in interleaved rounds,
+each round a median of repeated calls. optimize races a group or a model against
+onnxruntime with it, the cost model times its calibration probes, and `tc-graph demo` its
+table: the same rules for all (drift and warm caches favour neither side; load that comes
+and goes shows as rounds that disagree, which `spread` measures). The autotuner's timer,
+`median_runs`, follows the same rules (a warm-up call, the median of repeated calls, a
+slow call answered by its first time) for the many short kernels of a search.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +14,18 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 
 Call = Callable[[], object]
+
+WARMUP_S = 0.005
+"""median_runs warms up for this long, and counts the calls, to size its samples."""
+BUDGET_S = 0.04
+MIN_RUNS, MAX_RUNS = 3, 200
+"""median_runs times as many calls as fit in about BUDGET_S, within these bounds."""
+
+
+def _seconds(call: Call) -> float:
+    t0 = time.perf_counter()
+    call()
+    return time.perf_counter() - t0
 
 
 def median_call(
@@ -21,9 +36,7 @@ def median_call(
     sample when one is enough: a second call would double the race of a model that runs
     for a second (vgg19) and teach nothing a cache could change. `check` runs before
     each call (optimize's budget raises from it: a slow kernel's calls take seconds)."""
-    t0 = time.perf_counter()
-    call()
-    first = time.perf_counter() - t0
+    first = _seconds(call)
     if first >= round_s and min_samples <= 1:
         return first
     samples: list[float] = []
@@ -31,10 +44,25 @@ def median_call(
     while len(samples) < min_samples or time.perf_counter() - start < round_s:
         if check is not None:
             check()
-        t0 = time.perf_counter()
-        call()
-        samples.append(time.perf_counter() - t0)
+        samples.append(_seconds(call))
     return statistics.median(samples)
+
+
+def median_runs(call: Call, slow_s: float | None = None) -> float:
+    """Seconds per call, the autotuner's timer: one warm-up call, more for WARMUP_S, then
+    the median of as many calls as fit in about BUDGET_S (MIN_RUNS to MAX_RUNS). A
+    warm-up call longer than `slow_s` is the answer: a candidate far slower than the best
+    so far is not worth the repeats."""
+    first = _seconds(call)
+    if slow_s is not None and first > slow_s:
+        return first
+    calls, start = 0, time.perf_counter()
+    while time.perf_counter() - start < WARMUP_S:
+        call()
+        calls += 1
+    estimate = (time.perf_counter() - start) / calls if calls else first
+    count = min(MAX_RUNS, max(MIN_RUNS, round(BUDGET_S / max(estimate, 1e-9))))
+    return statistics.median(_seconds(call) for _ in range(count))
 
 
 Times = dict[str, list[float]]

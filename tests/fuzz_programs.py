@@ -764,7 +764,7 @@ class _Gen:
 
     # -- options
     def mapping_options(self, env: _Env) -> dict[str, Any]:
-        """MappingOptions fields, drawn like tc_graph.autotune.search_space draws them
+        """MappingOptions fields, drawn like tc_graph.tune.space.search_space draws them
         (tile sizes: powers of two, the sizes and their ceil-divisors), plus values it
         never proposes (odd tiles, small reduction chunks, 1- and 64-wide vectors)."""
         sizes = [v for v in env.extent.values() if v > 0] or [1]

@@ -47,6 +47,7 @@ from ..onnx_domain import TC_DOMAIN, TC_DOMAIN_VERSION, TC_OP
 from ..options import MappingOptions
 from ..runtime import cc, ort
 from ..runtime.kernel import CompileTimeout, code_version, compile_timeout
+from ..tune.tuner import ModelTuning
 from . import cost, external, memo
 from . import translate as tr
 from .model import Graph
@@ -93,9 +94,12 @@ _MAPPED_BYTES = 1 << 20
 # Linux's MAP_NORESERVE (Python's mmap does not name it): no swap is reserved for a
 # mapping that is never written, so a placeholder of any declared size costs nothing.
 _MAP_NORESERVE = 0x4000 if sys.platform.startswith("linux") else 0
-# Set while optimize(tune=True) compiles: the tuner runs the kernels, so even forced
-# compiles get sample inputs (valid, spread Gather indices), not placeholders.
-_TUNING: contextvars.ContextVar[bool] = contextvars.ContextVar("tc_graph_tuning", default=False)
+# Set while optimize(tune=True) compiles again: the kernels of the groups it chose are
+# tuned (the tuner runs them, so even forced compiles get sample inputs: valid, spread
+# Gather indices, not placeholders).
+_TUNING: contextvars.ContextVar[ModelTuning | None] = contextvars.ContextVar(
+    "tc_graph_tuning", default=None
+)
 # The onnxruntime session settings copied into the measured sessions.
 _SESSION_SETTINGS = (
     "intra_op_num_threads", "inter_op_num_threads", "execution_mode", "execution_order",
@@ -235,18 +239,15 @@ def _optimize_model(
 ) -> onnx.ModelProto:
     """optimize inside its measuring settings: with tune, twice (see below)."""
     if tune:
-        # Choose the groups, then choose again while their compiles autotune: the tuned
-        # options land in the TcKernel nodes, and a tuned group is measured again.
-        from ..autotune import tuning_compiles
-
+        # Choose the groups, then choose again, tuning their kernels as they compile: the
+        # tuned options land in the TcKernel nodes, and a tuned group is measured again.
         again = functools.partial(_optimize_model, model, force=force, tune=False)
         first = again(report=False, progress=progress)
         if not _tc_nodes(first):
             return again(report=True, progress=False) if report else first
-        token = _TUNING.set(True)
+        token = _TUNING.set(ModelTuning.of(first, progress=progress))
         try:
-            with tuning_compiles(first, progress=progress):
-                return again(report=report, progress=progress)
+            return again(report=report, progress=progress)
         finally:
             _TUNING.reset(token)
     g = Graph.from_model(model)
@@ -761,8 +762,11 @@ def _compile(
         else:
             dtype, shape = g.types[v]
             values.append(_placeholder(np.dtype(dtype), shape))
-    bound = compiler.bind(define(t.source)[t.entry], values)
-    kernel = compiler.kernel(bound, "cpu")
+    fn = define(t.source)[t.entry]
+    bound = compiler.bind(fn, values)
+    tuning = _TUNING.get()
+    tuned = None if tuning is None else tuning.options(fn, values, "cpu")
+    kernel = compiler.kernel(bound, "cpu", tuned)
     out_shapes, out_dtypes = bound.output_shapes, bound.output_dtypes
     attrs = NodeAttrs(
         source=t.source,

@@ -21,10 +21,13 @@ import numpy as np
 import pytest
 
 import tc_graph as tg
-from tc_graph import compiler, tuning_db
+from tc_graph import compiler, timing
 from tc_graph.options import MappingOptions
+from tc_graph.tune import db as tuning_db
+from tc_graph.tune import evaluate as EV
+from tc_graph.tune import space as SP
+from tc_graph.tune import tuner as AT
 
-AT = importlib.import_module("tc_graph.autotune")  # tg.autotune is the function
 ROOT = Path(__file__).resolve().parents[2]
 
 MM = "def mm(float(M,K) A, float(K,N) B) -> (C) { C(m,n) +=! A(m,k) * B(k,n) }"
@@ -84,7 +87,7 @@ def test_a_broken_candidate_never_wins(
     timer would call them the fastest."""
     a, b = data(1)
     fn = tg.define(MM).mm
-    real_load = AT._load_kernel
+    real_load = EV._load_kernel
     default = compiler.default_options_for(fn, (a, b))
 
     class Broken:
@@ -102,8 +105,8 @@ def test_a_broken_candidate_never_wins(
             return kernel
         return Broken(kernel, "raise" if options.parallel_depth == 0 else "wrong")
 
-    monkeypatch.setattr(AT, "_load_kernel", load)
-    monkeypatch.setattr(AT, "measure", lambda call, best_s=None: 1e-9)  # never reached
+    monkeypatch.setattr(EV, "_load_kernel", load)
+    monkeypatch.setattr(timing, "median_runs", lambda call, slow_s=None: 1e-9)  # never reached
     result = AT.tune(
         fn, a, b, generations=2, population=5, seed=2, executor=threads, progress=False
     )
@@ -220,7 +223,7 @@ def test_default_process_pool(cache: Path) -> None:
     assert [why for _, why in result.failures] == []
 
 
-_REAL_COMPILE_JOB = AT.compile_job
+_REAL_COMPILE_JOB = EV.compile_job
 
 
 def _misbehaving_compile_job(hang, crash, source, entry, specs, options_json, target):  # type: ignore[no-untyped-def]
@@ -244,9 +247,9 @@ def test_hung_and_crashing_compiles_are_discarded_and_the_pool_replaced(
     a, b = data(5)
     fn = tg.define(MM).mm
     default = compiler.default_options_for(fn, (a, b)).vector_width
-    hang, crash = (w for w in AT.VECTOR_WIDTHS if w != default)
-    monkeypatch.setattr(AT, "compile_job", functools.partial(_misbehaving_compile_job, hang, crash))
-    monkeypatch.setattr(AT, "COMPILE_TIMEOUT_S", 4.0)
+    hang, crash = (w for w in SP.VECTOR_WIDTHS if w != default)
+    monkeypatch.setattr(EV, "compile_job", functools.partial(_misbehaving_compile_job, hang, crash))
+    monkeypatch.setattr(EV, "COMPILE_TIMEOUT_S", 4.0)
     # Seed 7's six candidates hold one hanging width (each costs the timeout) and one to
     # three crashing ones, whichever width this CPU's default has.
     result = AT.tune(fn, a, b, generations=1, population=6, seed=7, progress=False)
@@ -350,7 +353,7 @@ def test_optimize_tune_freezes_tuned_options(cache: Path, monkeypatch: pytest.Mo
         np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
 
 
-_REAL_RUN_CHECK = AT.run_check
+_REAL_RUN_CHECK = EV.run_check
 
 
 def _misbehaving_run_check(kernel, args, want):  # type: ignore[no-untyped-def]
@@ -374,8 +377,8 @@ def test_kernels_that_crash_or_hang_when_run_are_discarded(
     there discards it, and the tuner goes on with the others."""
     a, b = data(6)
     fn = tg.define(MM).mm
-    monkeypatch.setattr(AT, "run_check", _misbehaving_run_check)
-    monkeypatch.setattr(AT, "RUN_TIMEOUT_S", 3.0)
+    monkeypatch.setattr(EV, "run_check", _misbehaving_run_check)
+    monkeypatch.setattr(EV, "RUN_TIMEOUT_S", 3.0)
     # Seed 5's eight candidates hold one of each (a hang costs the timeout).
     result = AT.tune(
         fn, a, b, generations=1, population=8, seed=5, executor=threads, progress=False
@@ -400,10 +403,10 @@ def test_confirmation_times_the_finalists_again_and_keeps_the_best(
     finalist races the default again, and the one that beats it by the most wins."""
     a, b = data(7)
     fn = tg.define(MM).mm
-    ev = AT._Evaluator(fn, (a, b), "cpu", threads, None, lambda fail: None)
+    ev = EV.Evaluator(fn, (a, b), "cpu", threads, None, lambda fail: None)
     lucky, best, good = (MappingOptions(unroll=u) for u in (2, 4, 8))
     seconds = {ev.default: 1.0, lucky: 1.0, best: 0.7, good: 0.9}
-    monkeypatch.setattr(AT, "measure", lambda call, best_s=None: seconds[call.func.options])
+    monkeypatch.setattr(timing, "median_runs", lambda call, slow_s=None: seconds[call.func.options])
     assert ev.confirm([lucky, best, good]) == (best, 0.7, 1.0)
     assert ev.confirm([lucky, good]) == (good, 0.9, 1.0)
     assert ev.confirm([lucky]) == (ev.default, 1.0, 1.0)  # a tie keeps the default

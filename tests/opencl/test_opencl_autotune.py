@@ -4,15 +4,15 @@ yields kernels that compute the reference's values."""
 from __future__ import annotations
 
 import concurrent.futures as cf
-import importlib
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 import tc_graph as tg
+from tc_graph.tune.space import search_space
+from tc_graph.tune.tuner import tune
 
-AT = importlib.import_module("tc_graph.autotune")
 MM = "def mm(float(M,K) A, float(K,N) B) -> (C) { C(m,n) +=! A(m,k) * B(k,n) }"
 
 
@@ -23,7 +23,7 @@ def test_tuning_the_opencl_target(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     b = rng.standard_normal((40, 20)).astype(np.float32)
     fn = tg.define(MM).mm
     with cf.ThreadPoolExecutor(1) as ex:
-        result = AT.tune(
+        result = tune(
             fn, a, b, target="opencl", generations=2, population=6, seed=1, executor=ex,
             progress=False,
         )  # fmt: skip
@@ -67,7 +67,7 @@ def test_random_points_of_the_gpu_space_compute_the_right_values(
     args = [rng.standard_normal(s).astype(np.float32) for s in shapes]
     fn = tg.define(source)[name]
     sizes = sorted({d for s in shapes for d in s})
-    space = AT.search_space(sizes, 3, [tg.MappingOptions()], target="opencl")
+    space = search_space(sizes, 3, [tg.MappingOptions()], target="opencl")
     pick = random.Random(7)
     for _ in range(12):
         options = space.decode(space.random_genome(pick))

@@ -1,4 +1,4 @@
-"""The genetic search of tc_graph.autotune with a fake timer: no compiler, no timing."""
+"""The genetic search of tc_graph.tune with a fake timer: no compiler, no timing."""
 
 from __future__ import annotations
 
@@ -7,13 +7,10 @@ import math
 
 import pytest
 
-from tc_graph.autotune import (
-    GeneticSearch,
-    SearchSpace,
-    search_space,
-)
 from tc_graph.errors import TcError
 from tc_graph.options import FUSION_STRATEGIES, MappingOptions
+from tc_graph.tune.search import GeneticSearch
+from tc_graph.tune.space import SearchSpace, search_space
 
 DEFAULT = MappingOptions(tile=(8,))
 

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from tc_graph import TcError
-from tc_graph.autotune import search_space
 from tc_graph.options import MappingOptions
+from tc_graph.tune.space import search_space
 
 # (options, the option the error must name, the allowed range it must state)
 OUT_OF_BOUNDS: list[tuple[dict[str, Any], str, str]] = [

@@ -41,6 +41,23 @@ def test_a_short_call_is_repeated_for_the_round(clock: list[float]) -> None:
     assert len(calls) == 1 + 5  # the warm-up, then 0.5 s of calls
 
 
+def test_the_tuners_timer_answers_a_slow_call_by_its_first_time(clock: list[float]) -> None:
+    calls: list[float] = []
+    assert timing.median_runs(_costing(clock, 2.0, calls), slow_s=1.0) == 2.0
+    assert len(calls) == 1
+
+
+def test_the_tuners_timer_sizes_its_samples_from_the_warm_up(clock: list[float]) -> None:
+    """A call of 1 ms: the warm-up (WARMUP_S = 5 ms) counts 5 calls, then the 40 ms
+    budget is 40 samples; a call of 1 µs would make far more, capped at MAX_RUNS, and
+    one of 30 ms at least MIN_RUNS."""
+    for seconds, samples in ((1e-3, 40), (1e-6, timing.MAX_RUNS), (0.03, timing.MIN_RUNS)):
+        calls: list[float] = []
+        warm_up = 1 + -(-timing.WARMUP_S // seconds)
+        assert timing.median_runs(_costing(clock, seconds, calls)) == pytest.approx(seconds)
+        assert len(calls) == pytest.approx(warm_up + samples, abs=1)
+
+
 def test_rounds_stop_when_settled(clock: list[float]) -> None:
     a: list[float] = []
     b: list[float] = []

@@ -7,7 +7,7 @@ paper's cache (TC, input shapes, target, architecture). Files are replaced atomi
 (temp file + rename) under a per-file lock, so concurrent tuners never leave half an
 entry; an unreadable file is a miss. An entry also records tc_graph's code version and is
 only used by the same version: options verified by one compiler are not trusted blindly
-by another.
+by another. The compiler reads it (`best_options`); only the tuner writes it.
 """
 
 from __future__ import annotations
@@ -18,29 +18,28 @@ import json
 import os
 import time
 import warnings
-from collections.abc import Callable, Sequence
-from contextvars import ContextVar
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 
-from .errors import TcError, TcWarning
-from .lang.canonical import canonical
-from .options import MappingOptions
-from .runtime import cc
-from .runtime.kernel import code_version
-
-if TYPE_CHECKING:
-    from .api import TcFunction
+from ..errors import TcError, TcWarning
+from ..lang.canonical import canonical
+from ..lang.sema import CheckedDef
+from ..options import MappingOptions
+from ..runtime import cc
+from ..runtime.kernel import code_version
 
 DIRECTORY = "tuning"
 
-# Set by `tune_on_compile`: compiles with options=None of these (canonical text, entry)
-# pairs autotune first when the database has nothing for them (tg.optimize(tune=True)).
-_TUNE_ON_COMPILE: ContextVar[tuple[frozenset[tuple[str, str]], Callable[..., Any]] | None] = (
-    ContextVar("tc_graph_tune_on_compile", default=None)
-)
+
+class Def(Protocol):
+    """What a key needs of a TC function (a tg.TcFunction): its checked def. The database
+    knows nothing else of the API, which depends on it, not the other way round."""
+
+    @property
+    def checked(self) -> CheckedDef: ...
 
 
 def machine_fingerprint() -> str:
@@ -55,7 +54,7 @@ def machine_fingerprint() -> str:
     )
 
 
-def describe_args(fn: TcFunction, args: Sequence[Any]) -> list[Any]:
+def describe_args(fn: Def, args: Sequence[Any]) -> list[Any]:
     """The part of a call that a kernel is specialized on: per input its dtype and shape,
     and the values of integer scalars used as sizes (other scalars are runtime values)."""
     d = fn.checked
@@ -70,13 +69,14 @@ def describe_args(fn: TcFunction, args: Sequence[Any]) -> list[Any]:
 
 
 def key_parts(
-    fn: TcFunction, args: Sequence[Any], target: str, fingerprint: str | None = None
+    fn: Def, args: Sequence[Any], target: str, fingerprint: str | None = None
 ) -> dict[str, Any]:
     """The key of a tuning entry, readable (stored in the entry too)."""
     text, names = canonical(fn.checked.source)
+    name = fn.checked.name
     return {
         "tc": text,
-        "entry": names.get(fn.name, fn.name),
+        "entry": names.get(name, name),
         "args": describe_args(fn, args),
         "target": target,
         "machine": fingerprint if fingerprint is not None else machine_fingerprint(),
@@ -161,31 +161,3 @@ def entries() -> list[dict[str, Any]]:
             if data is not None:
                 out.append(data)
     return out
-
-
-def known_options(fn: TcFunction, args: Sequence[Any], target: str) -> MappingOptions | None:
-    """What `TcFunction.compile(options=None)` uses before the defaults: the best options
-    tuned on this machine, after tuning them first inside `tune_on_compile`."""
-    parts = key_parts(fn, args, target)
-    found = best_options(parts)
-    active = _TUNE_ON_COMPILE.get()
-    if found is None and active is not None and (parts["tc"], parts["entry"]) in active[0]:
-        return active[1](fn, args, target)
-    return found
-
-
-@contextlib.contextmanager
-def tune_on_compile(
-    functions: Sequence[tuple[str, str]], tune: Callable[..., MappingOptions]
-) -> Any:
-    """Within the block, compiling one of `functions` ((TC source, entry) pairs) with
-    options=None first runs `tune(fn, args, target)` when the database has no entry."""
-    keys = set()
-    for source, entry in functions:
-        text, names = canonical(source)
-        keys.add((text, names.get(entry, entry)))
-    token = _TUNE_ON_COMPILE.set((frozenset(keys), tune))
-    try:
-        yield
-    finally:
-        _TUNE_ON_COMPILE.reset(token)
