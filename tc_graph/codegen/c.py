@@ -65,8 +65,9 @@ def _prelude(vector_width: int) -> str:
 # n ln2 is exact for |n| < 2^9; e^r by its Taylor series to r^7 (the next term is under
 # 6e-9, a tenth of an ulp: at most 1.6 ulp in all, measured over [-87, 88]); 2^n
 # applied in two halves, so that subnormal results and overflow to infinity come out
-# right. x is clamped first (the float-to-int conversion must stay in range); a NaN
-# stays NaN.
+# right, its bits moved by memcpy (a union kept a loop that also reads a local array
+# from vectorizing). x is clamped first (the float-to-int conversion must stay in
+# range); a NaN stays NaN.
 _VECTOR_EXPF = (
     "static inline float tc_expf(float x) {",
     "  float c = x != x ? 0.0f : (x < -104.0f ? -104.0f : (x > 89.0f ? 89.0f : x));",
@@ -74,9 +75,11 @@ _VECTOR_EXPF = (
     "  float r = (c - t * 0.693145751953125f) - t * 1.4286068202862268e-6f;",
     "  float p = 1.0f + r * (1.0f + r * (0.5f + r * (1.0f / 6 + r * (1.0f / 24 + r * (1.0f / 120"
     " + r * (1.0f / 720 + r * (1.0f / 5040)))))));",
-    "  int32_t n = (int32_t)t, h = n >> 1;",
-    "  union { int32_t i; float f; } a = {(h + 127) << 23}, b = {(n - h + 127) << 23};",
-    "  return x != x ? x : p * a.f * b.f;",
+    "  int32_t n = (int32_t)t, h = n >> 1, ia = (h + 127) << 23, ib = (n - h + 127) << 23;",
+    "  float a, b;",
+    "  __builtin_memcpy(&a, &ia, 4);",
+    "  __builtin_memcpy(&b, &ib, 4);",
+    "  return x != x ? x : p * a * b;",
     "}",
 )
 

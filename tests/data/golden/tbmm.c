@@ -13,9 +13,11 @@ static inline float tc_expf(float x) {
   float t = (c * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
   float r = (c - t * 0.693145751953125f) - t * 1.4286068202862268e-6f;
   float p = 1.0f + r * (1.0f + r * (0.5f + r * (1.0f / 6 + r * (1.0f / 24 + r * (1.0f / 120 + r * (1.0f / 720 + r * (1.0f / 5040)))))));
-  int32_t n = (int32_t)t, h = n >> 1;
-  union { int32_t i; float f; } a = {(h + 127) << 23}, b = {(n - h + 127) << 23};
-  return x != x ? x : p * a.f * b.f;
+  int32_t n = (int32_t)t, h = n >> 1, ia = (h + 127) << 23, ib = (n - h + 127) << 23;
+  float a, b;
+  __builtin_memcpy(&a, &ia, 4);
+  __builtin_memcpy(&b, &ib, 4);
+  return x != x ? x : p * a * b;
 }
 static inline int8_t tc_div_int8(int8_t a, int8_t b) { if (b == 0) return 0; if (b == -1) return (int8_t)((uint8_t)0 - (uint8_t)a); int8_t q = a / b; return q - ((q * b != a && ((a < 0) != (b < 0))) ? 1 : 0); }
 static inline int8_t tc_mod_int8(int8_t a, int8_t b) { if (b == 0 || b == -1) return 0; int8_t r = a % b; return r + ((r != 0 && ((r < 0) != (b < 0))) ? b : 0); }
