@@ -93,14 +93,12 @@ def test_groups_past_the_budget_stay_with_onnxruntime(monkeypatch: pytest.Monkey
     assert_same_as_onnxruntime(optimized, model)
 
 
-def test_what_the_budget_left_undecided_is_recalled_for_that_budget(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Each race moves a fake clock on by 10 s; with a budget of 5 s one of three groups
-    is raced and two are not. Optimizing again with the same budget races only the whole
-    model (a warm densenet121 spent its whole budget deciding what the cold run had no
-    time for: the groups, then their parts) and gives the same decisions; a larger
-    budget decides the two."""
+def _slow_winning_races(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *, max_nodes: int
+) -> list[str]:
+    """A cache of the test's own, no cost model, groups of at most `max_nodes`, and a
+    stand-in race that wins 2x and moves a fake clock on by 10 s; the list it returns
+    names each race ("group" or "whole") as it runs."""
     monkeypatch.setenv("TC_GRAPH_CACHE", str(tmp_path))
     clock, races = [0.0], []
 
@@ -112,7 +110,20 @@ def test_what_the_budget_left_undecided_is_recalled_for_that_budget(
     monkeypatch.setattr(OPT, "_clock", lambda: clock[0])
     monkeypatch.setattr(OPT, "_race", race)
     monkeypatch.setattr(OPT, "_calibration", lambda: None)
-    monkeypatch.setattr(OPT, "candidate_groups", functools.partial(candidate_groups, max_nodes=4))
+    partial = functools.partial(candidate_groups, max_nodes=max_nodes)
+    monkeypatch.setattr(OPT, "candidate_groups", partial)
+    return races
+
+
+def test_what_the_budget_left_undecided_is_recalled_for_that_budget(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each race moves a fake clock on by 10 s; with a budget of 5 s one of three groups
+    is raced and two are not. Optimizing again with the same budget races only the whole
+    model (a warm densenet121 spent its whole budget deciding what the cold run had no
+    time for: the groups, then their parts) and gives the same decisions; a larger
+    budget decides the two."""
+    races = _slow_winning_races(tmp_path, monkeypatch, max_nodes=4)
     model = bench_models.build("mlp3_matmul", small=True)
     first = tg.optimize(model, budget_s=5)
     assert races == ["group", "whole"]
@@ -144,18 +155,7 @@ def test_a_group_past_the_budget_never_hides_its_twins_measurement(
     """Two Add+Relu pairs, twins but for their value names: the first is raced (a win),
     the second is past the budget but gets the win they share (it needs no race), and
     optimizing again fuses both, racing only the whole model."""
-    monkeypatch.setenv("TC_GRAPH_CACHE", str(tmp_path))
-    clock, races = [0.0], []
-
-    def race(original: onnx.ModelProto, fused: onnx.ModelProto, feeds: dict) -> dict:
-        clock[0] += 10.0
-        races.append("group" if fused.graph.name == "fused" else "whole")
-        return {"fused_us": 1.0, "ort_us": 2.0, "ratio": 2.0}
-
-    monkeypatch.setattr(OPT, "_clock", lambda: clock[0])
-    monkeypatch.setattr(OPT, "_race", race)
-    monkeypatch.setattr(OPT, "_calibration", lambda: None)
-    monkeypatch.setattr(OPT, "candidate_groups", functools.partial(candidate_groups, max_nodes=2))
+    races = _slow_winning_races(tmp_path, monkeypatch, max_nodes=2)
     c = onnx.numpy_helper.from_array(np.full(8, 0.5, np.float32), "c")
     nodes = [
         onnx.helper.make_node("Add", ["x", "c"], ["a"]),
