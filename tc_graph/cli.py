@@ -319,6 +319,7 @@ def _optimize(args: argparse.Namespace) -> int:
             budget_s=args.budget,
             threads=args.threads,
             min_speedup=args.min_speedup,
+            fix_shapes=dict(args.fix_shape or []),
         )
         try:
             save_model(
@@ -718,6 +719,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
 
 
+def _fixed_dim(text: str) -> tuple[str, int]:
+    """--fix-shape's NAME=N."""
+    name, eq, size = text.partition("=")
+    if not eq or not name.strip() or not size.strip().isdigit() or int(size) < 1:
+        raise argparse.ArgumentTypeError(f"expected NAME=N with N a positive integer: {text!r}")
+    return name.strip(), int(size)
+
+
 def _optimize_parser(sub: Any) -> None:
     """`tc-graph optimize` and its options."""
     opt = sub.add_parser(
@@ -749,6 +758,14 @@ def _optimize_parser(sub: Any) -> None:
         default=MIN_SPEEDUP,
         metavar="X",
         help=f"keep a group only when it is X times faster ({MIN_SPEEDUP})",
+    )
+    opt.add_argument(
+        "--fix-shape",
+        action="append",
+        type=_fixed_dim,
+        metavar="NAME=N",
+        help="pin the symbolic dimension NAME to N (repeatable): a dynamic batch then fuses, "
+        "and the result runs at that size only",
     )
     opt.add_argument(
         "--graph-png", metavar="FILE", help="draw the partitioned graph (needs matplotlib)"

@@ -43,8 +43,11 @@ _NONDETERMINISTIC = frozenset(
 )
 
 
-def load(model: str | os.PathLike[str] | onnx.ModelProto) -> onnx.ModelProto:
-    """Read and check a model, then add inferred shapes (with data propagation).
+def load(
+    model: str | os.PathLike[str] | onnx.ModelProto, fixed: Mapping[str, int] | None = None
+) -> onnx.ModelProto:
+    """Read and check a model, then add inferred shapes (with data propagation); the
+    symbolic dimensions named in `fixed` are pinned to their sizes first (fix_dims).
 
     The input proto is never mutated (a proto argument is copied once). A file's big
     initializers stored as external data stay in their files (external.load). Raises
@@ -66,6 +69,7 @@ def load(model: str | os.PathLike[str] | onnx.ModelProto) -> onnx.ModelProto:
             raise
         except Exception as exc:  # protobuf DecodeError, external data errors, ...
             raise TcError(f"'{path}' is not a readable ONNX model: {exc}") from exc
+    fix_dims(proto, fixed or {})
     skeleton = _skeleton(proto)
     _check(proto, skeleton)
     bare = _infer_shapes(_without_hints(skeleton))
@@ -93,6 +97,40 @@ def load(model: str | os.PathLike[str] | onnx.ModelProto) -> onnx.ModelProto:
             del field_value[:]
             field_value.extend(merged)
     return proto
+
+
+def symbolic_dims(graph: onnx.GraphProto) -> list[str]:
+    """The names of the symbolic dimensions (dim_param) of a graph's inputs, outputs and
+    annotated values, in order of first appearance."""
+    names: dict[str, None] = {}
+    for value in (*graph.input, *graph.output, *graph.value_info):
+        if value.type.HasField("tensor_type"):
+            for dim in value.type.tensor_type.shape.dim:
+                if dim.HasField("dim_param") and dim.dim_param:
+                    names.setdefault(dim.dim_param, None)
+    return list(names)
+
+
+def fix_dims(proto: onnx.ModelProto, fixed: Mapping[str, int]) -> None:
+    """Pin symbolic dimensions to sizes in place, with onnxruntime's make_dim_param_fixed
+    (what its make_dynamic_shape_fixed tool does): a model with a dynamic batch then has
+    static types, and its groups can be translated. A name the model does not use, or a
+    size that is not a positive integer, is a TcError."""
+    from onnxruntime.tools.onnx_model_utils import make_dim_param_fixed
+
+    known = symbolic_dims(proto.graph)
+    for name, size in fixed.items():
+        if name not in known:
+            have = ", ".join(known) if known else "none"
+            raise TcError(
+                f"fix_shapes: the model has no symbolic dimension '{name}'",
+                hint=f"its symbolic dimensions: {have}",
+            )
+        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+            raise TcError(
+                f"fix_shapes: dimension '{name}' must be pinned to a positive integer, not {size!r}"
+            )
+        make_dim_param_fixed(proto.graph, name, size)
 
 
 def _with_own_bodies(
@@ -479,9 +517,14 @@ class Graph:
     base_dir: str | None = None  # the model file's folder: where its external data lives
 
     @classmethod
-    def from_model(cls, model: str | os.PathLike[str] | onnx.ModelProto) -> Graph:
-        """Build from a path or proto; runs `load` (check + shape inference) first."""
-        proto = load(model)
+    def from_model(
+        cls,
+        model: str | os.PathLike[str] | onnx.ModelProto,
+        fixed: Mapping[str, int] | None = None,
+    ) -> Graph:
+        """Build from a path or proto; runs `load` (check + shape inference, with the
+        symbolic dimensions in `fixed` pinned) first."""
+        proto = load(model, fixed)
         dag = to_graph(proto)
         base_dir = None
         if not isinstance(model, onnx.ModelProto):

@@ -50,7 +50,7 @@ from ..runtime.kernel import CompileTimeout, code_version, compile_timeout
 from ..tune.tuner import ModelTuning
 from . import cost, external, memo
 from . import translate as tr
-from .model import Graph
+from .model import Graph, symbolic_dims
 from .partition import Group, candidate_groups, components, excluded, is_convex, make_group
 from .rewrite import KEY_INTS, KEY_STRINGS, NodeAttrs, kernel_key, make_tc_node, rewrite
 
@@ -180,6 +180,7 @@ def optimize(
     min_speedup: float = MIN_SPEEDUP,
     remeasure: bool = False,
     budget_s: float | None = BUDGET_S,
+    fix_shapes: Mapping[str, int] | None = None,
 ) -> onnx.ModelProto:
     """A copy of the model with every group that pays off replaced by a TcKernel node,
     measured under the session settings the model will run with (`sess_options`, and
@@ -189,13 +190,16 @@ def optimize(
     `onnx.load(path, load_external_data=False)` would (save it with save_model).
     `budget_s` bounds the time spent deciding (None: no bound): once it is spent, no
     compile or measurement goes on, and the groups left stay with onnxruntime, "not
-    measured within the budget"."""
+    measured within the budget". `fix_shapes` pins symbolic dimensions to sizes
+    ({"batch": 8}) before anything else, so a model with a dynamic batch fuses; the
+    result accepts only those sizes, as onnxruntime's make_dynamic_shape_fixed would."""
     measuring = replace(_measuring(sess_options, threads, min_speedup, remeasure),
                         budget_s=budget_s)  # fmt: skip
     token = _MEASURING.set(measuring)
     budget = _DEADLINE.set(_deadline(budget_s))
     try:
-        return _optimize_model(model, force=force, tune=tune, report=report, progress=progress)
+        return _optimize_model(model, force=force, tune=tune, report=report, progress=progress,
+                               fixed=dict(fix_shapes or {}))  # fmt: skip
     finally:
         _DEADLINE.reset(budget)
         _MEASURING.reset(token)
@@ -236,12 +240,13 @@ def _optimize_model(
     tune: bool,
     report: bool,
     progress: bool,
+    fixed: Mapping[str, int],
 ) -> onnx.ModelProto:
     """optimize inside its measuring settings: with tune, twice (see below)."""
     if tune:
         # Choose the groups, then choose again, tuning their kernels as they compile: the
         # tuned options land in the TcKernel nodes, and a tuned group is measured again.
-        again = functools.partial(_optimize_model, model, force=force, tune=False)
+        again = functools.partial(_optimize_model, model, force=force, tune=False, fixed=fixed)
         first = again(report=False, progress=progress)
         if not _tc_nodes(first):
             return again(report=True, progress=False) if report else first
@@ -250,7 +255,7 @@ def _optimize_model(
             return again(report=report, progress=progress)
         finally:
             _TUNING.reset(token)
-    g = Graph.from_model(model)
+    g = Graph.from_model(model, fixed)
     token = _BASE_DIR.set(g.base_dir)
     try:
         result = _optimize(g, force=force, report=report, progress=progress)
@@ -281,7 +286,7 @@ def _optimize(g: Graph, *, force: bool, report: bool, progress: bool) -> onnx.Mo
     whole = None if force else _keep_what_pays_whole(g, chosen, decisions, deadline)
     # The summary names why nodes were not translated only where there is no group.
     left = untranslated(g, translatable) if report or not decisions else []
-    line = summary(decisions, left, whole=whole, force=force)
+    line = summary(decisions, left, whole=whole, force=force) + _pin_hint(g, left)
     if report:
         print_report(decisions, file=sys.stderr, untranslated=left, summary=line)
     result = rewrite(g.model, [(c.group, c.attrs) for c in chosen])
@@ -1130,6 +1135,16 @@ def summary(
         return "nothing fused: the model has no nodes"
     reason, count = kinds.most_common(1)[0]
     return f"nothing fused: {reason} ({count} of {total})"
+
+
+def _pin_hint(g: Graph, untranslated: Sequence[tuple[str, str]]) -> str:
+    """Where nodes stayed for want of a static type and the model has symbolic
+    dimensions: how to pin them (a dynamic batch otherwise fuses nothing)."""
+    names = symbolic_dims(g.model.graph)
+    if not names or not any("no static" in why for _, why in untranslated):
+        return ""
+    pins = ", ".join(f"{n}=N" for n in names)
+    return f"; symbolic dimensions {', '.join(names)}: pin them with --fix-shape {pins}"
 
 
 def _plural(n: int, word: str) -> str:
