@@ -96,7 +96,38 @@ def load(
             field_value = getattr(graph, field_name)
             del field_value[:]
             field_value.extend(merged)
+    _contrib_shapes(proto)
     return proto
+
+
+def _contrib_shapes(proto: onnx.ModelProto) -> None:
+    """Types for the values onnx's inference left untyped past an operator it has no
+    schema for (com.microsoft's Gelu, Attention, ...: a model through onnxruntime's
+    transformer optimizer lost every type after its first contrib op), from onnxruntime's
+    symbolic shape inference, which knows them. Added as value_info, never replacing a
+    type onnx gave; where that inference fails too, the values stay untyped."""
+    graph = proto.graph
+    if all(n.domain in ONNX_DOMAINS or n.domain == TC_DOMAIN for n in graph.node):
+        return
+    typed = {v.name for v in (*graph.input, *graph.value_info, *graph.output)
+             if _static_type(v.type) is not None}  # fmt: skip
+    wanted = {o for n in graph.node for o in n.output if o and o not in typed}
+    if not wanted:
+        return
+    try:
+        from onnxruntime.tools.symbolic_shape_infer import SymbolicShapeInference
+
+        inferred = SymbolicShapeInference.infer_shapes(_skeleton(proto), auto_merge=True)
+    except Exception:  # an op it cannot infer either (its own exception types)
+        return
+    if inferred is None:
+        return
+    found = [v for v in (*inferred.graph.value_info, *inferred.graph.output)
+             if v.name in wanted and _static_type(v.type) is not None]  # fmt: skip
+    names = {v.name for v in found}
+    kept = [v for v in graph.value_info if v.name not in names]
+    del graph.value_info[:]
+    graph.value_info.extend([*kept, *found])
 
 
 def symbolic_dims(graph: onnx.GraphProto) -> list[str]:
