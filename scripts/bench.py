@@ -58,7 +58,6 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-WARMUP_S = 0.01
 IDLE_S = 0.25
 BUDGET_S = 0.05
 MISSING_API = "bench.py models: tc_graph has no {}: needs the ONNX integration"
@@ -72,39 +71,19 @@ def _set_thread_env(threads: int) -> None:
     os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")
 
 
-def _seconds_per_call(call: Callable[[], object]) -> float:
-    """Warm up (at least one call, about WARMUP_S), then time single calls for about
-    BUDGET_S; the median."""
-    # Let the previous contender's thread pool stop spinning first: two pools spinning on
-    # two cores steal each other's time slices (milliseconds per stolen slice).
-    time.sleep(IDLE_S)
-    calls, start = 0, time.perf_counter()
-    while calls == 0 or time.perf_counter() - start < WARMUP_S:
-        call()
-        calls += 1
-    estimate = (time.perf_counter() - start) / calls
-    times = []
-    for _ in range(max(1, round(BUDGET_S / estimate))):
-        t0 = time.perf_counter()
-        call()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
-
-
 def _rounds(calls: dict[str, Callable[[], object]], rounds: int) -> dict[str, list[float]]:
-    """Per contender, its time per call in each round; each round starts with the next one."""
-    names = list(calls)
-    times: dict[str, list[float]] = {n: [] for n in names}
+    """Per contender, its time per call in each round (tc_graph.timing's race: each round
+    starts with the next contender, each turn the median of calls over about BUDGET_S),
+    with the garbage collector off, and IDLE_S before each turn: two thread pools spinning
+    on two cores steal each other's time slices (milliseconds per stolen slice)."""
+    from tc_graph import timing  # after the thread environment is set (see main)
+
     gc.collect()
     gc.disable()
     try:
-        for r in range(rounds):
-            first = r % len(names)
-            for n in names[first:] + names[:first]:
-                times[n].append(_seconds_per_call(calls[n]))
+        return timing.rounds(calls, rounds, BUDGET_S, pause=lambda: time.sleep(IDLE_S))
     finally:
         gc.enable()
-    return times
 
 
 def _percentile(values: Sequence[float], q: float) -> float:

@@ -76,16 +76,22 @@ def rounds(
     min_samples: int = 1,
     check: Callable[[], None] | None = None,
     settled: Callable[[Times], bool] | None = None,
+    pause: Callable[[], None] | None = None,
 ) -> Times:
-    """Seconds per call of each side in up to `count` interleaved rounds, the order
-    reversed every other round; fewer where `settled` says, after a round, that the
-    rounds so far already decide (optimize stops racing a clear loss)."""
+    """Seconds per call of each side in up to `count` interleaved rounds, each round
+    starting with the next side (two sides: the order reversed every other round); fewer
+    where `settled` says, after a round, that the rounds so far already decide (optimize
+    stops racing a clear loss). `pause` runs before each side's turn (the bench lets the
+    previous side's thread pool stop spinning)."""
     order = list(calls)
     times: Times = {who: [] for who in order}
     for r in range(count):
         if check is not None:
             check()
-        for who in order if r % 2 == 0 else reversed(order):
+        first = r % len(order)
+        for who in order[first:] + order[:first]:
+            if pause is not None:
+                pause()
             times[who].append(
                 median_call(calls[who], round_s, min_samples=min_samples, check=check)
             )
