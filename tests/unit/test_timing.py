@@ -74,3 +74,22 @@ def test_rounds_stop_when_settled(clock: list[float]) -> None:
     assert times == {"a": [1.0] * 3, "b": [3.0] * 3} and seen == [1, 2, 3]
     assert len(a) == len(b) == 3
     assert timing.rounds(calls, 4, 0.5) == {"a": [1.0] * 4, "b": [3.0] * 4}
+
+
+def test_each_round_starts_with_the_next_side_after_a_pause(clock: list[float]) -> None:
+    """Three contenders (the bench's tc_graph, onnxruntime, NumPy): each goes first once
+    in three rounds, and `pause` runs before every turn."""
+    turns: list[str] = []
+
+    def side(name: str) -> Callable[[], None]:
+        def call() -> None:
+            if not turns or turns[-1] != name:
+                turns.append(name)
+            clock[0] += 1.0
+
+        return call
+
+    pauses: list[int] = []
+    timing.rounds({n: side(n) for n in "abc"}, 3, 0.5, pause=lambda: pauses.append(1))
+    assert turns == ["a", "b", "c", "b", "c", "a", "c", "a", "b"]
+    assert len(pauses) == 9
