@@ -611,7 +611,7 @@ def _evaluate(
         return Decision(ops, shapes, None, None, False, predicted), None
     try:
         t = _translate(g, group, name)
-        compiled = _compile(g, group, name=name, sample=not force or _TUNING.get(), t=t)
+        compiled = _compile(g, group, name=name, sample=not force or _TUNING.get() is not None, t=t)
     except TcError as e:
         first = str(e).splitlines()[0]
         return Decision(ops, shapes, None, None, False, f"not compiled: {first}"), None
