@@ -228,12 +228,11 @@ class _Printer:
         # Privatized temporaries: name -> the iterator of their parallel loop. A thread
         # keeps the slice of one iteration (a tile of rows when the loop is tiled).
         self.private: dict[str, str] = {}
-        # "omp": parallel loops are OpenMP loops (tc_kernel). "chunk": the first parallel
+        # "omp": parallel loops are OpenMP loops (tc_kernel). "chunk": the one parallel
         # loop outside every other loop runs iterations [lo, hi) of a phase (tc_phase);
-        # "serial": a phase printed without any parallel loop.
+        # "serial": a phase printed without any parallel loop (`phase_plan` decides).
         self.mode = "omp"
         self.loops_open = 0
-        self.phase_trips: int | None = None
         # Printing an `annotated_ast` (poly/proof.py), the schedule depth of the band under
         # each enclosing mark (poly/cpu.py records it in the mark); None otherwise.
         self.proved = proved
@@ -419,34 +418,29 @@ class _Printer:
         self, e: ir.Expr, env: Mapping[str, str], lane: str, loads: dict[str, str] | None = None
     ) -> tuple[str, bool]:
         """e with `lane` running over the lanes of one float vector starting at env[lane]:
-        (text, whether it is a vector). Raises _Scalar where that needs a gather. With
+        (text, whether it is a vector), for an e that `no_vector_form` admits. With
         `loads`, each distinct vector load becomes a named local (declared by the caller)."""
         if lane not in ir.index_names(e):
             return self.expr(e, env), False
-        if e.dtype != "float32":
-            raise _Scalar
         match e:
-            case ir.Read(tensor=t, subscripts=subs) if self.program.tensors[t].dtype == "float32":
-                *outer, last = subs
-                if any(lane in ir.index_names(x) for x in outer) or not _unit(last, lane):
-                    raise _Scalar
+            case ir.Read(tensor=t, subscripts=subs):
                 idx = self.linear(t, [self.expr(x, env) for x in subs])
                 text = f"(*(const tc_vfu *)&{cname(t)}[{idx}])"
                 if loads is not None:
                     text = loads.setdefault(text, f"_v{len(loads)}")
                 return text, True
-            case ir.Binary(op="+" | "-" | "*" | "/" as op, left=a, right=b, compute="float32"):
+            case ir.Binary(op=op, left=a, right=b):
                 x, xv = self.vexpr(a, env, lane, loads)
                 y, yv = self.vexpr(b, env, lane, loads)
                 x = x if xv else f"(float)({x})"
                 y = y if yv else f"(float)({y})"
                 return f"({x} {op} {y})", True
-            case ir.Unary(op="-", operand=a):
+            case ir.Unary(operand=a):
                 x, _ = self.vexpr(a, env, lane, loads)
                 return f"(-{x})", True
-            case ir.Cast(operand=a) if a.dtype == "float32":
+            case ir.Cast(operand=a):
                 return self.vexpr(a, env, lane, loads)
-        raise _Scalar
+        raise AssertionError(f"{e} has no vector form: no_vector_form refuses it")
 
     def vector_rhs(
         self,
@@ -460,11 +454,11 @@ class _Printer:
         src = st.source
         if src.op != "+" or self.program.tensors[src.tensor].dtype != "float32":
             return None
-        try:
-            text, is_vector = self.vexpr(src.rhs, {**env, lane: at}, lane, loads)
-        except _Scalar:
+        if lane not in ir.index_names(src.rhs):
             return None
-        return text if is_vector else None
+        if no_vector_form(src.rhs, lane, self.program.tensors) is not None:
+            return None
+        return self.vexpr(src.rhs, {**env, lane: at}, lane, loads)[0]
 
     def band_loops(self, node: isl.AstNode) -> tuple[ScopStmt, list[str], list[str]] | None:
         """The statement under a perfect nest of loops, its arguments, and the loops' iterators."""
@@ -702,19 +696,13 @@ class _Printer:
         """The kernel of a dot-product contraction (poly/contraction.py): R x C tiles of
         outputs whose vector dot products share operand loads, columns outermost so a
         tile's column operands stay in cache while the rows stream."""
-        found = self.band_loops(node)
-        assert found is not None, "a contraction is one perfect nest"
-        st, args, loops = found
+        st, env, ranges, outer = self.contraction_nest(node)
         plan = st.contraction
         assert plan is not None
-        src = st.source
-        ranges = self.ranges(st)
-        env = {v: a for v, a in zip(st.iterators, args, strict=True) if a not in loops}
-        names = {v: f"_o{k}" for k, v in enumerate(v for v in src.lhs if v not in env)}
+        names = {v: f"_o{k}" for k, v in enumerate(v for v in st.source.lhs if v not in env)}
         names.update({plan.rows: "_a", plan.cols: "_b", plan.red: "_r"})
         rows_cap, cols_cap = self.options.dot_tile
         (alo, ahi), (blo, bhi), (rlo, rhi) = (ranges[v] for v in (plan.rows, plan.cols, plan.red))
-        outer = [v for v in src.lhs if v not in env and v not in (plan.rows, plan.cols)]
         d = depth
         self.out(d, "{")
         d += 1
@@ -751,6 +739,33 @@ class _Printer:
             d -= 1
             self.out(d, "}")
         self.out(depth, "}")
+
+    def contraction_nest(
+        self, node: isl.AstNode
+    ) -> tuple[ScopStmt, dict[str, str], dict[str, tuple[int, int]], list[str]]:
+        """A contraction's statement, the iterators of loops outside its nest, the box of
+        its domain, and its output iterators outside the tile's rows and columns."""
+        found = self.band_loops(node)
+        assert found is not None, "a contraction is one perfect nest"
+        st, args, loops = found
+        plan = st.contraction
+        assert plan is not None
+        env = {v: a for v, a in zip(st.iterators, args, strict=True) if a not in loops}
+        outer = [v for v in st.source.lhs if v not in env and v not in (plan.rows, plan.cols)]
+        return st, env, self.ranges(st), outer
+
+    def contraction_trips(self, node: isl.AstNode) -> int | None:
+        """The iterations of the parallel loop `contraction` prints (its first outer
+        output loop, else its blocks of columns); None when it prints none."""
+        if not self.options.parallel_depth:
+            return None
+        st, _, ranges, outer = self.contraction_nest(node)
+        assert st.contraction is not None
+        if outer:
+            lo, hi = ranges[outer[0]]
+            return hi - lo
+        blo, bhi = ranges[st.contraction.cols]
+        return sum(n for n, _ in _blocks(blo, bhi, self.options.dot_tile[1]))
 
     def blocked_loop(
         self,
@@ -989,24 +1004,15 @@ class _Printer:
 
     def parallel_for(self, node: isl.AstNode, depth: int, *, simd: bool) -> None:
         """Open a parallel loop of the isl AST (its bounds are constants: sizes are baked in)."""
-        it = node.for_get_iterator().to_C_str()
-        cond = node.for_get_cond()
-        try:
-            first = int(node.for_get_init().to_C_str())
-            step = int(node.for_get_inc().to_C_str())
-            bound = int(cond.get_op_arg(1).to_C_str())
-        except ValueError:
-            first = step = bound = 0
-        op = cond.get_op_type()
-        last = bound if op == isl.ast_expr_op_type.le else bound - 1
-        if step < 1 or op not in (isl.ast_expr_op_type.le, isl.ast_expr_op_type.lt):
-            if self.mode == "chunk" and self.loops_open == 0:
-                raise _Serial
+        counted = _counted(node)
+        if counted is None:
             if self.mode == "omp":
                 self.out(depth, self.dialect.parallel_pragma(self.options, simd=simd))
             self.out(depth, self.for_header(node) + " {")
             return
-        self.parallel_loop(depth, it, first, max(0, (last - first) // step + 1), step, simd=simd)
+        first, count, step = counted
+        it = node.for_get_iterator().to_C_str()
+        self.parallel_loop(depth, it, first, count, step, simd=simd)
 
     def parallel_loop(
         self, depth: int, var: str, first: int, count: int, step: int, *, simd: bool
@@ -1014,9 +1020,6 @@ class _Printer:
         """Open `for var = first, first + step, ...` (count iterations) whose iterations are
         independent: an OpenMP loop in tc_kernel, a phase's [lo, hi) in tc_phase."""
         if self.mode == "chunk" and self.loops_open == 0:
-            if self.phase_trips is not None:
-                raise _Serial
-            self.phase_trips = count
             if simd:
                 self.out(depth, self.dialect.simd_pragma())
             self.out(depth, "for (int64_t _t = lo; _t < hi; _t++) {")
@@ -1095,19 +1098,51 @@ class _Printer:
 
     # -- temporaries ------------------------------------------------------
     def proved_marks(self, node: isl.AstNode, marks: frozenset[Loop]) -> frozenset[Loop]:
-        """The marks of this loop. In an `annotated_ast` (poly/proof.py), a mark applies
-        to the loop of its band's depth only: a loop further in means isl printed no
-        loop for the band here (a piece where it has one value), and the mark ends. Then
-        `parallel` and `simd` stay only where isl's dependences prove the loop parallel."""
-        if not self.proved:
-            return marks
-        depth = loop_depth(node)
-        here = {m for m in marks if self.mark_depth.get(m) in (None, depth)}
-        for m in (Loop.PARALLEL, Loop.SIMD):
-            if m in here and not loop_parallel(node):
-                refuse(m.value, node)
-                here.discard(m)
-        return frozenset(here)
+        """The marks of this loop (`loop_marks`); a refused one is reported."""
+        here, refused = loop_marks(node, marks, self.mark_depth, proved=self.proved)
+        for m in refused:
+            refuse(m.value, node)
+        return here
+
+    def top_parallel(
+        self, node: isl.AstNode, marks: frozenset[Loop], depths: Mapping[Loop, int | None]
+    ) -> list[int | None]:
+        """The iterations of each parallel loop that `node` prints outside every other
+        loop (None where its bounds are not constants), as `node` decides them: `marks`
+        and `depths` are those in force, as the printer's `marks` and `mark_depth`."""
+        t = node.get_type()
+        if t == isl.ast_node_type.for_:
+            if node.for_is_degenerate():
+                return self.top_parallel(node.for_get_body(), frozenset(), depths)
+            here, _ = loop_marks(node, marks, depths, proved=self.proved)
+            if Loop.PARALLEL not in here:
+                return []
+            counted = _counted(node)
+            return [None if counted is None else counted[1]]
+        if t == isl.ast_node_type.mark:
+            mark = of_node(node)
+            if not isinstance(mark, LoopMark):
+                return self.top_parallel(node.mark_get_node(), marks, depths)
+            if mark.kind is Loop.CONTRACT:
+                trips = self.contraction_trips(node.mark_get_node())
+                return [] if trips is None else [trips]
+            depths = {**depths, mark.kind: mark.depth if self.proved else None}
+            return self.top_parallel(node.mark_get_node(), marks | {mark.kind}, depths)
+        return [n for c in _children(node) for n in self.top_parallel(c, marks, depths)]
+
+    def phase_plan(self, node: isl.AstNode) -> PhasePlan:
+        """How tc_phase runs a top-level node, decided before it is printed: split into
+        the iterations of its one parallel loop outside every other loop when the node
+        is one loop nest (code beside the loop would run once per chunk) and the loop's
+        bounds are constants; else as one iteration, with the reason."""
+        if not _one_nest(node):
+            return PhasePlan(serial="more than one loop nest")
+        loops = self.top_parallel(node, frozenset(), {})
+        if len(loops) > 1:
+            return PhasePlan(serial=f"{len(loops)} parallel loops outside every other loop")
+        if loops and loops[0] is None:
+            return PhasePlan(serial="its parallel loop's bounds are not constants")
+        return PhasePlan(trips=loops[0] if loops and loops[0] is not None else 1)
 
     def users_under(self, node: isl.AstNode) -> list[tuple[ScopStmt, list[str]]]:
         t = node.get_type()
@@ -1231,18 +1266,10 @@ class _Printer:
             children = [ast]
         for k, child in enumerate(children):
             self.out(1, f"case {k}: {{")
-            start = len(self.lines)
-            # Only a phase that is one loop nest splits into chunks: code beside its
-            # parallel loop would run once per chunk.
-            self.mode = "chunk" if _one_nest(child) else "serial"
-            self.phase_trips = None
-            try:
-                self.node(child, 2)
-            except _Serial:
-                del self.lines[start:]
-                self.mode, self.phase_trips = "serial", None
-                self.node(child, 2)
-            trips.append(1 if self.phase_trips is None else self.phase_trips)
+            plan = self.phase_plan(child)
+            self.mode = "serial" if plan.serial else "chunk"
+            self.node(child, 2)
+            trips.append(plan.trips)
             self.out(2, "break;")
             self.out(1, "}")
         self.mode = "omp"
@@ -1326,9 +1353,62 @@ def _one_nest(node: isl.AstNode) -> bool:
             return t != isl.ast_node_type.block
 
 
-class _Serial(Exception):
-    """A phase that cannot be split into independent iterations (two parallel loops, or
-    bounds that are not constants): it runs as one iteration."""
+@dataclass(frozen=True)
+class PhasePlan:
+    """How tc_phase runs one top-level node: `trips` independent iterations of its
+    parallel loop, or, where `serial` says why not, one iteration."""
+
+    trips: int = 1
+    serial: str | None = None
+
+
+def _children(node: isl.AstNode) -> list[isl.AstNode]:
+    """The nodes an `if` or a block runs (an if's branches, a block's statements)."""
+    t = node.get_type()
+    if t == isl.ast_node_type.if_:
+        out = [node.if_get_then_node()]
+        return out + ([node.if_get_else_node()] if node.if_has_else_node() else [])
+    if t == isl.ast_node_type.block:
+        children = node.block_get_children()
+        return [children.get_at(i) for i in range(children.n_ast_node())]
+    return []
+
+
+def _counted(node: isl.AstNode) -> tuple[int, int, int] | None:
+    """(first, iterations, step) of a loop of the isl AST whose bounds are constants
+    (sizes are baked in); None for any other."""
+    cond = node.for_get_cond()
+    try:
+        first = int(node.for_get_init().to_C_str())
+        step = int(node.for_get_inc().to_C_str())
+        bound = int(cond.get_op_arg(1).to_C_str())
+    except ValueError:
+        return None
+    op = cond.get_op_type()
+    if step < 1 or op not in (isl.ast_expr_op_type.le, isl.ast_expr_op_type.lt):
+        return None
+    last = bound if op == isl.ast_expr_op_type.le else bound - 1
+    return first, max(0, (last - first) // step + 1), step
+
+
+def loop_marks(
+    node: isl.AstNode,
+    marks: frozenset[Loop],
+    mark_depth: Mapping[Loop, int | None],
+    *,
+    proved: bool,
+) -> tuple[frozenset[Loop], tuple[Loop, ...]]:
+    """The marks of a loop, and those the proof refuses. In an `annotated_ast`
+    (poly/proof.py), a mark applies to the loop of its band's depth only (`mark_depth`):
+    a loop further in means isl printed no loop for the band here (a piece where it has
+    one value), and the mark ends. Then `parallel` and `simd` stay only where isl's
+    dependences prove the loop parallel."""
+    if not proved:
+        return marks, ()
+    depth = loop_depth(node)
+    here = {m for m in marks if mark_depth.get(m) in (None, depth)}
+    refused = tuple(m for m in (Loop.PARALLEL, Loop.SIMD) if m in here and not loop_parallel(node))
+    return frozenset(here.difference(refused)), refused
 
 
 def _bytes(shape: Sequence[int], dtype: str) -> int:
@@ -1407,8 +1487,27 @@ def _first_index_is(st: ScopStmt, args: Sequence[str], tensor: str, loop: re.Pat
     )
 
 
-class _Scalar(Exception):
-    """An expression that has no vector form (it would need a gather)."""
+def no_vector_form(e: ir.Expr, lane: str, tensors: Mapping[str, ir.Tensor]) -> str | None:
+    """Why e has no vector form with `lane` running over the lanes of a float vector
+    (it would need a gather, or computes in another type); None when it has one, or
+    does not depend on the lane. `vexpr` prints what this admits."""
+    if lane not in ir.index_names(e):
+        return None
+    if e.dtype != "float32":
+        return f"it computes in {e.dtype}"
+    match e:
+        case ir.Read(tensor=t, subscripts=subs) if tensors[t].dtype == "float32":
+            *outer, last = subs
+            if any(lane in ir.index_names(x) for x in outer) or not _unit(last, lane):
+                return f"its read of {t} is not stride-1 in {lane}"
+            return None
+        case ir.Binary(op="+" | "-" | "*" | "/", left=a, right=b, compute="float32"):
+            return no_vector_form(a, lane, tensors) or no_vector_form(b, lane, tensors)
+        case ir.Unary(op="-", operand=a):
+            return no_vector_form(a, lane, tensors)
+        case ir.Cast(operand=a) if a.dtype == "float32":
+            return no_vector_form(a, lane, tensors)
+    return f"{type(e).__name__} has no vector form"
 
 
 def _unit(e: ir.Expr, lane: str) -> bool:
