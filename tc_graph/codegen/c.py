@@ -1,13 +1,10 @@
-"""One C-family printer over the isl AST, with a dialect per target.
+"""The C + OpenMP target: statements and loops over the isl AST for a CPU.
 
-The dialect hooks are narrow: the pragmas of a parallel loop, a SIMD loop and
-a reduction loop, and the kernel's signature. The C + OpenMP dialect is the
-CPU target; CUDA and OpenCL add their own hooks later.
-
-Generated kernels are specialized on sizes; integer `/` and `%` round toward
-negative infinity and give 0 for a zero divisor (MIN / -1 wraps); a float
-converted to an integer saturates; float16 is stored as `_Float16` and computed
-in float; every tensor pointer is `restrict`.
+Expressions print through `ExprPrinter` (codegen/expr.py) with the C + OpenMP dialect;
+this module adds what a CPU kernel needs beyond them: OpenMP loops, reductions in a local,
+register and vector tiles, the dot-product tiles of contractions, prefetches of rows
+found through an index tensor, privatized temporaries, and the kernel function. The
+onnxruntime phase entry point is codegen/phases.py's.
 """
 
 from __future__ import annotations
@@ -19,25 +16,25 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import islpy as isl
-import numpy as np
 
 from .. import ir
-from ..lang.types import C_TYPES, FLOAT_TYPES, INT_TYPES, ONNX_TYPES, SCALARS, compute_type, promote
+from ..lang.types import C_TYPES, compute_type, promote
 from ..options import AVX512, MappingOptions, VectorUnit
 from ..poly.marks import Loop, LoopMark, is_loop, of_node
 from ..poly.proof import annotated_ast, loop_depth, loop_parallel, refuse
 from ..poly.scop import Scop, ScopStmt, indirect_reads
-
-# Builtins whose libm name is the same in float (with an `f` suffix) and double.
-_LIBM = frozenset({
-    "acos", "acosh", "asin", "asinh", "atan", "atanh", "cbrt", "ceil", "cos", "cosh", "erf",
-    "erfc", "exp", "exp10", "exp2", "expm1", "fabs", "floor", "j0", "j1", "lgamma", "log",
-    "log10", "log1p", "log2", "logb", "nearbyint", "rint", "round", "sin", "sinh", "sqrt", "tan",
-    "tanh", "tgamma", "trunc", "y0", "y1", "atan2", "copysign", "fdim", "fmod",
-    "hypot", "nextafter", "pow", "remainder", "fma",
-})  # fmt: skip
-
-_IDENTITY = {"+": "0", "*": "1"}
+from .expr import (
+    C_OPENMP,
+    Dialect,
+    ExprPrinter,
+    acc_start,
+    cname,
+    combine,
+    helper_lines,
+    identity,
+    store,
+)
+from .phases import phase_kernel
 
 
 def _prelude(vector_width: int) -> str:
@@ -84,131 +81,7 @@ _VECTOR_EXPF = (
 )
 
 
-def helper_lines(q: str, *, double: bool = True) -> list[str]:
-    """The arithmetic helpers every dialect shares, each function declared with `q`
-    (`static inline` in C and OpenCL, `__device__` ones in CUDA)."""
-    lines: list[str] = []
-    for t in INT_TYPES:
-        c, u = C_TYPES[t], C_TYPES[f"u{t}"] if t.startswith("int") else ""
-        # A signed MIN / -1 traps (SIGFPE) in C: by -1 is a wrapping negation instead,
-        # done in the unsigned type, and its remainder is 0.
-        neg = f" if (b == -1) return ({c})(({u})0 - ({u})a);" if u else ""
-        lines.append(
-            f"{q} {c} tc_div_{t}({c} a, {c} b) {{ if (b == 0) return 0;{neg} "
-            f"{c} q = a / b; return q - ((q * b != a && ((a < 0) != (b < 0))) ? 1 : 0); }}"
-        )
-        # The correction is added, not selected (`cond ? r + b : r`): gcc 12.2 compiled
-        # the select inside `omp simd` loops into reads of A[-1] (the fuzzer, seed 2029).
-        zero = "b == 0 || b == -1" if u else "b == 0"
-        lines.append(
-            f"{q} {c} tc_mod_{t}({c} a, {c} b) {{ if ({zero}) return 0; "
-            f"{c} r = a % b; return r + ((r != 0 && ((r < 0) != (b < 0))) ? b : 0); }}"
-        )
-    for c, f in (("float", "f"), ("double", ""))[: 2 if double else 1]:
-        lines += [
-            # libm's fmax is a call gcc neither inlines nor vectorizes (NaN rules): a
-            # select with the same rules (a NaN operand gives the other one) does both.
-            f"{q} {c} tc_fmax{f}({c} a, {c} b) {{ return (a > b || b != b) ? a : b; }}",
-            f"{q} {c} tc_fmin{f}({c} a, {c} b) {{ return (a < b || b != b) ? a : b; }}",
-            f"{q} {c} tc_rsqrt{f}({c} x) {{ return 1 / sqrt{f}(x); }}",
-            f"{q} {c} tc_rcbrt{f}({c} x) {{ return 1 / cbrt{f}(x); }}",
-            # x modulo 2 first (fmod is exact): pi * x rounded loses a large x's angle.
-            f"{q} {c} tc_sinpi{f}({c} x) {{ return sin{f}(({c})M_PI * fmod{f}(x, ({c})2)); }}",
-            f"{q} {c} tc_cospi{f}({c} x) {{ return cos{f}(({c})M_PI * fmod{f}(x, ({c})2)); }}",
-            f"{q} {c} tc_normcdf{f}({c} x) {{ return ({c})0.5 * erfc{f}(-x / sqrt{f}(2)); }}",
-            f"{q} {c} tc_rhypot{f}({c} a, {c} b) {{ return 1 / hypot{f}(a, b); }}",
-            f"{q} {c} tc_norm3d{f}({c} a, {c} b, {c} c) "
-            f"{{ return sqrt{f}(a * a + b * b + c * c); }}",
-            f"{q} {c} tc_rnorm3d{f}({c} a, {c} b, {c} c) "
-            f"{{ return 1 / sqrt{f}(a * a + b * b + c * c); }}",
-            f"{q} {c} tc_norm4d{f}({c} a, {c} b, {c} c, {c} d) "
-            f"{{ return sqrt{f}(a * a + b * b + c * c + d * d); }}",
-            f"{q} {c} tc_rnorm4d{f}({c} a, {c} b, {c} c, {c} d) "
-            f"{{ return 1 / sqrt{f}(a * a + b * b + c * c + d * d); }}",
-            # erfinv by Newton steps on erf from Giles' single-precision starting point.
-            # erfinv(+-1) = +-inf; outside [-1, 1] (and NaN) it is NaN, as in SciPy and
-            # CUDA (the seeds' helper gave +-inf there too).
-            f"{q} {c} tc_erfinv{f}({c} x) {{"
-            f" if (x == -1) return -({c})INFINITY; if (x == 1) return ({c})INFINITY;"
-            f" if (!(x > -1 && x < 1)) return ({c})NAN;"
-            f" {c} w = -log{f}((1 - x) * (1 + x)), p;"
-            f" if (w < 5) {{ w -= 2.5; p = 2.81022636e-08; p = 3.43273939e-07 + p * w;"
-            f" p = -3.5233877e-06 + p * w; p = -4.39150654e-06 + p * w; p = 0.00021858087 + p * w;"
-            f" p = -0.00125372503 + p * w; p = -0.00417768164 + p * w; p = 0.246640727 + p * w;"
-            f" p = 1.50140941 + p * w; }} else {{ w = sqrt{f}(w) - 3; p = -0.000200214257;"
-            f" p = 0.000100950558 + p * w; p = 0.00134934322 + p * w; p = -0.00367342844 + p * w;"
-            f" p = 0.00573950773 + p * w; p = -0.0076224613 + p * w; p = 0.00943887047 + p * w;"
-            f" p = 1.00167406 + p * w; p = 2.83297682 + p * w; }} {c} y = p * x;"
-            f" for (int i = 0; i < 2; i++) y -= (erf{f}(y) - x) / "
-            f"(({c})1.1283791670955126 * exp{f}(-y * y)); return y; }}",
-            f"{q} {c} tc_erfcinv{f}({c} x) {{ return tc_erfinv{f}(1 - x); }}",
-            f"{q} {c} tc_normcdfinv{f}({c} x) "
-            f"{{ return -({c})1.4142135623730951 * tc_erfcinv{f}(2 * x); }}",
-            # exp(x^2) * erfc(x) overflows times underflows for large x (inf or NaN past
-            # x = 9 in float): there, Laplace's continued fraction
-            # erfcx(x) = 1/sqrt(pi) / (x + (1/2) / (x + (2/2) / (x + ...))), 12 terms from
-            # x = 6 on (relative error below 1e-15), with no x^2 to overflow.
-            f"{q} {c} tc_erfcx{f}({c} x) {{ if (!(x >= 6)) return exp{f}(x * x) * erfc{f}(x);"
-            f" {c} t = x; for (int k = 12; k > 0; k--) t = x + ({c})0.5 * ({c})k / t;"
-            f" return ({c})0.5641895835477563 / t; }}",
-        ]
-        lines += [_to_int(q, t, c, f) for t in INT_TYPES]
-    return lines
-
-
-def _to_int(q: str, t: str, c: str, f: str) -> str:
-    """`tc_to_{t}{f}`: a float of C type c converted to integer type t, saturating (C
-    leaves an out-of-range conversion undefined): NaN gives 0, anything beyond the range
-    its nearest end; in range, truncation toward zero. The bounds are powers of two,
-    exact in every float type."""
-    it = C_TYPES[t]
-    info = np.iinfo(t)
-    top = _literal(2.0 ** (info.bits - (info.min < 0)), "float32" if f else "float64")
-    if info.min == 0:
-        hi, low = f"({it})-1", "x <= 0 ? 0"
-    else:
-        hi = _literal(int(info.max), t)
-        low = f"x <= -{top} ? ({it})(-{hi} - 1)"
-    return (
-        f"{q} {it} tc_to_{t}{f}({c} x) {{ return x != x ? 0 : {low} : "
-        f"x >= {top} ? {hi} : ({it})x; }}"
-    )
-
-
-def cname(tensor: str) -> str:
-    """C name of a tensor (TC names may be C keywords or start with a digit)."""
-    return f"t_{tensor}"
-
-
-@dataclass(frozen=True)
-class Dialect:
-    """The hooks in which targets differ."""
-
-    def parallel_pragma(self, options: MappingOptions, *, simd: bool) -> str:
-        threads = f" num_threads({options.threads})" if options.threads else ""
-        return f"#pragma omp parallel for{' simd' if simd else ''} schedule(static){threads}"
-
-    def simd_pragma(self) -> str:
-        return "#pragma omp simd"
-
-    def reduction_pragma(self, op: str, acc: str) -> str:
-        return f"#pragma omp simd reduction({op}:{acc})"
-
-    def signed_wraps(self) -> bool:
-        """Whether the compiler makes signed overflow wrap (the C target passes -fwrapv);
-        where not, the printer computes signed `+ - *` and negation in unsigned."""
-        return True
-
-    def math_name(self, fn: str, dtype: str) -> str | None:
-        """The dialect's own function for a builtin in this dtype, if it has one: in C,
-        expf is the prelude's tc_expf, which gcc vectorizes (see _VECTOR_EXPF)."""
-        return "tc_expf" if (fn, dtype) == ("exp", "float32") else None
-
-
-C_OPENMP = Dialect()
-
-
-class _Printer:
+class _Printer(ExprPrinter):
     def __init__(
         self,
         scop: Scop,
@@ -218,22 +91,18 @@ class _Printer:
         proved: bool = False,
         unit: VectorUnit = AVX512,
     ) -> None:
-        self.scop = scop
+        super().__init__(scop, dialect)
         self.options = options
         self.unit = unit
-        self.dialect = dialect
-        self.program = scop.program
         self.lines: list[str] = []
-        self.tmp = 0
-        # Privatized temporaries: name -> the iterator of their parallel loop. A thread
-        # keeps the slice of one iteration (a tile of rows when the loop is tiled).
-        self.private: dict[str, str] = {}
-        # "omp": parallel loops are OpenMP loops (tc_kernel). "chunk": the first parallel
+        # `private` (ExprPrinter's): privatized temporaries, name -> the iterator of
+        # their parallel loop. A thread keeps the slice of one iteration (a tile of rows
+        # when the loop is tiled).
+        # "omp": parallel loops are OpenMP loops (tc_kernel). "chunk": the one parallel
         # loop outside every other loop runs iterations [lo, hi) of a phase (tc_phase);
-        # "serial": a phase printed without any parallel loop.
+        # "serial": a phase printed without any parallel loop (`phase_plan` decides).
         self.mode = "omp"
         self.loops_open = 0
-        self.phase_trips: int | None = None
         # Printing an `annotated_ast` (poly/proof.py), the schedule depth of the band under
         # each enclosing mark (poly/cpu.py records it in the mark); None otherwise.
         self.proved = proved
@@ -244,99 +113,6 @@ class _Printer:
         self.lines.append("  " * depth + text)
 
     # -- expressions ---------------------------------------------------
-    def linear(self, tensor: str, subs: Sequence[str]) -> str:
-        shape = self.scop.shapes[tensor]
-        if tensor in self.private:
-            # A privatized temporary: rows counted from the parallel loop's iteration.
-            subs = [f"({subs[0]}) - {self.private[tensor]}", *subs[1:]]
-        if not subs:
-            return "0"
-        text = f"(int64_t)({subs[0]})"
-        for k in range(1, len(subs)):
-            text = f"({text} * {shape[k]} + (int64_t)({subs[k]}))"
-        return text
-
-    def expr(self, e: ir.Expr, env: Mapping[str, str]) -> str:
-        dt = C_TYPES.get(e.dtype, "")
-        match e:
-            case ir.Const(value=v):
-                return _literal(v, e.dtype)
-            case ir.Index(name=n):
-                return f"(({dt})({env[n]}))"
-            case ir.Size() | ir.DimSize():
-                raise AssertionError("sizes are specialized before printing")
-            case ir.Read(tensor=t, subscripts=subs):
-                idx = self.linear(t, [self.expr(s, env) for s in subs])
-                return f"{cname(t)}[{idx}]"
-            case ir.Unary(op="!", operand=x):
-                return f"(!({self.expr(x, env)}))"
-            case ir.Unary(operand=x):
-                ct = compute_type(e.dtype)
-                if self.wraps_here(ct):  # -MIN is MIN
-                    return f"(({dt})({self.wrapping('-', '0', self.expr(x, env), ct)}))"
-                return f"(({dt})(-({C_TYPES[ct]})({self.expr(x, env)})))"
-            case ir.Binary(op=op, left=a, right=b, compute=ct):
-                return self.binary(e, op, a, b, ct, env)
-            case ir.Select(cond=c, then=a, other=b):
-                return (
-                    f"(({self.expr(c, env)}) ? ({dt})({self.expr(a, env)}) : "
-                    f"({dt})({self.expr(b, env)}))"
-                )
-            case ir.Call(fn=fn, args=args):
-                return self.call(fn, [self.expr(a, env) for a in args], e.dtype)
-            case ir.Cast(operand=x):
-                return _store(self.expr(x, env), e.dtype, x.dtype)
-        raise TypeError(e)
-
-    def binary(
-        self, e: ir.Expr, op: str, a: ir.Expr, b: ir.Expr, ct: str, env: Mapping[str, str]
-    ) -> str:
-        x, y = self.expr(a, env), self.expr(b, env)
-        if op in ir.LOGICAL:
-            return f"(({x}) {op} ({y}))"
-        c = C_TYPES[ct]
-        if op in ir.COMPARISONS:
-            return f"(({c})({x}) {op} ({c})({y}))"
-        if op in ("/", "%") and ct in INT_TYPES:
-            fn = "tc_div" if op == "/" else "tc_mod"
-            text = f"{fn}_{ct}(({c})({x}), ({c})({y}))"
-        else:
-            text = self.wrapping(op, x, y, ct)
-        return text if e.dtype == ct else f"(({C_TYPES[e.dtype]}){text})"
-
-    def wraps_here(self, ct: str) -> bool:
-        """Signed arithmetic in ct must be printed unsigned to wrap on this target."""
-        return ct in ("int32", "int64") and not self.dialect.signed_wraps()
-
-    def wrapping(self, op: str, x: str, y: str, ct: str) -> str:
-        """x op y in type ct; signed `+ - *` wrap (docs/language.md) also where the
-        compiler does not promise it (OpenCL C and CUDA: clang folded (a - b) / -1 as if
-        a - b could not overflow), computed in the unsigned type and converted back."""
-        c = C_TYPES[ct]
-        if op in "+-*" and self.wraps_here(ct):
-            u = C_TYPES[f"u{ct}"]
-            return f"(({c})(({u})({x}) {op} ({u})({y})))"
-        return f"(({c})({x}) {op} ({c})({y}))"
-
-    def call(self, fn: str, args: list[str], dtype: str) -> str:
-        c = C_TYPES[dtype]
-        cast = [f"({c})({a})" for a in args]
-        if fn in ("min", "max") and dtype.startswith("float"):
-            # On floats, min and max ignore NaN like the min=/max= reductions (fmin/fmax).
-            return f"tc_f{fn}{'' if dtype == 'float64' else 'f'}({', '.join(cast)})"
-        if fn in ("min", "max"):
-            op = "<" if fn == "min" else ">"
-            self.tmp += 1
-            a, b = f"_a{self.tmp}", f"_b{self.tmp}"
-            return f"({{ {c} {a} = {cast[0]}, {b} = {cast[1]}; {a} {op} {b} ? {a} : {b}; }})"
-        if fn == "abs":
-            self.tmp += 1
-            a = f"_a{self.tmp}"
-            return f"({{ {c} {a} = {cast[0]}; {a} < 0 ? -{a} : {a}; }})"
-        suffix = "f" if dtype == "float32" else ""
-        name = f"{fn}{suffix}" if fn in _LIBM else f"tc_{fn}{suffix}"
-        return f"{self.dialect.math_name(fn, dtype) or name}({', '.join(cast)})"
-
     # -- statements ----------------------------------------------------
     def stmt_env(self, st: ScopStmt, args: Sequence[str]) -> dict[str, str]:
         return dict(zip(st.iterators, args, strict=True))
@@ -351,16 +127,16 @@ class _Printer:
         tdt = self.program.tensors[src.tensor].dtype
         tc = C_TYPES[tdt]
         if st.kind == "init":
-            self.out(depth, f"{target} = ({tc})({_identity(src.op, tdt)});")
+            self.out(depth, f"{target} = ({tc})({identity(src.op, tdt)});")
             return
         value = self.expr(src.rhs, env)
         if st.kind == "assign":
-            self.out(depth, f"{target} = {_store(value, tdt, src.rhs.dtype)};")
+            self.out(depth, f"{target} = {store(value, tdt, src.rhs.dtype)};")
             return
         acc_t = compute_type(promote(tdt, src.rhs.dtype))
         acc = C_TYPES[acc_t]
-        new = _combine(src.op, acc_start(src.op, target, acc_t), f"({acc})({value})", acc)
-        self.out(depth, f"{target} = {_store(new, tdt, acc_t)};")
+        new = combine(src.op, acc_start(src.op, target, acc_t), f"({acc})({value})", acc)
+        self.out(depth, f"{target} = {store(new, tdt, acc_t)};")
 
     def index_check(
         self, st: ScopStmt, env: Mapping[str, str], depth: int, fail: Callable[[int], str]
@@ -409,8 +185,8 @@ class _Printer:
         self.out(depth + 1, self.dialect.reduction_pragma(src.op, "acc"))
         self.out(depth + 1, self.for_header(node))
         value = self.expr(src.rhs, env)
-        self.out(depth + 2, f"acc = {_combine(src.op, 'acc', f'({acc})({value})', acc)};")
-        self.out(depth + 1, f"{target} = {_store('acc', tdt, acc_t)};")
+        self.out(depth + 2, f"acc = {combine(src.op, 'acc', f'({acc})({value})', acc)};")
+        self.out(depth + 1, f"{target} = {store('acc', tdt, acc_t)};")
         self.out(depth, "}")
         return True
 
@@ -419,34 +195,29 @@ class _Printer:
         self, e: ir.Expr, env: Mapping[str, str], lane: str, loads: dict[str, str] | None = None
     ) -> tuple[str, bool]:
         """e with `lane` running over the lanes of one float vector starting at env[lane]:
-        (text, whether it is a vector). Raises _Scalar where that needs a gather. With
+        (text, whether it is a vector), for an e that `no_vector_form` admits. With
         `loads`, each distinct vector load becomes a named local (declared by the caller)."""
         if lane not in ir.index_names(e):
             return self.expr(e, env), False
-        if e.dtype != "float32":
-            raise _Scalar
         match e:
-            case ir.Read(tensor=t, subscripts=subs) if self.program.tensors[t].dtype == "float32":
-                *outer, last = subs
-                if any(lane in ir.index_names(x) for x in outer) or not _unit(last, lane):
-                    raise _Scalar
+            case ir.Read(tensor=t, subscripts=subs):
                 idx = self.linear(t, [self.expr(x, env) for x in subs])
                 text = f"(*(const tc_vfu *)&{cname(t)}[{idx}])"
                 if loads is not None:
                     text = loads.setdefault(text, f"_v{len(loads)}")
                 return text, True
-            case ir.Binary(op="+" | "-" | "*" | "/" as op, left=a, right=b, compute="float32"):
+            case ir.Binary(op=op, left=a, right=b):
                 x, xv = self.vexpr(a, env, lane, loads)
                 y, yv = self.vexpr(b, env, lane, loads)
                 x = x if xv else f"(float)({x})"
                 y = y if yv else f"(float)({y})"
                 return f"({x} {op} {y})", True
-            case ir.Unary(op="-", operand=a):
+            case ir.Unary(operand=a):
                 x, _ = self.vexpr(a, env, lane, loads)
                 return f"(-{x})", True
-            case ir.Cast(operand=a) if a.dtype == "float32":
+            case ir.Cast(operand=a):
                 return self.vexpr(a, env, lane, loads)
-        raise _Scalar
+        raise AssertionError(f"{e} has no vector form: no_vector_form refuses it")
 
     def vector_rhs(
         self,
@@ -460,11 +231,11 @@ class _Printer:
         src = st.source
         if src.op != "+" or self.program.tensors[src.tensor].dtype != "float32":
             return None
-        try:
-            text, is_vector = self.vexpr(src.rhs, {**env, lane: at}, lane, loads)
-        except _Scalar:
+        if lane not in ir.index_names(src.rhs):
             return None
-        return text if is_vector else None
+        if no_vector_form(src.rhs, lane, self.program.tensors) is not None:
+            return None
+        return self.vexpr(src.rhs, {**env, lane: at}, lane, loads)[0]
 
     def band_loops(self, node: isl.AstNode) -> tuple[ScopStmt, list[str], list[str]] | None:
         """The statement under a perfect nest of loops, its arguments, and the loops' iterators."""
@@ -702,19 +473,13 @@ class _Printer:
         """The kernel of a dot-product contraction (poly/contraction.py): R x C tiles of
         outputs whose vector dot products share operand loads, columns outermost so a
         tile's column operands stay in cache while the rows stream."""
-        found = self.band_loops(node)
-        assert found is not None, "a contraction is one perfect nest"
-        st, args, loops = found
+        st, env, ranges, outer = self.contraction_nest(node)
         plan = st.contraction
         assert plan is not None
-        src = st.source
-        ranges = self.ranges(st)
-        env = {v: a for v, a in zip(st.iterators, args, strict=True) if a not in loops}
-        names = {v: f"_o{k}" for k, v in enumerate(v for v in src.lhs if v not in env)}
+        names = {v: f"_o{k}" for k, v in enumerate(v for v in st.source.lhs if v not in env)}
         names.update({plan.rows: "_a", plan.cols: "_b", plan.red: "_r"})
         rows_cap, cols_cap = self.options.dot_tile
         (alo, ahi), (blo, bhi), (rlo, rhi) = (ranges[v] for v in (plan.rows, plan.cols, plan.red))
-        outer = [v for v in src.lhs if v not in env and v not in (plan.rows, plan.cols)]
         d = depth
         self.out(d, "{")
         d += 1
@@ -751,6 +516,33 @@ class _Printer:
             d -= 1
             self.out(d, "}")
         self.out(depth, "}")
+
+    def contraction_nest(
+        self, node: isl.AstNode
+    ) -> tuple[ScopStmt, dict[str, str], dict[str, tuple[int, int]], list[str]]:
+        """A contraction's statement, the iterators of loops outside its nest, the box of
+        its domain, and its output iterators outside the tile's rows and columns."""
+        found = self.band_loops(node)
+        assert found is not None, "a contraction is one perfect nest"
+        st, args, loops = found
+        plan = st.contraction
+        assert plan is not None
+        env = {v: a for v, a in zip(st.iterators, args, strict=True) if a not in loops}
+        outer = [v for v in st.source.lhs if v not in env and v not in (plan.rows, plan.cols)]
+        return st, env, self.ranges(st), outer
+
+    def contraction_trips(self, node: isl.AstNode) -> int | None:
+        """The iterations of the parallel loop `contraction` prints (its first outer
+        output loop, else its blocks of columns); None when it prints none."""
+        if not self.options.parallel_depth:
+            return None
+        st, _, ranges, outer = self.contraction_nest(node)
+        assert st.contraction is not None
+        if outer:
+            lo, hi = ranges[outer[0]]
+            return hi - lo
+        blo, bhi = ranges[st.contraction.cols]
+        return sum(n for n, _ in _blocks(blo, bhi, self.options.dot_tile[1]))
 
     def blocked_loop(
         self,
@@ -989,24 +781,15 @@ class _Printer:
 
     def parallel_for(self, node: isl.AstNode, depth: int, *, simd: bool) -> None:
         """Open a parallel loop of the isl AST (its bounds are constants: sizes are baked in)."""
-        it = node.for_get_iterator().to_C_str()
-        cond = node.for_get_cond()
-        try:
-            first = int(node.for_get_init().to_C_str())
-            step = int(node.for_get_inc().to_C_str())
-            bound = int(cond.get_op_arg(1).to_C_str())
-        except ValueError:
-            first = step = bound = 0
-        op = cond.get_op_type()
-        last = bound if op == isl.ast_expr_op_type.le else bound - 1
-        if step < 1 or op not in (isl.ast_expr_op_type.le, isl.ast_expr_op_type.lt):
-            if self.mode == "chunk" and self.loops_open == 0:
-                raise _Serial
+        counted = _counted(node)
+        if counted is None:
             if self.mode == "omp":
                 self.out(depth, self.dialect.parallel_pragma(self.options, simd=simd))
             self.out(depth, self.for_header(node) + " {")
             return
-        self.parallel_loop(depth, it, first, max(0, (last - first) // step + 1), step, simd=simd)
+        first, count, step = counted
+        it = node.for_get_iterator().to_C_str()
+        self.parallel_loop(depth, it, first, count, step, simd=simd)
 
     def parallel_loop(
         self, depth: int, var: str, first: int, count: int, step: int, *, simd: bool
@@ -1014,9 +797,6 @@ class _Printer:
         """Open `for var = first, first + step, ...` (count iterations) whose iterations are
         independent: an OpenMP loop in tc_kernel, a phase's [lo, hi) in tc_phase."""
         if self.mode == "chunk" and self.loops_open == 0:
-            if self.phase_trips is not None:
-                raise _Serial
-            self.phase_trips = count
             if simd:
                 self.out(depth, self.dialect.simd_pragma())
             self.out(depth, "for (int64_t _t = lo; _t < hi; _t++) {")
@@ -1095,19 +875,37 @@ class _Printer:
 
     # -- temporaries ------------------------------------------------------
     def proved_marks(self, node: isl.AstNode, marks: frozenset[Loop]) -> frozenset[Loop]:
-        """The marks of this loop. In an `annotated_ast` (poly/proof.py), a mark applies
-        to the loop of its band's depth only: a loop further in means isl printed no
-        loop for the band here (a piece where it has one value), and the mark ends. Then
-        `parallel` and `simd` stay only where isl's dependences prove the loop parallel."""
-        if not self.proved:
-            return marks
-        depth = loop_depth(node)
-        here = {m for m in marks if self.mark_depth.get(m) in (None, depth)}
-        for m in (Loop.PARALLEL, Loop.SIMD):
-            if m in here and not loop_parallel(node):
-                refuse(m.value, node)
-                here.discard(m)
-        return frozenset(here)
+        """The marks of this loop (`loop_marks`); a refused one is reported."""
+        here, refused = loop_marks(node, marks, self.mark_depth, proved=self.proved)
+        for m in refused:
+            refuse(m.value, node)
+        return here
+
+    def top_parallel(
+        self, node: isl.AstNode, marks: frozenset[Loop], depths: Mapping[Loop, int | None]
+    ) -> list[int | None]:
+        """The iterations of each parallel loop that `node` prints outside every other
+        loop (None where its bounds are not constants), as `node` decides them: `marks`
+        and `depths` are those in force, as the printer's `marks` and `mark_depth`."""
+        t = node.get_type()
+        if t == isl.ast_node_type.for_:
+            if node.for_is_degenerate():
+                return self.top_parallel(node.for_get_body(), frozenset(), depths)
+            here, _ = loop_marks(node, marks, depths, proved=self.proved)
+            if Loop.PARALLEL not in here:
+                return []
+            counted = _counted(node)
+            return [None if counted is None else counted[1]]
+        if t == isl.ast_node_type.mark:
+            mark = of_node(node)
+            if not isinstance(mark, LoopMark):
+                return self.top_parallel(node.mark_get_node(), marks, depths)
+            if mark.kind is Loop.CONTRACT:
+                trips = self.contraction_trips(node.mark_get_node())
+                return [] if trips is None else [trips]
+            depths = {**depths, mark.kind: mark.depth if self.proved else None}
+            return self.top_parallel(node.mark_get_node(), marks | {mark.kind}, depths)
+        return [n for c in _children(node) for n in self.top_parallel(c, marks, depths)]
 
     def users_under(self, node: isl.AstNode) -> list[tuple[ScopStmt, list[str]]]:
         t = node.get_type()
@@ -1216,130 +1014,58 @@ class _Printer:
         self.out(0, "}")
         return "\n".join(self.lines)
 
-    def phase_kernel(self, ast: isl.AstNode | None) -> str:
-        """tc_phase and the metadata of docs/onnx.md: the kernel as a sequence of phases,
-        each top-level node of the AST one phase, for onnxruntime's thread pool.
-        Call after kernel(), which decided the privatized temporaries."""
-        p = self.program
-        self.lines = []
-        trips: list[int] = []
-        children: list[isl.AstNode] = []
-        if ast is not None and ast.get_type() == isl.ast_node_type.block:
-            block = ast.block_get_children()
-            children = [block.get_at(i) for i in range(block.n_ast_node())]
-        elif ast is not None:
-            children = [ast]
-        for k, child in enumerate(children):
-            self.out(1, f"case {k}: {{")
-            start = len(self.lines)
-            # Only a phase that is one loop nest splits into chunks: code beside its
-            # parallel loop would run once per chunk.
-            self.mode = "chunk" if _one_nest(child) else "serial"
-            self.phase_trips = None
-            try:
-                self.node(child, 2)
-            except _Serial:
-                del self.lines[start:]
-                self.mode, self.phase_trips = "serial", None
-                self.node(child, 2)
-            trips.append(1 if self.phase_trips is None else self.phase_trips)
-            self.out(2, "break;")
-            self.out(1, "}")
-        self.mode = "omp"
-        body, self.lines = self.lines, []
-        temps = self.shared_temps()
-        self.out(
-            0,
-            "int tc_phase(int32_t phase, void *const *args, void *const *temps, "
-            "int64_t lo, int64_t hi, int64_t *err) {",
-        )
-        self.out(1, "const int check = 1;")
-        self.out(1, "(void)check; (void)lo; (void)hi; (void)temps;")
-        self.arguments()
-        for k, n in enumerate(temps):
-            c = C_TYPES[p.tensors[n].dtype]
-            self.out(1, f"{c} *restrict {cname(n)} = ({c} *)temps[{k}];")
-        self.out(1, "int code = 0;")
-        self.out(1, "switch (phase) {")
-        self.lines += body
-        self.out(1, "default: code = -2;")
-        self.out(1, "}")
-        self.out(0, "done:")
-        self.out(1, "return code;")
-        self.out(0, "}")
-        return self.phase_metadata(trips)
-
     def shared_temps(self) -> list[str]:
         """The temporaries the caller allocates: all but the privatized ones."""
         return [n for n in self.program.temporaries if n not in self.private]
 
-    def phase_metadata(self, trips: list[int]) -> str:
-        """The exported metadata of docs/onnx.md, then tc_phase (already in self.lines)."""
-        p = self.program
-        temps = self.shared_temps()
-        checks = [s for s in self.scop.statements if s.kind == "check"]
-        texts = []
-        for st in checks:
-            assert st.checked is not None
-            ext = self.scop.shapes[st.checked.tensor][st.checked_dim]
-            texts.append(f"subscript {st.checked_dim} of '{st.checked.tensor}' (extent {ext})")
-        signature = [*p.inputs, *p.outputs]
-        meta = [
-            ("int32_t", "tc_abi_version", [ABI_VERSION]),
-            ("int32_t", "tc_num_inputs", [len(p.inputs)]),
-            ("int32_t", "tc_num_outputs", [len(p.outputs)]),
-            ("int32_t", "tc_dtypes[]", [ONNX_TYPES[p.tensors[n].dtype] for n in signature]),
-            ("int32_t", "tc_ranks[]", [len(self.scop.shapes[n]) for n in signature]),
-            ("int64_t", "tc_dims[]", [d for n in signature for d in self.scop.shapes[n]]),
-            ("int32_t", "tc_output_zero[]", [int(p.tensors[n].zero_fill) for n in p.outputs]),
-            ("int32_t", "tc_num_temps", [len(temps)]),
-            ("int64_t", "tc_temp_bytes[]", [_bytes(self.scop.shapes[n], p.tensors[n].dtype)
-                                            for n in temps]),
-            ("int32_t", "tc_temp_zero[]", [int(p.tensors[n].zero_fill) for n in temps]),
-            ("int32_t", "tc_num_phases", [len(trips)]),
-            ("int64_t", "tc_phase_trips[]", trips),
-        ]  # fmt: skip
-        lines = [
-            f"const {c} {name} = {_c_list(values, scalar=not name.endswith('[]'))};"
-            for c, name, values in meta
-        ]
-        quoted = [f'"{t}"' for t in texts] or ["0"]
-        lines.append(f"const int32_t tc_num_checks = {len(texts)};")
-        lines.append(f"const char *const tc_check_text[] = {{{', '.join(quoted)}}};")
-        return "\n".join([*lines, "", *self.lines])
+
+def _children(node: isl.AstNode) -> list[isl.AstNode]:
+    """The nodes an `if` or a block runs (an if's branches, a block's statements)."""
+    t = node.get_type()
+    if t == isl.ast_node_type.if_:
+        out = [node.if_get_then_node()]
+        return out + ([node.if_get_else_node()] if node.if_has_else_node() else [])
+    if t == isl.ast_node_type.block:
+        children = node.block_get_children()
+        return [children.get_at(i) for i in range(children.n_ast_node())]
+    return []
 
 
-ABI_VERSION = 1
-"""Version of the library-kernel contract of docs/onnx.md."""
+def _counted(node: isl.AstNode) -> tuple[int, int, int] | None:
+    """(first, iterations, step) of a loop of the isl AST whose bounds are constants
+    (sizes are baked in); None for any other."""
+    cond = node.for_get_cond()
+    try:
+        first = int(node.for_get_init().to_C_str())
+        step = int(node.for_get_inc().to_C_str())
+        bound = int(cond.get_op_arg(1).to_C_str())
+    except ValueError:
+        return None
+    op = cond.get_op_type()
+    if step < 1 or op not in (isl.ast_expr_op_type.le, isl.ast_expr_op_type.lt):
+        return None
+    last = bound if op == isl.ast_expr_op_type.le else bound - 1
+    return first, max(0, (last - first) // step + 1), step
 
 
-def _one_nest(node: isl.AstNode) -> bool:
-    """Whether an AST node is a single loop nest (or statement), seen through marks and
-    guards without an else: nothing runs beside its outermost loop."""
-    while True:
-        t = node.get_type()
-        if t == isl.ast_node_type.mark:
-            node = node.mark_get_node()
-        elif t == isl.ast_node_type.if_ and not node.if_has_else_node():
-            node = node.if_get_then_node()
-        else:
-            return t != isl.ast_node_type.block
-
-
-class _Serial(Exception):
-    """A phase that cannot be split into independent iterations (two parallel loops, or
-    bounds that are not constants): it runs as one iteration."""
-
-
-def _bytes(shape: Sequence[int], dtype: str) -> int:
-    return max(1, math.prod(shape)) * SCALARS[dtype].bytes
-
-
-def _c_list(values: Sequence[int], *, scalar: bool) -> str:
-    """A C initializer (C forbids empty arrays: an unused 0 stands in)."""
-    if scalar:
-        return str(values[0])
-    return "{" + ", ".join(str(v) for v in values or [0]) + "}"
+def loop_marks(
+    node: isl.AstNode,
+    marks: frozenset[Loop],
+    mark_depth: Mapping[Loop, int | None],
+    *,
+    proved: bool,
+) -> tuple[frozenset[Loop], tuple[Loop, ...]]:
+    """The marks of a loop, and those the proof refuses. In an `annotated_ast`
+    (poly/proof.py), a mark applies to the loop of its band's depth only (`mark_depth`):
+    a loop further in means isl printed no loop for the band here (a piece where it has
+    one value), and the mark ends. Then `parallel` and `simd` stay only where isl's
+    dependences prove the loop parallel."""
+    if not proved:
+        return marks, ()
+    depth = loop_depth(node)
+    here = {m for m in marks if mark_depth.get(m) in (None, depth)}
+    refused = tuple(m for m in (Loop.PARALLEL, Loop.SIMD) if m in here and not loop_parallel(node))
+    return frozenset(here.difference(refused)), refused
 
 
 def _hsum(width: int) -> str:
@@ -1407,8 +1133,27 @@ def _first_index_is(st: ScopStmt, args: Sequence[str], tensor: str, loop: re.Pat
     )
 
 
-class _Scalar(Exception):
-    """An expression that has no vector form (it would need a gather)."""
+def no_vector_form(e: ir.Expr, lane: str, tensors: Mapping[str, ir.Tensor]) -> str | None:
+    """Why e has no vector form with `lane` running over the lanes of a float vector
+    (it would need a gather, or computes in another type); None when it has one, or
+    does not depend on the lane. `vexpr` prints what this admits."""
+    if lane not in ir.index_names(e):
+        return None
+    if e.dtype != "float32":
+        return f"it computes in {e.dtype}"
+    match e:
+        case ir.Read(tensor=t, subscripts=subs) if tensors[t].dtype == "float32":
+            *outer, last = subs
+            if any(lane in ir.index_names(x) for x in outer) or not _unit(last, lane):
+                return f"its read of {t} is not stride-1 in {lane}"
+            return None
+        case ir.Binary(op="+" | "-" | "*" | "/", left=a, right=b, compute="float32"):
+            return no_vector_form(a, lane, tensors) or no_vector_form(b, lane, tensors)
+        case ir.Unary(op="-", operand=a):
+            return no_vector_form(a, lane, tensors)
+        case ir.Cast(operand=a) if a.dtype == "float32":
+            return no_vector_form(a, lane, tensors)
+    return f"{type(e).__name__} has no vector form"
 
 
 def _unit(e: ir.Expr, lane: str) -> bool:
@@ -1427,61 +1172,6 @@ def _unit(e: ir.Expr, lane: str) -> bool:
     return False
 
 
-def _literal(v: int | float | bool, dtype: str) -> str:
-    if dtype in FLOAT_TYPES:
-        f = float(v)
-        suffix = "f" if dtype == "float32" else ""
-        if math.isnan(f):
-            return f"(({C_TYPES[dtype]})NAN)"
-        if math.isinf(f):
-            return f"(({C_TYPES[dtype]})({'-' if f < 0 else ''}INFINITY))"
-        return f"(({C_TYPES[dtype]}){f!r}{suffix})"
-    if dtype == "bool":
-        return "1" if v else "0"
-    if dtype in ("int64", "uint64"):
-        return f"(({C_TYPES[dtype]})INT64_C({int(v)}))"
-    return f"(({C_TYPES[dtype]})({int(v)}))"
-
-
-def _identity(op: str, dtype: str) -> str:
-    if op in _IDENTITY:
-        return _IDENTITY[op]
-    if dtype.startswith("float"):
-        return "INFINITY" if op == "min" else "-INFINITY"
-    if dtype == "bool":
-        return "1" if op == "min" else "0"
-    info = np.iinfo(dtype)
-    value = int(info.max) if op == "min" else int(info.min)
-    return _literal(value, dtype) if value > -(2**63) else "INT64_MIN"
-
-
-def acc_start(op: str, old: str, acc_t: str) -> str:
-    """The accumulator's first value, the old value in type acc_t. `min=`/`max=` ignore
-    NaN (docs/language.md): a NaN old value counts as the identity, so the accumulator is
-    never NaN and `_combine`'s select drops NaN values (as x86's max does, vectorized)."""
-    c = C_TYPES[acc_t]
-    if op in _IDENTITY or not acc_t.startswith("float"):
-        return f"({c}){old}"
-    return f"({{ {c} _o = ({c}){old}; _o != _o ? ({c})({_identity(op, acc_t)}) : _o; }})"
-
-
-def _combine(op: str, acc: str, value: str, ctype: str) -> str:
-    if op in ("+", "*"):
-        return f"({acc} {op} {value})"
-    cmp = "<" if op == "min" else ">"
-    return f"({{ {ctype} _v = {value}, _c = {acc}; _v {cmp} _c ? _v : _c; }})"
-
-
-def _store(value: str, dtype: str, src: str) -> str:
-    """value, of type src, converted to dtype: bool is `!= 0`, a float into an integer
-    saturates (`tc_to_*`), everything else is C's conversion."""
-    if dtype == "bool":
-        return f"((uint8_t)(({value}) != 0))"
-    if dtype in INT_TYPES and src.startswith("float"):
-        return f"tc_to_{dtype}{'' if src == 'float64' else 'f'}({value})"
-    return f"(({C_TYPES[dtype]})({value}))"
-
-
 def emit(
     scop: Scop,
     schedule: isl.Schedule,
@@ -1497,4 +1187,4 @@ def emit(
     ast = annotated_ast(scop, schedule) if scop.statements else None
     printer = _Printer(scop, options, dialect, proved=True, unit=unit)
     main = printer.kernel(ast, name)
-    return f"{_prelude(options.vector_width)}\n\n{main}\n\n{printer.phase_kernel(ast)}\n"
+    return f"{_prelude(options.vector_width)}\n\n{main}\n\n{phase_kernel(printer, ast)}\n"

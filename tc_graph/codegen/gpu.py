@@ -28,16 +28,8 @@ from ..poly.marks import Kernel, Loop, Mapped, PrivateTile, Shared, Unit, of_nod
 from ..poly.promotion import SharedSite, Tile, indirect_form, plan_tiles, write_ref
 from ..poly.proof import ast_build, loop_depth
 from ..poly.scop import Scop, ScopStmt
-from .c import (
-    _LIBM,
-    Dialect,
-    _combine,
-    _Printer,
-    _store,
-    acc_start,
-    cname,
-    helper_lines,
-)
+from .c import _Printer
+from .expr import LIBM, Dialect, ExprPrinter, acc_start, cname, combine, helper_lines, store
 
 _HALF = SCALARS["float16"]  # stored as the target's own half type
 
@@ -121,7 +113,7 @@ class OpenCL(GpuDialect):
             "#define floord(n, d) (((n) < 0) ? -((-(n) + (d) - 1) / (d)) : (n) / (d))",
         ]
         # OpenCL's math builtins are overloaded: the float names of C map onto them.
-        for fn in sorted(_LIBM - _NO_OPENCL):
+        for fn in sorted(LIBM - _NO_OPENCL):
             lines.append(f"#define {fn}f(...) {fn}(__VA_ARGS__)")
         lines += _helpers("static inline", double)
         lines.append(
@@ -348,11 +340,11 @@ class _GpuPrinter(_Printer):
             d += 1
         self.cur_stmt = st.name
         value = self.expr(src.rhs, env)
-        self.out(d, f"acc = {_combine(src.op, 'acc', f'({acc})({value})', acc)};")
+        self.out(d, f"acc = {combine(src.op, 'acc', f'({acc})({value})', acc)};")
         for _ in chain:
             d -= 1
             self.out(d, "}")
-        self.out(depth + 1, f"{target} = {_store('acc', tdt, acc_t)};")
+        self.out(depth + 1, f"{target} = {store('acc', tdt, acc_t)};")
         self.out(depth, "}")
         return True
 
@@ -661,7 +653,7 @@ class _GpuPrinter(_Printer):
             loops,
             d,
             lambda ix, dd: self.out(
-                dd, f"tc_pv[{ix}] = {_combine(src.op, f'tc_pv[{ix}]', f'({acc})({value})', acc)};"
+                dd, f"tc_pv[{ix}] = {combine(src.op, f'tc_pv[{ix}]', f'({acc})({value})', acc)};"
             ),
         )
         while d > top:
@@ -670,7 +662,7 @@ class _GpuPrinter(_Printer):
         self.thread_loops(
             loops,
             top,
-            lambda ix, dd: self.out(dd, f"{target} = {_store(f'tc_pv[{ix}]', tdt, acc_t)};"),
+            lambda ix, dd: self.out(dd, f"{target} = {store(f'tc_pv[{ix}]', tdt, acc_t)};"),
         )
         while top > depth + 1:
             top -= 1
@@ -836,7 +828,7 @@ class _GpuPrinter(_Printer):
 _UNROLL_COPY = 16  # copies of at most this many elements per thread are unrolled
 
 
-def _global_target(printer: _Printer, st: ScopStmt, env: Mapping[str, str]) -> str:
+def _global_target(printer: ExprPrinter, st: ScopStmt, env: Mapping[str, str]) -> str:
     """A statement's target element in global memory, as the C printer writes it."""
     src = st.source
     return f"{cname(src.tensor)}[{printer.linear(src.tensor, [env[v] for v in src.lhs])}]"

@@ -1,0 +1,180 @@
+"""The onnxruntime phase ABI of docs/onnx.md: `tc_phase`, the kernel as a sequence of
+phases whose iterations onnxruntime's thread pool runs in chunks, and the metadata that
+describes it (tensors, temporaries, phases, checks).
+
+How a phase runs is decided on the AST before it is printed (`phase_plan`); the CPU
+statement printer then prints each phase once, in that mode.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+import islpy as isl
+
+from .. import ir
+from ..lang.types import C_TYPES, ONNX_TYPES, SCALARS
+from ..poly.marks import Loop
+from ..poly.scop import Scop
+from .expr import cname
+
+
+class PhasePrinter(Protocol):
+    """What the phase ABI needs of the CPU statement printer (codegen/c.py): its lines,
+    its mode ("omp", "chunk" or "serial"), a node printed at a depth, the kernel's
+    argument pointers, the temporaries the caller allocates, and the parallel loops a
+    node prints outside every other loop."""
+
+    scop: Scop
+    program: ir.Program
+    lines: list[str]
+    mode: str
+
+    def out(self, depth: int, text: str) -> None: ...
+
+    def node(self, node: isl.AstNode, depth: int, marks: frozenset[Loop] = ...) -> None: ...
+
+    def arguments(self) -> None: ...
+
+    def shared_temps(self) -> list[str]: ...
+
+    def top_parallel(
+        self, node: isl.AstNode, marks: frozenset[Loop], depths: Mapping[Loop, int | None]
+    ) -> list[int | None]: ...
+
+
+ABI_VERSION = 1
+"""Version of the library-kernel contract of docs/onnx.md."""
+
+
+@dataclass(frozen=True)
+class PhasePlan:
+    """How tc_phase runs one top-level node: `trips` independent iterations of its
+    parallel loop, or, where `serial` says why not, one iteration."""
+
+    trips: int = 1
+    serial: str | None = None
+
+
+def phase_plan(printer: PhasePrinter, node: isl.AstNode) -> PhasePlan:
+    """How tc_phase runs a top-level node, decided before it is printed: split into
+    the iterations of its one parallel loop outside every other loop when the node
+    is one loop nest (code beside the loop would run once per chunk) and the loop's
+    bounds are constants; else as one iteration, with the reason."""
+    if not _one_nest(node):
+        return PhasePlan(serial="more than one loop nest")
+    loops = printer.top_parallel(node, frozenset(), {})
+    if len(loops) > 1:
+        return PhasePlan(serial=f"{len(loops)} parallel loops outside every other loop")
+    if loops and loops[0] is None:
+        return PhasePlan(serial="its parallel loop's bounds are not constants")
+    return PhasePlan(trips=loops[0] if loops and loops[0] is not None else 1)
+
+
+def phase_kernel(printer: PhasePrinter, ast: isl.AstNode | None) -> str:
+    """tc_phase and the metadata of docs/onnx.md: the kernel as a sequence of phases,
+    each top-level node of the AST one phase, for onnxruntime's thread pool.
+    Call after the printer's kernel(), which decided the privatized temporaries."""
+    p = printer.program
+    printer.lines = []
+    trips: list[int] = []
+    children: list[isl.AstNode] = []
+    if ast is not None and ast.get_type() == isl.ast_node_type.block:
+        block = ast.block_get_children()
+        children = [block.get_at(i) for i in range(block.n_ast_node())]
+    elif ast is not None:
+        children = [ast]
+    for k, child in enumerate(children):
+        printer.out(1, f"case {k}: {{")
+        plan = phase_plan(printer, child)
+        printer.mode = "serial" if plan.serial else "chunk"
+        printer.node(child, 2)
+        trips.append(plan.trips)
+        printer.out(2, "break;")
+        printer.out(1, "}")
+    printer.mode = "omp"
+    body, printer.lines = printer.lines, []
+    temps = printer.shared_temps()
+    printer.out(
+        0,
+        "int tc_phase(int32_t phase, void *const *args, void *const *temps, "
+        "int64_t lo, int64_t hi, int64_t *err) {",
+    )
+    printer.out(1, "const int check = 1;")
+    printer.out(1, "(void)check; (void)lo; (void)hi; (void)temps;")
+    printer.arguments()
+    for k, n in enumerate(temps):
+        c = C_TYPES[p.tensors[n].dtype]
+        printer.out(1, f"{c} *restrict {cname(n)} = ({c} *)temps[{k}];")
+    printer.out(1, "int code = 0;")
+    printer.out(1, "switch (phase) {")
+    printer.lines += body
+    printer.out(1, "default: code = -2;")
+    printer.out(1, "}")
+    printer.out(0, "done:")
+    printer.out(1, "return code;")
+    printer.out(0, "}")
+    return phase_metadata(printer, trips)
+
+
+def phase_metadata(printer: PhasePrinter, trips: list[int]) -> str:
+    """The exported metadata of docs/onnx.md, then tc_phase (already in printer.lines)."""
+    p = printer.program
+    temps = printer.shared_temps()
+    checks = [s for s in printer.scop.statements if s.kind == "check"]
+    texts = []
+    for st in checks:
+        assert st.checked is not None
+        ext = printer.scop.shapes[st.checked.tensor][st.checked_dim]
+        texts.append(f"subscript {st.checked_dim} of '{st.checked.tensor}' (extent {ext})")
+    signature = [*p.inputs, *p.outputs]
+    meta = [
+        ("int32_t", "tc_abi_version", [ABI_VERSION]),
+        ("int32_t", "tc_num_inputs", [len(p.inputs)]),
+        ("int32_t", "tc_num_outputs", [len(p.outputs)]),
+        ("int32_t", "tc_dtypes[]", [ONNX_TYPES[p.tensors[n].dtype] for n in signature]),
+        ("int32_t", "tc_ranks[]", [len(printer.scop.shapes[n]) for n in signature]),
+        ("int64_t", "tc_dims[]", [d for n in signature for d in printer.scop.shapes[n]]),
+        ("int32_t", "tc_output_zero[]", [int(p.tensors[n].zero_fill) for n in p.outputs]),
+        ("int32_t", "tc_num_temps", [len(temps)]),
+        ("int64_t", "tc_temp_bytes[]", [_bytes(printer.scop.shapes[n], p.tensors[n].dtype)
+                                        for n in temps]),
+        ("int32_t", "tc_temp_zero[]", [int(p.tensors[n].zero_fill) for n in temps]),
+        ("int32_t", "tc_num_phases", [len(trips)]),
+        ("int64_t", "tc_phase_trips[]", trips),
+    ]  # fmt: skip
+    lines = [
+        f"const {c} {name} = {_c_list(values, scalar=not name.endswith('[]'))};"
+        for c, name, values in meta
+    ]
+    quoted = [f'"{t}"' for t in texts] or ["0"]
+    lines.append(f"const int32_t tc_num_checks = {len(texts)};")
+    lines.append(f"const char *const tc_check_text[] = {{{', '.join(quoted)}}};")
+    return "\n".join([*lines, "", *printer.lines])
+
+
+def _one_nest(node: isl.AstNode) -> bool:
+    """Whether an AST node is a single loop nest (or statement), seen through marks and
+    guards without an else: nothing runs beside its outermost loop."""
+    while True:
+        t = node.get_type()
+        if t == isl.ast_node_type.mark:
+            node = node.mark_get_node()
+        elif t == isl.ast_node_type.if_ and not node.if_has_else_node():
+            node = node.if_get_then_node()
+        else:
+            return t != isl.ast_node_type.block
+
+
+def _bytes(shape: Sequence[int], dtype: str) -> int:
+    return max(1, math.prod(shape)) * SCALARS[dtype].bytes
+
+
+def _c_list(values: Sequence[int], *, scalar: bool) -> str:
+    """A C initializer (C forbids empty arrays: an unused 0 stands in)."""
+    if scalar:
+        return str(values[0])
+    return "{" + ", ".join(str(v) for v in values or [0]) + "}"
