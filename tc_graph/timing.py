@@ -77,12 +77,14 @@ def rounds(
     check: Callable[[], None] | None = None,
     settled: Callable[[Times], bool] | None = None,
     pause: Callable[[], None] | None = None,
+    timer: Callable[[Call], float] | None = None,
 ) -> Times:
     """Seconds per call of each side in up to `count` interleaved rounds, each round
     starting with the next side (two sides: the order reversed every other round); fewer
     where `settled` says, after a round, that the rounds so far already decide (optimize
     stops racing a clear loss). `pause` runs before each side's turn (the bench lets the
-    previous side's thread pool stop spinning)."""
+    previous side's thread pool stop spinning). A turn is median_call's, or `timer`'s
+    (the autotuner's median_runs)."""
     order = list(calls)
     times: Times = {who: [] for who in order}
     for r in range(count):
@@ -92,9 +94,12 @@ def rounds(
         for who in order[first:] + order[:first]:
             if pause is not None:
                 pause()
-            times[who].append(
-                median_call(calls[who], round_s, min_samples=min_samples, check=check)
-            )
+            if timer is not None:
+                times[who].append(timer(calls[who]))
+            else:
+                times[who].append(
+                    median_call(calls[who], round_s, min_samples=min_samples, check=check)
+                )
         if settled is not None and settled(times):
             break
     return times

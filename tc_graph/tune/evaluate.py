@@ -397,10 +397,8 @@ class Evaluator:
                 continue
             kernel = _load_kernel(self.fn, self.args, self.target, c)
             call = functools.partial(kernel, *self.args)
-            times: dict[str, list[float]] = {"c": [], "default": []}
-            for r in range(CONFIRM_ROUNDS):
-                for who in ("c", "default") if r % 2 == 0 else ("default", "c"):
-                    times[who].append(timing.median_runs(call if who == "c" else default_call))
+            calls = {"c": call, "default": default_call}
+            times = timing.rounds(calls, CONFIRM_ROUNDS, 0.0, timer=timing.median_runs)
             ratios = sorted(d / t for d, t in zip(times["default"], times["c"], strict=True))
             # Faster by the margin in the median round, and faster in three rounds of four.
             ratio = statistics.median(ratios)

@@ -93,3 +93,17 @@ def test_each_round_starts_with_the_next_side_after_a_pause(clock: list[float]) 
     timing.rounds({n: side(n) for n in "abc"}, 3, 0.5, pause=lambda: pauses.append(1))
     assert turns == ["a", "b", "c", "b", "c", "a", "c", "a", "b"]
     assert len(pauses) == 9
+
+
+def test_a_timer_of_its_own_times_each_turn() -> None:
+    """The autotuner's confirmation race: each turn is its timer's answer, one per turn."""
+    asked: list[str] = []
+
+    def timer(call: Callable[[], object]) -> float:
+        call()
+        return {"a": 1.0, "b": 2.0}[asked[-1]]
+
+    calls = {"a": lambda: asked.append("a"), "b": lambda: asked.append("b")}
+    times = timing.rounds(calls, 4, 0.0, timer=timer)
+    assert times == {"a": [1.0] * 4, "b": [2.0] * 4}
+    assert asked == ["a", "b", "b", "a", "a", "b", "b", "a"]
