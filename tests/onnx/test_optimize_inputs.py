@@ -103,7 +103,11 @@ def test_prepare_compiles_for_huge_declared_inputs_without_allocating_them(
     assert any(tmp_path.glob("tck-*/kernel.so"))
 
 
-def test_inputs_too_large_to_sample_are_not_measured() -> None:
+def test_inputs_too_large_to_sample_are_not_measured(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The cost model is off: with this machine's calibration it may predict the group
+    to lose first (a CI run found "predicted 0.42x, not measured"), and the subject here
+    is the refusal to make samples of 4 TiB."""
+    monkeypatch.setattr(opt, "_calibration", lambda: None)
     optimized = tg.optimize(_huge_model())
     assert _fused(optimized) == 0
     (decision,) = _decisions(optimized)
