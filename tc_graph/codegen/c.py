@@ -386,11 +386,9 @@ class _Printer(ExprPrinter):
         body = node.for_get_body()
         if body.get_type() != isl.ast_node_type.mark or not is_loop(of_node(body), Loop.REGTILE):
             return False
-        try:
-            first = int(node.for_get_init().to_C_str())
-            step = int(node.for_get_inc().to_C_str())
-            bound = int(node.for_get_cond().get_op_arg(1).to_C_str())
-        except ValueError:
+        first, step = ast_int(node.for_get_init()), ast_int(node.for_get_inc())
+        bound = ast_int(node.for_get_cond().get_op_arg(1))
+        if first is None or step is None or bound is None:
             return False
         last = bound if node.for_get_cond().get_op_type() == isl.ast_expr_op_type.le else bound - 1
         values = list(range(first, last + 1, step))
@@ -937,10 +935,7 @@ class _Printer(ExprPrinter):
         whole tensor."""
         users = self.users_under(node)
         it = node.for_get_iterator().to_C_str()
-        try:
-            rows = max(1, int(node.for_get_inc().to_C_str()))
-        except ValueError:
-            rows = 1
+        rows = max(1, ast_int(node.for_get_inc()) or 1)
         first = re.compile(rf"{it}( \+ c\d+)?" if rows > 1 else re.escape(it))
         names = {st.name for st, _ in users}
         touchers = self.touchers()
@@ -1031,15 +1026,19 @@ def _children(node: isl.AstNode) -> list[isl.AstNode]:
     return []
 
 
+def ast_int(e: isl.AstExpr) -> int | None:
+    """The value of an integer literal of isl's AST; None for any other expression (read
+    from isl's object, not its printed text)."""
+    return e.get_val().to_python() if e.get_type() == isl.ast_expr_type.int else None
+
+
 def _counted(node: isl.AstNode) -> tuple[int, int, int] | None:
     """(first, iterations, step) of a loop of the isl AST whose bounds are constants
     (sizes are baked in); None for any other."""
     cond = node.for_get_cond()
-    try:
-        first = int(node.for_get_init().to_C_str())
-        step = int(node.for_get_inc().to_C_str())
-        bound = int(cond.get_op_arg(1).to_C_str())
-    except ValueError:
+    first, step = ast_int(node.for_get_init()), ast_int(node.for_get_inc())
+    bound = ast_int(cond.get_op_arg(1))
+    if first is None or step is None or bound is None:
         return None
     op = cond.get_op_type()
     if step < 1 or op not in (isl.ast_expr_op_type.le, isl.ast_expr_op_type.lt):

@@ -28,7 +28,7 @@ from ..poly.marks import Kernel, Loop, Mapped, PrivateTile, Shared, Unit, of_nod
 from ..poly.promotion import SharedSite, Tile, indirect_form, plan_tiles, write_ref
 from ..poly.proof import ast_build, loop_depth
 from ..poly.scop import Scop, ScopStmt
-from .c import _Printer
+from .c import _Printer, ast_int
 from .expr import LIBM, Dialect, ExprPrinter, acc_start, cname, combine, helper_lines, store
 
 _HALF = SCALARS["float16"]  # stored as the target's own half type
@@ -892,11 +892,6 @@ def _flat(subs: Sequence[str], sizes: Sequence[int]) -> str:
     return text
 
 
-def _int(e: isl.AstExpr) -> int | None:
-    """The value of an integer literal of the AST; None for any other expression."""
-    return e.get_val().to_python() if e.get_type() == isl.ast_expr_type.int else None
-
-
 def _owned(first: int, step: int, me: str, count: int) -> str:
     """The first of the iterations `first`, `first + step`, ... that id `me` of `count`
     owns (the one of value / step modulo count): plainly first + me * step when id 0
@@ -910,7 +905,7 @@ def _owned(first: int, step: int, me: str, count: int) -> str:
 def _first(init: isl.AstExpr, inc: isl.AstExpr, me: str, count: int) -> str:
     """The first iteration id `me` owns of a loop from init by inc: `_owned` when both
     are constants, else the general form."""
-    first, step = _int(init), _int(inc)
+    first, step = ast_int(init), ast_int(inc)
     if first is None or step is None or step < 1:
         return f"tc_first({init.to_C_str()}, {inc.to_C_str()}, {me}, {count})"
     return _owned(first, step, me, count)
@@ -918,11 +913,11 @@ def _first(init: isl.AstExpr, inc: isl.AstExpr, me: str, count: int) -> str:
 
 def _trips(init: isl.AstExpr, cond: isl.AstExpr, inc: isl.AstExpr) -> int | None:
     """Iterations of `for (it = init; cond; it += inc)` when the bounds are constants."""
-    first, step = _int(init), _int(inc)
+    first, step = ast_int(init), ast_int(inc)
     op = cond.get_op_type() if cond.get_type() == isl.ast_expr_type.op else None
     if first is None or step is None or step < 1 or op not in (_LE, _LT):
         return None
-    bound = _int(cond.get_op_arg(1))
+    bound = ast_int(cond.get_op_arg(1))
     if bound is None or cond.get_op_arg(0).get_type() != isl.ast_expr_type.id:
         return None
     last = bound - (1 if op == _LT else 0)
