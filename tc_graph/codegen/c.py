@@ -1,10 +1,11 @@
-"""The C + OpenMP target: statements and loops over the isl AST for a CPU.
+"""The C + OpenMP target: what a CPU kernel prints beyond the shared statement printer.
 
-Expressions print through `ExprPrinter` (codegen/expr.py) with the C + OpenMP dialect;
-this module adds what a CPU kernel needs beyond them: OpenMP loops, reductions in a local,
-register and vector tiles, the dot-product tiles of contractions, prefetches of rows
-found through an index tensor, privatized temporaries, and the kernel function. The
-onnxruntime phase entry point is codegen/phases.py's.
+Statements, index checks and the AST walk are `StatementPrinter`'s (codegen/stmt.py),
+expressions `ExprPrinter`'s (codegen/expr.py), with the C + OpenMP dialect; this module
+adds OpenMP loops, vector reductions, register and vector tiles, the dot-product tiles
+of contractions, prefetches of rows found through an index tensor, privatized
+temporaries, and the kernel function. The onnxruntime phase entry point is
+codegen/phases.py's.
 """
 
 from __future__ import annotations
@@ -18,23 +19,14 @@ from dataclasses import dataclass
 import islpy as isl
 
 from .. import ir
-from ..lang.types import C_TYPES, compute_type, promote
+from ..lang.types import C_TYPES
 from ..options import AVX512, MappingOptions, VectorUnit
-from ..poly.marks import Loop, LoopMark, is_loop, of_node
+from ..poly.marks import Loop, LoopMark, Mark, is_loop, of_node
 from ..poly.proof import annotated_ast, loop_depth, loop_parallel, refuse
-from ..poly.scop import Scop, ScopStmt, indirect_reads
-from .expr import (
-    C_OPENMP,
-    Dialect,
-    ExprPrinter,
-    acc_start,
-    cname,
-    combine,
-    helper_lines,
-    identity,
-    store,
-)
+from ..poly.scop import Scop, ScopStmt
+from .expr import C_OPENMP, Dialect, cname, helper_lines
 from .phases import phase_kernel
+from .stmt import StatementPrinter, ast_int, children, constant_loop
 
 
 def _prelude(vector_width: int) -> str:
@@ -81,7 +73,7 @@ _VECTOR_EXPF = (
 )
 
 
-class _Printer(ExprPrinter):
+class _Printer(StatementPrinter):
     def __init__(
         self,
         scop: Scop,
@@ -94,7 +86,6 @@ class _Printer(ExprPrinter):
         super().__init__(scop, dialect)
         self.options = options
         self.unit = unit
-        self.lines: list[str] = []
         # `private` (ExprPrinter's): privatized temporaries, name -> the iterator of
         # their parallel loop. A thread keeps the slice of one iteration (a tile of rows
         # when the loop is tiled).
@@ -109,85 +100,15 @@ class _Printer(ExprPrinter):
         self.mark_depth: dict[Loop, int | None] = {}
         self._touchers: dict[str, frozenset[str]] | None = None
 
-    def out(self, depth: int, text: str) -> None:
-        self.lines.append("  " * depth + text)
-
-    # -- expressions ---------------------------------------------------
-    # -- statements ----------------------------------------------------
-    def stmt_env(self, st: ScopStmt, args: Sequence[str]) -> dict[str, str]:
-        return dict(zip(st.iterators, args, strict=True))
-
-    def statement(self, st: ScopStmt, args: Sequence[str], depth: int) -> None:
-        env = self.stmt_env(st, args)
-        src = st.source
-        if st.kind == "check":
-            self.index_check(st, env, depth, lambda code: f"*err = v; code = {code}; goto done;")
-            return
-        target = f"{cname(src.tensor)}[{self.linear(src.tensor, [env[v] for v in src.lhs])}]"
-        tdt = self.program.tensors[src.tensor].dtype
-        tc = C_TYPES[tdt]
-        if st.kind == "init":
-            self.out(depth, f"{target} = ({tc})({identity(src.op, tdt)});")
-            return
-        value = self.expr(src.rhs, env)
-        if st.kind == "assign":
-            self.out(depth, f"{target} = {store(value, tdt, src.rhs.dtype)};")
-            return
-        acc_t = compute_type(promote(tdt, src.rhs.dtype))
-        acc = C_TYPES[acc_t]
-        new = combine(src.op, acc_start(src.op, target, acc_t), f"({acc})({value})", acc)
-        self.out(depth, f"{target} = {store(new, tdt, acc_t)};")
-
-    def index_check(
-        self, st: ScopStmt, env: Mapping[str, str], depth: int, fail: Callable[[int], str]
-    ) -> None:
-        """The check of one indirect subscript; `fail(code)` runs on a bad value `v`.
-        Every indirect subscript nested in it is checked first, innermost first, each
-        with its own code: checking only the final value read through unchecked indices
-        (a crash, or a garbage value in the message: issue 12). Each check stands alone,
-        whatever order the schedule gives the check statements."""
-        assert st.checked is not None
-        codes = {
-            (s.checked, s.checked_dim): self.check_codes[s.name]
-            for s in self.scop.statements
-            if s.kind == "check"
-        }
-        own = (st.checked, st.checked_dim)
-        codes[own] = self.check_codes[st.name]
-        # indirect_reads lists parents before children: reversed, innermost first.
-        chain = [*reversed(indirect_reads(st.checked.subscripts[st.checked_dim])), own]
-        self.out(depth, "if (check) { int64_t v;")
-        for n, (r, k) in enumerate(chain):
-            value = self.expr(r.subscripts[k], env)
-            test = f"(v = (int64_t)({value})) < 0 || v >= {self.scop.shapes[r.tensor][k]}"
-            text = f"{'else ' if n else ''}if ({test}) {{ {fail(codes[r, k])} }}"
-            self.out(depth + 1, text + (" }" if n == len(chain) - 1 else ""))
-
     def reduction_loop(self, node: isl.AstNode, depth: int) -> bool:
-        """A loop over a reduction index of one update statement: accumulate in a local."""
-        body = node.for_get_body()
-        if body.get_type() != isl.ast_node_type.user:
+        """A loop over a reduction index of one update statement: accumulate in a local,
+        in vectors where the reduction index is stride-1."""
+        found = self.reduced(node)
+        if found is None:
             return False
-        st, args = self.user(body)
-        src = st.source
-        it = node.for_get_iterator().to_C_str()
-        env = self.stmt_env(st, args)
-        if st.kind != "update" or any(it in env[v] for v in src.lhs):
-            return False
-        if self.options.register_tile and self.vector_reduction(node, st, env, depth):
-            return True
-        tdt = self.program.tensors[src.tensor].dtype
-        acc_t = compute_type(promote(tdt, src.rhs.dtype))
-        acc = C_TYPES[acc_t]
-        target = f"{cname(src.tensor)}[{self.linear(src.tensor, [env[v] for v in src.lhs])}]"
-        self.out(depth, "{")
-        self.out(depth + 1, f"{acc} acc = {acc_start(src.op, target, acc_t)};")
-        self.out(depth + 1, self.dialect.reduction_pragma(src.op, "acc"))
-        self.out(depth + 1, self.for_header(node))
-        value = self.expr(src.rhs, env)
-        self.out(depth + 2, f"acc = {combine(src.op, 'acc', f'({acc})({value})', acc)};")
-        self.out(depth + 1, f"{target} = {store('acc', tdt, acc_t)};")
-        self.out(depth, "}")
+        st, env = found
+        if not (self.options.register_tile and self.vector_reduction(node, st, env, depth)):
+            self.accumulate(node, st, env, depth)
         return True
 
     # -- vector code (register tiles, vectorized reductions) -----------
@@ -764,22 +685,9 @@ class _Printer(ExprPrinter):
         self.out(depth + 1, f"{target} = s; }}")
 
     # -- AST -------------------------------------------------------------
-    def user(self, node: isl.AstNode) -> tuple[ScopStmt, list[str]]:
-        e = node.user_get_expr()
-        name = e.get_op_arg(0).get_id().get_name()
-        args = [e.get_op_arg(i).to_C_str() for i in range(1, e.get_op_n_arg())]
-        return self.scop.statement(name), args
-
-    def for_header(self, node: isl.AstNode) -> str:
-        it = node.for_get_iterator().to_C_str()
-        init = node.for_get_init().to_C_str()
-        cond = node.for_get_cond().to_C_str()
-        inc = node.for_get_inc().to_C_str()
-        return f"for (int {it} = {init}; {cond}; {it} += {inc})"
-
     def parallel_for(self, node: isl.AstNode, depth: int, *, simd: bool) -> None:
         """Open a parallel loop of the isl AST (its bounds are constants: sizes are baked in)."""
-        counted = _counted(node)
+        counted = constant_loop(node)
         if counted is None:
             if self.mode == "omp":
                 self.out(depth, self.dialect.parallel_pragma(self.options, simd=simd))
@@ -805,71 +713,50 @@ class _Printer(ExprPrinter):
         end = first + count * step
         self.out(depth, f"for (int {var} = {first}; {var} < {end}; {var} += {step}) {{")
 
-    def node(self, node: isl.AstNode, depth: int, marks: frozenset[Loop] = frozenset()) -> None:
-        t = node.get_type()
-        if t == isl.ast_node_type.for_:
-            if node.for_is_degenerate():
-                it = node.for_get_iterator().to_C_str()
-                self.out(depth, f"{{ const int {it} = {node.for_get_init().to_C_str()};")
-                self.node(node.for_get_body(), depth + 1)
-                self.out(depth, "}")
-                return
-            here = self.proved_marks(node, marks)
-            serial = Loop.PARALLEL not in here
-            if Loop.REDUCE in here and serial and self.reduction_loop(node, depth):
-                return
-            if Loop.REGTILE in here and serial and self.register_tile(node, depth):
-                return
-            if serial and self.row_tile(node, depth):
-                return
-            if Loop.DOTTILE in here and serial and self.inner_dot(node, depth):
-                return
-            private: list[tuple[str, int]] = []
-            if not serial:
-                private = self.privatizable(node)
-                self.parallel_for(node, depth, simd=Loop.SIMD in here)
-            else:
-                if Loop.SIMD in here:
-                    self.out(depth, self.dialect.simd_pragma())
-                self.out(depth, self.for_header(node) + " {")
-            it = node.for_get_iterator().to_C_str()
-            for n, rows in private:
-                t = self.program.tensors[n]
-                count = rows * math.prod(self.scop.shapes[n][1:])
-                init = " = {0}" if t.zero_fill else ""
-                self.out(depth + 1, f"{C_TYPES[t.dtype]} {cname(n)}[{max(1, count)}]{init};")
-                self.private[n] = it
-            self.loops_open += 1
-            self.node(node.for_get_body(), depth + 1)
-            self.loops_open -= 1
-            self.out(depth, "}")
-        elif t == isl.ast_node_type.if_:
-            self.out(depth, f"if ({node.if_get_cond().to_C_str()}) {{")
-            self.node(node.if_get_then_node(), depth + 1, marks)
-            if node.if_has_else_node():
-                self.out(depth, "} else {")
-                self.node(node.if_get_else_node(), depth + 1, marks)
-            self.out(depth, "}")
-        elif t == isl.ast_node_type.block:
-            children = node.block_get_children()
-            for i in range(children.n_ast_node()):
-                self.node(children.get_at(i), depth, marks)
-        elif t == isl.ast_node_type.mark:
-            mark = of_node(node)
-            if not isinstance(mark, LoopMark):
-                self.node(node.mark_get_node(), depth, marks)
-            elif mark.kind is Loop.CONTRACT:
-                self.contraction(node.mark_get_node(), depth)
-            else:
-                saved = self.mark_depth.get(mark.kind)
-                self.mark_depth[mark.kind] = mark.depth if self.proved else None
-                self.node(node.mark_get_node(), depth, marks | {mark.kind})
-                self.mark_depth[mark.kind] = saved
-        elif t == isl.ast_node_type.user:
-            st, args = self.user(node)
-            self.statement(st, args, depth)
+    def loop(self, node: isl.AstNode, depth: int, marks: frozenset[Loop]) -> None:
+        """A loop as its proved marks ask: a reduction in a local or in vectors, a register
+        or dot tile, a parallel loop with its privatized temporaries, or a plain loop."""
+        here = self.proved_marks(node, marks)
+        serial = Loop.PARALLEL not in here
+        if Loop.REDUCE in here and serial and self.reduction_loop(node, depth):
+            return
+        if Loop.REGTILE in here and serial and self.register_tile(node, depth):
+            return
+        if serial and self.row_tile(node, depth):
+            return
+        if Loop.DOTTILE in here and serial and self.inner_dot(node, depth):
+            return
+        private: list[tuple[str, int]] = []
+        if not serial:
+            private = self.privatizable(node)
+            self.parallel_for(node, depth, simd=Loop.SIMD in here)
         else:
-            raise TypeError(f"unexpected isl AST node {t}")
+            if Loop.SIMD in here:
+                self.out(depth, self.dialect.simd_pragma())
+            self.out(depth, self.for_header(node) + " {")
+        it = node.for_get_iterator().to_C_str()
+        for n, rows in private:
+            t = self.program.tensors[n]
+            count = rows * math.prod(self.scop.shapes[n][1:])
+            init = " = {0}" if t.zero_fill else ""
+            self.out(depth + 1, f"{C_TYPES[t.dtype]} {cname(n)}[{max(1, count)}]{init};")
+            self.private[n] = it
+        self.loops_open += 1
+        self.node(node.for_get_body(), depth + 1)
+        self.loops_open -= 1
+        self.out(depth, "}")
+
+    def mark(self, node: isl.AstNode, mark: Mark, depth: int, marks: frozenset[Loop]) -> None:
+        """A contraction's whole nest, or a loop mark in force (at its band's depth)."""
+        if is_loop(mark, Loop.CONTRACT):
+            self.contraction(node, depth)
+        elif isinstance(mark, LoopMark):
+            saved = self.mark_depth.get(mark.kind)
+            self.mark_depth[mark.kind] = mark.depth if self.proved else None
+            super().mark(node, mark, depth, marks)
+            self.mark_depth[mark.kind] = saved
+        else:
+            super().mark(node, mark, depth, marks)
 
     # -- temporaries ------------------------------------------------------
     def proved_marks(self, node: isl.AstNode, marks: frozenset[Loop]) -> frozenset[Loop]:
@@ -892,7 +779,7 @@ class _Printer(ExprPrinter):
             here, _ = loop_marks(node, marks, depths, proved=self.proved)
             if Loop.PARALLEL not in here:
                 return []
-            counted = _counted(node)
+            counted = constant_loop(node)
             return [None if counted is None else counted[1]]
         if t == isl.ast_node_type.mark:
             mark = of_node(node)
@@ -903,29 +790,7 @@ class _Printer(ExprPrinter):
                 return [] if trips is None else [trips]
             depths = {**depths, mark.kind: mark.depth if self.proved else None}
             return self.top_parallel(node.mark_get_node(), marks | {mark.kind}, depths)
-        return [n for c in _children(node) for n in self.top_parallel(c, marks, depths)]
-
-    def users_under(self, node: isl.AstNode) -> list[tuple[ScopStmt, list[str]]]:
-        t = node.get_type()
-        if t == isl.ast_node_type.user:
-            return [self.user(node)]
-        if t == isl.ast_node_type.for_:
-            return self.users_under(node.for_get_body())
-        if t == isl.ast_node_type.mark:
-            return self.users_under(node.mark_get_node())
-        if t == isl.ast_node_type.if_:
-            out = self.users_under(node.if_get_then_node())
-            return out + (
-                self.users_under(node.if_get_else_node()) if node.if_has_else_node() else []
-            )
-        if t == isl.ast_node_type.block:
-            children = node.block_get_children()
-            return [
-                u
-                for i in range(children.n_ast_node())
-                for u in self.users_under(children.get_at(i))
-            ]
-        return []
+        return [n for c in children(node) for n in self.top_parallel(c, marks, depths)]
 
     def privatizable(self, node: isl.AstNode) -> list[tuple[str, int]]:
         """Temporaries that fusion made local to one iteration of this parallel loop, with
@@ -978,10 +843,6 @@ class _Printer(ExprPrinter):
 
     def kernel(self, ast: isl.AstNode | None, name: str) -> str:
         p = self.program
-        self.check_codes = {
-            s.name: k + 1
-            for k, s in enumerate(s for s in self.scop.statements if s.kind == "check")
-        }
         self.out(0, f"int {name}(void *const *args, int check, int64_t *err) {{")
         self.arguments()
         prologue = self.lines
@@ -1012,39 +873,6 @@ class _Printer(ExprPrinter):
     def shared_temps(self) -> list[str]:
         """The temporaries the caller allocates: all but the privatized ones."""
         return [n for n in self.program.temporaries if n not in self.private]
-
-
-def _children(node: isl.AstNode) -> list[isl.AstNode]:
-    """The nodes an `if` or a block runs (an if's branches, a block's statements)."""
-    t = node.get_type()
-    if t == isl.ast_node_type.if_:
-        out = [node.if_get_then_node()]
-        return out + ([node.if_get_else_node()] if node.if_has_else_node() else [])
-    if t == isl.ast_node_type.block:
-        children = node.block_get_children()
-        return [children.get_at(i) for i in range(children.n_ast_node())]
-    return []
-
-
-def ast_int(e: isl.AstExpr) -> int | None:
-    """The value of an integer literal of isl's AST; None for any other expression (read
-    from isl's object, not its printed text)."""
-    return e.get_val().to_python() if e.get_type() == isl.ast_expr_type.int else None
-
-
-def _counted(node: isl.AstNode) -> tuple[int, int, int] | None:
-    """(first, iterations, step) of a loop of the isl AST whose bounds are constants
-    (sizes are baked in); None for any other."""
-    cond = node.for_get_cond()
-    first, step = ast_int(node.for_get_init()), ast_int(node.for_get_inc())
-    bound = ast_int(cond.get_op_arg(1))
-    if first is None or step is None or bound is None:
-        return None
-    op = cond.get_op_type()
-    if step < 1 or op not in (isl.ast_expr_op_type.le, isl.ast_expr_op_type.lt):
-        return None
-    last = bound if op == isl.ast_expr_op_type.le else bound - 1
-    return first, max(0, (last - first) // step + 1), step
 
 
 def loop_marks(

@@ -144,6 +144,11 @@ class Dialect:
     def reduction_pragma(self, op: str, acc: str) -> str:
         return f"#pragma omp simd reduction({op}:{acc})"
 
+    def record_error(self, code: int) -> str:
+        """What a failed index check runs, its bad value in `v`: in C, leave the kernel
+        with check `code` failed."""
+        return f"*err = v; code = {code}; goto done;"
+
     def signed_wraps(self) -> bool:
         """Whether the compiler makes signed overflow wrap (the C target passes -fwrapv);
         where not, the printer computes signed `+ - *` and negation in unsigned."""

@@ -1,14 +1,14 @@
 """The GPU dialects of the C-family printer: OpenCL C and CUDA.
 
-The printer (c.py) prints expressions, statements and loops for every target; this module
-adds what a mapped schedule tree (poly/gpu.py) needs: one kernel function per `Kernel`
+The shared printer (codegen/stmt.py) prints expressions, statements and loops for every
+target; this module adds what a mapped schedule tree (poly/gpu.py) needs: one kernel function per `Kernel`
 mark (poly/marks.py), block- and thread-mapped loops printed as strided loops over the
 group and local ids, guards for statements that no mapped loop covers, index checks that
 record the first failure in a buffer (a GPU thread cannot `goto` out of a kernel), and
 indirect subscripts clamped into bounds so that a failed check never reads outside a
 buffer, and the shared tiles of poly/promotion.py (copy-in, body on the tiles, copy-out
-of written ones, barriers; the C printer's stores are pointed at a written tile by
-`retarget`). The two dialects differ only in the `GpuDialect` hooks.
+of written ones, barriers; a statement's stores are pointed at a written tile by
+`target`). The two dialects differ only in the `GpuDialect` hooks.
 """
 
 from __future__ import annotations
@@ -24,12 +24,12 @@ from ..errors import TcError
 from ..lang.types import C_TYPES, FLOAT_TYPES, INT_TYPES, SCALARS, compute_type, promote
 from ..options import MappingOptions
 from ..poly.gpu import GpuMapping, Launch
-from ..poly.marks import Kernel, Loop, Mapped, PrivateTile, Shared, Unit, of_node
+from ..poly.marks import Kernel, Loop, Mapped, Mark, PrivateTile, Shared, Unit, of_node
 from ..poly.promotion import SharedSite, Tile, indirect_form, plan_tiles, write_ref
 from ..poly.proof import ast_build, loop_depth
 from ..poly.scop import Scop, ScopStmt
-from .c import _Printer, ast_int
-from .expr import LIBM, Dialect, ExprPrinter, acc_start, cname, combine, helper_lines, store
+from .expr import LIBM, Dialect, acc_start, cname, combine, helper_lines, store
+from .stmt import StatementPrinter, ast_int, children, constant_loop
 
 _HALF = SCALARS["float16"]  # stored as the target's own half type
 
@@ -200,14 +200,14 @@ CUDA = Cuda()
 DIALECTS: Mapping[str, GpuDialect] = {"opencl": OPENCL, "cuda": CUDA}
 
 
-class _GpuPrinter(_Printer):
-    """The C-family printer with kernels, mapped loops and guards."""
+class _GpuPrinter(StatementPrinter):
+    """The C-family statement printer with kernels, mapped loops and guards."""
 
     dialect: GpuDialect
 
     def __init__(self, scop: Scop, options: MappingOptions, dialect: GpuDialect) -> None:
-        # No CPU vector code (register tiles, vector reductions) on a GPU.
-        super().__init__(scop, replace(options, register_tile=0), dialect)
+        super().__init__(scop, dialect)
+        self.options = options
         self.launch: Launch | None = None
         self.active: set[tuple[Unit, int]] = set()
         # Shared promotion: the kernel's site, the open loops (iterator, may run more
@@ -287,24 +287,12 @@ class _GpuPrinter(_Printer):
         if (st.name, ref) in self.tiles:
             self.cur_stmt = st.name
             return self.expr(ref, env)
-        return _global_target(self, st, env)
-
-    def retarget(self, st: ScopStmt, env: Mapping[str, str], at: int) -> None:
-        """Point the stores of the lines printed since `at` (the C printer's statement
-        and accumulator forms) at the statement's shared tile when its target has one."""
-        if (st.name, write_ref(st)) in self.tiles:
-            old = {_global_target(self, st, env)}
-            self.lines[at:] = [_rename(line, old, self.target(st, env)) for line in self.lines[at:]]
+        return super().target(st, env)
 
     def reduction_loop(self, node: isl.AstNode, depth: int) -> bool:
         if node.for_get_body().get_type() != isl.ast_node_type.user:
             return self.reduction_nest(node, depth)
-        at = len(self.lines)
-        if not super().reduction_loop(node, depth):
-            return False
-        st, args = self.user(node.for_get_body())
-        self.retarget(st, self.stmt_env(st, args), at)
-        return True
+        return super().reduction_loop(node, depth)
 
     def reduction_nest(self, node: isl.AstNode, depth: int) -> bool:
         """A `reduce` mark above several loops (`private_depth`; poly/gpu.py's
@@ -348,38 +336,15 @@ class _GpuPrinter(_Printer):
         self.out(depth, "}")
         return True
 
-    def statement(self, st: ScopStmt, args: Sequence[str], depth: int) -> None:
-        if st.kind != "check":
-            at = len(self.lines)
-            super().statement(st, args, depth)
-            self.retarget(st, self.stmt_env(st, args), at)
-            return
-        self.index_check(st, self.stmt_env(st, args), depth, self.dialect.record_error)
-
     # -- mapped loops and guards ------------------------------------------
     def mapped_below(self, node: isl.AstNode) -> set[tuple[Unit, int]]:
         """The (unit, dim) of every mapped loop in a subtree."""
-        t = node.get_type()
-        if t == isl.ast_node_type.mark:
+        out = {m for c in children(node) for m in self.mapped_below(c)}
+        if node.get_type() == isl.ast_node_type.mark:
             mark = of_node(node)
-            out = self.mapped_below(node.mark_get_node())
             if isinstance(mark, Mapped):
                 out.add((mark.unit, mark.dim))
-            return out
-        if t == isl.ast_node_type.for_:
-            return self.mapped_below(node.for_get_body())
-        if t == isl.ast_node_type.if_:
-            out = self.mapped_below(node.if_get_then_node())
-            if node.if_has_else_node():
-                out |= self.mapped_below(node.if_get_else_node())
-            return out
-        if t == isl.ast_node_type.block:
-            children = node.block_get_children()
-            out = set()
-            for i in range(children.n_ast_node()):
-                out |= self.mapped_below(children.get_at(i))
-            return out
-        return set()
+        return out
 
     def guard(self, node: isl.AstNode) -> list[tuple[Unit, int]]:
         """Dims with several threads (or blocks) that no loop in or above node is mapped
@@ -511,8 +476,6 @@ class _GpuPrinter(_Printer):
         return f"tc_{'t' if unit is Unit.THREAD else 'b'}{_DIMS[d]}"
 
     def node(self, node: isl.AstNode, depth: int, marks: frozenset[Loop] = frozenset()) -> None:
-        if self.launch is None:
-            return super().node(node, depth, marks)
         guarded = self.guard(node)
         if guarded:
             cond = " && ".join(f"{self.ident(k, d)} == 0" for k, d in guarded)
@@ -524,17 +487,6 @@ class _GpuPrinter(_Printer):
             return
         if node.get_type() == isl.ast_node_type.block and self.private_element(node, depth, marks):
             return
-        if node.get_type() == isl.ast_node_type.mark:
-            mark = of_node(node)
-            if isinstance(mark, Mapped):
-                self.mapped(node.mark_get_node(), mark, depth)
-                return
-            if isinstance(mark, Shared):
-                self.shared(node.mark_get_node(), depth)
-                return
-            if isinstance(mark, PrivateTile):
-                self.private_tile(node.mark_get_node(), mark, depth)
-                return
         if node.get_type() == isl.ast_node_type.for_:
             if Loop.REDUCE in marks and node.for_is_degenerate():
                 # A loop isl printed once inside a `reduce` nest: the mark goes on inward.
@@ -548,6 +500,16 @@ class _GpuPrinter(_Printer):
             self.loops.pop()
             return
         super().node(node, depth, marks)
+
+    def mark(self, node: isl.AstNode, mark: Mark, depth: int, marks: frozenset[Loop]) -> None:
+        if isinstance(mark, Mapped):
+            self.mapped(node, mark, depth)
+        elif isinstance(mark, Shared):
+            self.shared(node, depth)
+        elif isinstance(mark, PrivateTile):
+            self.private_tile(node, mark, depth)
+        else:
+            super().mark(node, mark, depth, marks)
 
     def mapped(self, node: isl.AstNode, mark: Mapped, depth: int) -> None:
         """A loop mapped to blocks or threads: each id takes the iterations it owns
@@ -580,7 +542,7 @@ class _GpuPrinter(_Printer):
         step = f"{count} * {inc.to_C_str()}"
         self.out(depth, f"for (int {it} = {first}; {cond.to_C_str()}; {it} += {step}) {{")
         self.active.add((kind, d))
-        trips = _trips(node.for_get_init(), cond, inc)
+        trips = _trips(node)
         self.loops.append((it, trips is None or trips > count))
         self.node(node.for_get_body(), depth + 1)
         self.loops.pop()
@@ -782,18 +744,9 @@ class _GpuPrinter(_Printer):
         """One function per kernel mark of the AST (isl prints none for a kernel whose
         statements have empty domains); self.used lists the launches printed."""
         self.used: list[Launch] = []
-        self.check_codes = {
-            s.name: k + 1
-            for k, s in enumerate(s for s in self.scop.statements if s.kind == "check")
-        }
-        marks: list[isl.AstNode] = []
-        if ast is None:
-            marks = []
-        elif ast.get_type() == isl.ast_node_type.block:
-            children = ast.block_get_children()
-            marks = [children.get_at(i) for i in range(children.n_ast_node())]
-        else:
-            marks = [ast]
+        marks = [] if ast is None else [ast]
+        if ast is not None and ast.get_type() == isl.ast_node_type.block:
+            marks = children(ast)
         params = self.params()
         out = []
         for m in marks:
@@ -828,12 +781,6 @@ class _GpuPrinter(_Printer):
 _UNROLL_COPY = 16  # copies of at most this many elements per thread are unrolled
 
 
-def _global_target(printer: ExprPrinter, st: ScopStmt, env: Mapping[str, str]) -> str:
-    """A statement's target element in global memory, as the C printer writes it."""
-    src = st.source
-    return f"{cname(src.tensor)}[{printer.linear(src.tensor, [env[v] for v in src.lhs])}]"
-
-
 def _rename(line: str, olds: set[str], new: str) -> str:
     for old in sorted(olds, key=len, reverse=True):
         line = line.replace(old, new)
@@ -843,19 +790,8 @@ def _rename(line: str, olds: set[str], new: str) -> str:
 def _walk(node: isl.AstNode) -> Iterator[isl.AstNode]:
     """The nodes of an AST subtree, node first."""
     yield node
-    t = node.get_type()
-    if t == isl.ast_node_type.for_:
-        yield from _walk(node.for_get_body())
-    elif t == isl.ast_node_type.mark:
-        yield from _walk(node.mark_get_node())
-    elif t == isl.ast_node_type.if_:
-        yield from _walk(node.if_get_then_node())
-        if node.if_has_else_node():
-            yield from _walk(node.if_get_else_node())
-    elif t == isl.ast_node_type.block:
-        ch = node.block_get_children()
-        for k in range(ch.n_ast_node()):
-            yield from _walk(ch.get_at(k))
+    for child in children(node):
+        yield from _walk(child)
 
 
 def _ids(e: isl.AstExpr) -> set[str]:
@@ -911,20 +847,12 @@ def _first(init: isl.AstExpr, inc: isl.AstExpr, me: str, count: int) -> str:
     return _owned(first, step, me, count)
 
 
-def _trips(init: isl.AstExpr, cond: isl.AstExpr, inc: isl.AstExpr) -> int | None:
-    """Iterations of `for (it = init; cond; it += inc)` when the bounds are constants."""
-    first, step = ast_int(init), ast_int(inc)
-    op = cond.get_op_type() if cond.get_type() == isl.ast_expr_type.op else None
-    if first is None or step is None or step < 1 or op not in (_LE, _LT):
+def _trips(node: isl.AstNode) -> int | None:
+    """Iterations of a loop of the isl AST whose bounds are constants."""
+    found = constant_loop(node)
+    if found is None or node.for_get_cond().get_op_arg(0).get_type() != isl.ast_expr_type.id:
         return None
-    bound = ast_int(cond.get_op_arg(1))
-    if bound is None or cond.get_op_arg(0).get_type() != isl.ast_expr_type.id:
-        return None
-    last = bound - (1 if op == _LT else 0)
-    return max(0, (last - first) // step + 1)
-
-
-_LE, _LT = isl.ast_expr_op_type.le, isl.ast_expr_op_type.lt
+    return found[1]
 
 
 def program_dtypes(program: ir.Program) -> set[str]:

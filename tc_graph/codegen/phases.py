@@ -20,6 +20,7 @@ from ..lang.types import C_TYPES, ONNX_TYPES, SCALARS
 from ..poly.marks import Loop
 from ..poly.scop import Scop
 from .expr import cname
+from .stmt import children
 
 
 class PhasePrinter(Protocol):
@@ -81,13 +82,10 @@ def phase_kernel(printer: PhasePrinter, ast: isl.AstNode | None) -> str:
     p = printer.program
     printer.lines = []
     trips: list[int] = []
-    children: list[isl.AstNode] = []
+    tops = [] if ast is None else [ast]
     if ast is not None and ast.get_type() == isl.ast_node_type.block:
-        block = ast.block_get_children()
-        children = [block.get_at(i) for i in range(block.n_ast_node())]
-    elif ast is not None:
-        children = [ast]
-    for k, child in enumerate(children):
+        tops = children(ast)
+    for k, child in enumerate(tops):
         printer.out(1, f"case {k}: {{")
         plan = phase_plan(printer, child)
         printer.mode = "serial" if plan.serial else "chunk"

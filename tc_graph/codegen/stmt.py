@@ -1,0 +1,228 @@
+"""The statement printer every C-family target shares: statements, index checks and the
+isl AST's loops, ifs, blocks and marks as C text, over `ExprPrinter` (codegen/expr.py).
+
+A target extends it where it prints a loop or a mark its own way (the CPU's OpenMP loops
+and tiles in codegen/c.py, the GPU's mapped loops and shared tiles in codegen/gpu.py) and
+where a statement stores (`target`); what differs in the text alone is its `Dialect`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import islpy as isl
+
+from ..lang.types import C_TYPES, compute_type, promote
+from ..poly.marks import Loop, LoopMark, Mark, of_node
+from ..poly.scop import Scop, ScopStmt, indirect_reads
+from .expr import Dialect, ExprPrinter, acc_start, cname, combine, identity, store
+
+
+class StatementPrinter(ExprPrinter):
+    """The AST walk of every target: `lines` holds the text printed so far; `loop` and
+    `mark` are the hooks a target extends, `target` where a statement stores."""
+
+    def __init__(self, scop: Scop, dialect: Dialect) -> None:
+        super().__init__(scop, dialect)
+        self.lines: list[str] = []
+        self.check_codes = {
+            s.name: k + 1 for k, s in enumerate(s for s in scop.statements if s.kind == "check")
+        }
+
+    def out(self, depth: int, text: str) -> None:
+        self.lines.append("  " * depth + text)
+
+    # -- statements ----------------------------------------------------
+    def stmt_env(self, st: ScopStmt, args: Sequence[str]) -> dict[str, str]:
+        return dict(zip(st.iterators, args, strict=True))
+
+    def target(self, st: ScopStmt, env: Mapping[str, str]) -> str:
+        """The element a statement stores to."""
+        src = st.source
+        return f"{cname(src.tensor)}[{self.linear(src.tensor, [env[v] for v in src.lhs])}]"
+
+    def statement(self, st: ScopStmt, args: Sequence[str], depth: int) -> None:
+        env = self.stmt_env(st, args)
+        src = st.source
+        if st.kind == "check":
+            self.index_check(st, env, depth)
+            return
+        target = self.target(st, env)
+        tdt = self.program.tensors[src.tensor].dtype
+        tc = C_TYPES[tdt]
+        if st.kind == "init":
+            self.out(depth, f"{target} = ({tc})({identity(src.op, tdt)});")
+            return
+        value = self.expr(src.rhs, env)
+        if st.kind == "assign":
+            self.out(depth, f"{target} = {store(value, tdt, src.rhs.dtype)};")
+            return
+        acc_t = compute_type(promote(tdt, src.rhs.dtype))
+        acc = C_TYPES[acc_t]
+        new = combine(src.op, acc_start(src.op, target, acc_t), f"({acc})({value})", acc)
+        self.out(depth, f"{target} = {store(new, tdt, acc_t)};")
+
+    def index_check(self, st: ScopStmt, env: Mapping[str, str], depth: int) -> None:
+        """The check of one indirect subscript; the dialect's `record_error(code)` runs on
+        a bad value `v`. Every indirect subscript nested in it is checked first, innermost
+        first, each with its own code: checking only the final value read through
+        unchecked indices (a crash, or a garbage value in the message: issue 12). Each
+        check stands alone, whatever order the schedule gives the check statements."""
+        assert st.checked is not None
+        codes = {
+            (s.checked, s.checked_dim): self.check_codes[s.name]
+            for s in self.scop.statements
+            if s.kind == "check"
+        }
+        own = (st.checked, st.checked_dim)
+        codes[own] = self.check_codes[st.name]
+        # indirect_reads lists parents before children: reversed, innermost first.
+        chain = [*reversed(indirect_reads(st.checked.subscripts[st.checked_dim])), own]
+        self.out(depth, "if (check) { int64_t v;")
+        for n, (r, k) in enumerate(chain):
+            value = self.expr(r.subscripts[k], env)
+            test = f"(v = (int64_t)({value})) < 0 || v >= {self.scop.shapes[r.tensor][k]}"
+            fail = self.dialect.record_error(codes[r, k])
+            text = f"{'else ' if n else ''}if ({test}) {{ {fail} }}"
+            self.out(depth + 1, text + (" }" if n == len(chain) - 1 else ""))
+
+    def reduced(self, node: isl.AstNode) -> tuple[ScopStmt, dict[str, str]] | None:
+        """The update statement that is a loop's whole body, with its iterators' values,
+        when the loop runs over one of its reduction indices; None otherwise."""
+        body = node.for_get_body()
+        if body.get_type() != isl.ast_node_type.user:
+            return None
+        st, args = self.user(body)
+        it = node.for_get_iterator().to_C_str()
+        env = self.stmt_env(st, args)
+        if st.kind != "update" or any(it in env[v] for v in st.source.lhs):
+            return None
+        return st, env
+
+    def reduction_loop(self, node: isl.AstNode, depth: int) -> bool:
+        """A loop over a reduction index of one update statement: accumulate in a local."""
+        found = self.reduced(node)
+        if found is None:
+            return False
+        self.accumulate(node, *found, depth)
+        return True
+
+    def accumulate(
+        self, node: isl.AstNode, st: ScopStmt, env: Mapping[str, str], depth: int
+    ) -> None:
+        """The reduction loop `node` of st with the output element in a local `acc`."""
+        src = st.source
+        tdt = self.program.tensors[src.tensor].dtype
+        acc_t = compute_type(promote(tdt, src.rhs.dtype))
+        acc = C_TYPES[acc_t]
+        target = self.target(st, env)
+        self.out(depth, "{")
+        self.out(depth + 1, f"{acc} acc = {acc_start(src.op, target, acc_t)};")
+        self.out(depth + 1, self.dialect.reduction_pragma(src.op, "acc"))
+        self.out(depth + 1, self.for_header(node))
+        value = self.expr(src.rhs, env)
+        self.out(depth + 2, f"acc = {combine(src.op, 'acc', f'({acc})({value})', acc)};")
+        self.out(depth + 1, f"{target} = {store('acc', tdt, acc_t)};")
+        self.out(depth, "}")
+
+    # -- AST -------------------------------------------------------------
+    def user(self, node: isl.AstNode) -> tuple[ScopStmt, list[str]]:
+        e = node.user_get_expr()
+        name = e.get_op_arg(0).get_id().get_name()
+        args = [e.get_op_arg(i).to_C_str() for i in range(1, e.get_op_n_arg())]
+        return self.scop.statement(name), args
+
+    def for_header(self, node: isl.AstNode) -> str:
+        it = node.for_get_iterator().to_C_str()
+        init = node.for_get_init().to_C_str()
+        cond = node.for_get_cond().to_C_str()
+        inc = node.for_get_inc().to_C_str()
+        return f"for (int {it} = {init}; {cond}; {it} += {inc})"
+
+    def node(self, node: isl.AstNode, depth: int, marks: frozenset[Loop] = frozenset()) -> None:
+        """Print an AST node; `marks` are the loop marks in force for the next loop."""
+        t = node.get_type()
+        if t == isl.ast_node_type.for_ and node.for_is_degenerate():
+            it = node.for_get_iterator().to_C_str()
+            self.out(depth, f"{{ const int {it} = {node.for_get_init().to_C_str()};")
+            self.node(node.for_get_body(), depth + 1)
+            self.out(depth, "}")
+        elif t == isl.ast_node_type.for_:
+            self.loop(node, depth, marks)
+        elif t == isl.ast_node_type.if_:
+            self.out(depth, f"if ({node.if_get_cond().to_C_str()}) {{")
+            self.node(node.if_get_then_node(), depth + 1, marks)
+            if node.if_has_else_node():
+                self.out(depth, "} else {")
+                self.node(node.if_get_else_node(), depth + 1, marks)
+            self.out(depth, "}")
+        elif t == isl.ast_node_type.block:
+            for child in children(node):
+                self.node(child, depth, marks)
+        elif t == isl.ast_node_type.mark:
+            self.mark(node.mark_get_node(), of_node(node), depth, marks)
+        elif t == isl.ast_node_type.user:
+            st, args = self.user(node)
+            self.statement(st, args, depth)
+        else:
+            raise TypeError(f"unexpected isl AST node {t}")
+
+    def loop(self, node: isl.AstNode, depth: int, marks: frozenset[Loop]) -> None:
+        """A loop that runs more than once: a reduction in a local where marked so."""
+        if Loop.REDUCE in marks and self.reduction_loop(node, depth):
+            return
+        if Loop.SIMD in marks:
+            self.out(depth, self.dialect.simd_pragma())
+        self.out(depth, self.for_header(node) + " {")
+        self.node(node.for_get_body(), depth + 1)
+        self.out(depth, "}")
+
+    def mark(self, node: isl.AstNode, mark: Mark, depth: int, marks: frozenset[Loop]) -> None:
+        """The node under a mark: a loop mark is in force for the loops below."""
+        if isinstance(mark, LoopMark):
+            marks = marks | {mark.kind}
+        self.node(node, depth, marks)
+
+    def users_under(self, node: isl.AstNode) -> list[tuple[ScopStmt, list[str]]]:
+        """The statements in a subtree, in print order, with their arguments."""
+        if node.get_type() == isl.ast_node_type.user:
+            return [self.user(node)]
+        return [u for c in children(node) for u in self.users_under(c)]
+
+
+def children(node: isl.AstNode) -> list[isl.AstNode]:
+    """The nodes directly inside an AST node: a loop's body, a mark's node, an if's
+    branches, a block's statements."""
+    t = node.get_type()
+    if t == isl.ast_node_type.for_:
+        return [node.for_get_body()]
+    if t == isl.ast_node_type.mark:
+        return [node.mark_get_node()]
+    if t == isl.ast_node_type.if_:
+        out = [node.if_get_then_node()]
+        return out + ([node.if_get_else_node()] if node.if_has_else_node() else [])
+    if t == isl.ast_node_type.block:
+        nodes = node.block_get_children()
+        return [nodes.get_at(i) for i in range(nodes.n_ast_node())]
+    return []
+
+
+def constant_loop(node: isl.AstNode) -> tuple[int, int, int] | None:
+    """(first, iterations, step) of a loop of the isl AST whose bounds are constants
+    (sizes are baked in); None for any other."""
+    cond = node.for_get_cond()
+    first, step = ast_int(node.for_get_init()), ast_int(node.for_get_inc())
+    bound = ast_int(cond.get_op_arg(1))
+    if first is None or step is None or bound is None:
+        return None
+    op = cond.get_op_type()
+    if step < 1 or op not in (isl.ast_expr_op_type.le, isl.ast_expr_op_type.lt):
+        return None
+    last = bound if op == isl.ast_expr_op_type.le else bound - 1
+    return first, max(0, (last - first) // step + 1), step
+
+
+def ast_int(e: isl.AstExpr) -> int | None:
+    """The value of an integer literal of isl's AST; None for any other expression (read
+    from isl's object, not its printed text)."""
+    return e.get_val().to_python() if e.get_type() == isl.ast_expr_type.int else None
