@@ -1,14 +1,15 @@
 """The GPU dialects of the C-family printer: OpenCL C and CUDA.
 
-The shared printer (codegen/stmt.py) prints expressions, statements and loops for every
-target; this module adds what a mapped schedule tree (poly/gpu.py) needs: one kernel function per `Kernel`
-mark (poly/marks.py), block- and thread-mapped loops printed as strided loops over the
-group and local ids, guards for statements that no mapped loop covers, index checks that
-record the first failure in a buffer (a GPU thread cannot `goto` out of a kernel), and
-indirect subscripts clamped into bounds so that a failed check never reads outside a
-buffer, and the shared tiles of poly/promotion.py (copy-in, body on the tiles, copy-out
-of written ones, barriers; a statement's stores are pointed at a written tile by
-`target`). The two dialects differ only in the `GpuDialect` hooks.
+The shared printers (codegen/expr.py, codegen/stmt.py) print expressions, statements and
+loops for every target; this module adds what a mapped schedule tree (poly/gpu.py)
+needs: one kernel function per `Kernel` mark (poly/marks.py), block- and thread-mapped
+loops printed as strided loops over the group and local ids, guards for statements that
+no mapped loop covers, index checks that record the first failure in a buffer (a GPU
+thread cannot `goto` out of a kernel), and indirect subscripts clamped into bounds so
+that a failed check never reads outside a buffer, and the shared tiles of
+poly/promotion.py (copy-in, body on the tiles, copy-out of written ones, barriers; a
+statement's stores are pointed at a written tile by `target`). The two dialects differ
+only in the `GpuDialect` hooks.
 """
 
 from __future__ import annotations
@@ -290,6 +291,7 @@ class _GpuPrinter(StatementPrinter):
         return super().target(st, env)
 
     def reduction_loop(self, node: isl.AstNode, depth: int) -> bool:
+        """One reduction loop as every target prints it, or a `reduce` nest of several."""
         if node.for_get_body().get_type() != isl.ast_node_type.user:
             return self.reduction_nest(node, depth)
         return super().reduction_loop(node, depth)
@@ -490,8 +492,7 @@ class _GpuPrinter(StatementPrinter):
         if node.get_type() == isl.ast_node_type.for_:
             if Loop.REDUCE in marks and node.for_is_degenerate():
                 # A loop isl printed once inside a `reduce` nest: the mark goes on inward.
-                it = node.for_get_iterator().to_C_str()
-                self.out(depth, f"{{ const int {it} = {node.for_get_init().to_C_str()};")
+                self.out(depth, self.loop_open(node))
                 self.node(node.for_get_body(), depth + 1, marks)
                 self.out(depth, "}")
                 return
@@ -502,6 +503,7 @@ class _GpuPrinter(StatementPrinter):
         super().node(node, depth, marks)
 
     def mark(self, node: isl.AstNode, mark: Mark, depth: int, marks: frozenset[Loop]) -> None:
+        """Mapped loops, shared tiles and private tiles; other marks as every target."""
         if isinstance(mark, Mapped):
             self.mapped(node, mark, depth)
         elif isinstance(mark, Shared):
@@ -630,13 +632,6 @@ class _GpuPrinter(StatementPrinter):
             top -= 1
             self.out(top, "}")
         self.out(depth, "}")
-
-    def loop_open(self, c: isl.AstNode) -> str:
-        """The opening line of a loop printed in place (a degenerate one as a constant)."""
-        it = c.for_get_iterator().to_C_str()
-        if c.for_is_degenerate():
-            return f"{{ const int {it} = {c.for_get_init().to_C_str()};"
-        return self.for_header(c) + " {"
 
     def private_element(self, node: isl.AstNode, depth: int, marks: frozenset[Loop]) -> bool:
         """Statements in sequence that all write one element (init, reduction, epilogue

@@ -139,12 +139,18 @@ class StatementPrinter(ExprPrinter):
         inc = node.for_get_inc().to_C_str()
         return f"for (int {it} = {init}; {cond}; {it} += {inc})"
 
+    def loop_open(self, c: isl.AstNode) -> str:
+        """The opening line of a loop printed in place (a degenerate one as a constant)."""
+        it = c.for_get_iterator().to_C_str()
+        if c.for_is_degenerate():
+            return f"{{ const int {it} = {c.for_get_init().to_C_str()};"
+        return self.for_header(c) + " {"
+
     def node(self, node: isl.AstNode, depth: int, marks: frozenset[Loop] = frozenset()) -> None:
         """Print an AST node; `marks` are the loop marks in force for the next loop."""
         t = node.get_type()
         if t == isl.ast_node_type.for_ and node.for_is_degenerate():
-            it = node.for_get_iterator().to_C_str()
-            self.out(depth, f"{{ const int {it} = {node.for_get_init().to_C_str()};")
+            self.out(depth, self.loop_open(node))
             self.node(node.for_get_body(), depth + 1)
             self.out(depth, "}")
         elif t == isl.ast_node_type.for_:
