@@ -18,10 +18,10 @@ import _bench_models as bm
 import onnx
 
 import tc_graph as tg
-from tc_graph.graph.bench_models import NAMES, build, sample_inputs
+from tc_graph.graph.bench_models import LAYERS, NAMES, build, sample_inputs
 from tc_graph.onnx_domain import TC_OP
 
-__all__ = ["NAMES", "PreparedModel", "prepared"]
+__all__ = ["LAYERS", "NAMES", "PreparedModel", "prepared"]
 
 
 @dataclass

@@ -4,6 +4,8 @@
                                     [--target cpu|reference|...] [--only NAME[,NAME]] [--small]
     python scripts/bench.py models  [--json FILE] [--rounds N] [--threads N]
                                     [--only NAME[,NAME]] [--small]
+    python scripts/bench.py layers  [--json FILE] [--rounds N] [--threads N]
+                                    [--only NAME[,NAME]] [--small]
     python scripts/bench.py zoo     [--json FILE] [--threads N] [--only NAME[,NAME]]
                                     [--timeout S] [--full DIR]
 
@@ -24,6 +26,10 @@ null). `compile_cold_s` is `tg.optimize` plus `tg.InferenceSession` in a fresh e
 TC_GRAPH_CACHE (seconds: measuring candidate groups and compiling kernels); `compile_warm_ms`
 is the same two steps again with that cache warm (milliseconds). Each row also has
 `tc_kernels`, the number of TcKernel nodes in the optimized model.
+
+`layers` runs single layers of real models the same way as `models`: attention's Softmax
+over 8x12x128x128, a residual Add with the LayerNormalization after it (1024x384), and Gelu
+as torch exports it (x * 0.5 * (1 + erf(x / sqrt 2)), 1024x1536).
 
 `zoo` runs models nobody here wrote: onnx's nine light_* models (shipped in the onnx wheel,
 with reference outputs) and the committed models/torch_*.onnx (small sizes), and with
@@ -223,7 +229,7 @@ def _models(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         return 2
     import _bench_onnx as bo
 
-    names = _select(bo.NAMES, args.only, "model", parser)
+    names = _select(bo.LAYERS if args.command == "layers" else bo.NAMES, args.only, "model", parser)
     sizes = "small (paper sizes / ~8)" if args.small else "paper sizes"
     print(
         f"tc_graph.optimize + tc_graph.InferenceSession vs {bm.VERSIONS}; "
@@ -384,6 +390,11 @@ def _parser() -> argparse.ArgumentParser:
         parents=[common],
         help="whole ONNX models: tc_graph.optimize + InferenceSession against onnxruntime",
     )
+    sub.add_parser(
+        "layers",
+        parents=[common],
+        help="single layers of real models (Softmax, LayerNorm+Add, Gelu), as `models` runs them",
+    )
     zoo = sub.add_parser(
         "zoo",
         parents=[common],
@@ -402,7 +413,7 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
-    if args.command == "models":
+    if args.command in ("models", "layers"):
         return _models(args, parser)
     if args.command == "zoo":
         return _zoo(args, parser)

@@ -19,12 +19,13 @@ from dataclasses import dataclass
 import islpy as isl
 
 from .. import ir
+from ..errors import TcError
 from ..lang.types import C_TYPES
 from ..options import AVX512, MappingOptions, VectorUnit
-from ..poly.marks import Loop, LoopMark, Mark, is_loop, of_node
+from ..poly.marks import Local, Loop, LoopMark, Mark, in_tree, is_loop, of_node
 from ..poly.proof import annotated_ast, loop_depth, loop_parallel, refuse
 from ..poly.scop import Scop, ScopStmt
-from .expr import C_OPENMP, Dialect, cname, helper_lines
+from .expr import C_OPENMP, Dialect, acc_start, cname, combine, helper_lines, identity
 from .phases import phase_kernel
 from .stmt import StatementPrinter, ast_int, children, constant_loop
 
@@ -36,6 +37,7 @@ def _prelude(vector_width: int) -> str:
         f"typedef float tc_vfu __attribute__((vector_size({4 * vector_width}), aligned(4)));",
         f"typedef int tc_vi __attribute__((vector_size({4 * vector_width})));",
         _hsum(vector_width),
+        *_vector_extrema(vector_width),
         "#include <stdlib.h>",
         "#include <math.h>",
         "#define floord(n, d) (((n) < 0) ? -((-(n) + (d) - 1) / (d)) : (n) / (d))",
@@ -86,9 +88,6 @@ class _Printer(StatementPrinter):
         super().__init__(scop, dialect)
         self.options = options
         self.unit = unit
-        # `private` (ExprPrinter's): privatized temporaries, name -> the iterator of
-        # their parallel loop. A thread keeps the slice of one iteration (a tile of rows
-        # when the loop is tiled).
         # "omp": parallel loops are OpenMP loops (tc_kernel). "chunk": the one parallel
         # loop outside every other loop runs iterations [lo, hi) of a phase (tc_phase);
         # "serial": a phase printed without any parallel loop (`phase_plan` decides).
@@ -98,7 +97,8 @@ class _Printer(StatementPrinter):
         # each enclosing mark (poly/cpu.py records it in the mark); None otherwise.
         self.proved = proved
         self.mark_depth: dict[Loop, int | None] = {}
-        self._touchers: dict[str, frozenset[str]] | None = None
+        # The temporaries that live in local arrays (poly/local.py decided them).
+        self.locals: frozenset[str] = frozenset()
 
     def reduction_loop(self, node: isl.AstNode, depth: int) -> bool:
         """A loop over a reduction index of one update statement: accumulate in a local,
@@ -150,7 +150,7 @@ class _Printer(StatementPrinter):
     ) -> str | None:
         """The right side as a vector over lane = at, at+1, ...; None when it cannot be."""
         src = st.source
-        if src.op != "+" or self.program.tensors[src.tensor].dtype != "float32":
+        if src.op not in ("+", *_EXTREMA) or self.program.tensors[src.tensor].dtype != "float32":
             return None
         if lane not in ir.index_names(src.rhs):
             return None
@@ -361,8 +361,9 @@ class _Printer(StatementPrinter):
     def vector_reduction(
         self, node: isl.AstNode, st: ScopStmt, env: dict[str, str], depth: int
     ) -> bool:
-        """A dot product along a stride-1 reduction index: four vector accumulators, so
-        consecutive fused multiply-adds do not wait on each other."""
+        """A dot product (or a maximum, a minimum) along a stride-1 reduction index: four
+        vector accumulators, so consecutive fused multiply-adds do not wait on each
+        other."""
         src = st.source
         it = node.for_get_iterator().to_C_str()
         r = next(v for v in st.iterators if env[v] == it)
@@ -372,18 +373,31 @@ class _Printer(StatementPrinter):
             return False
         lo, hi = self.ranges(st)[r]
         target = f"{cname(src.tensor)}[{self.linear(src.tensor, [env[v] for v in src.lhs])}]"
+        tail = self.expr(src.rhs, {**env, r: "r0"})
+        if src.op == "+":
+            start, step, merge = "{0}", "{a} += {v}", "(a0 + a1) + (a2 + a3)"
+            first, last = f"{target} + tc_hsum(a0)", f"acc += (float)({tail})"
+        else:
+            _, lanewise, across = _EXTREMA[src.op]
+            start = f"(tc_vf){{0}} + {identity(src.op, 'float32')}"
+            step = f"{{a}} = {lanewise}({{a}}, {{v}})"
+            merge = f"{lanewise}({lanewise}(a0, a1), {lanewise}(a2, a3))"
+            first = combine(src.op, acc_start(src.op, target, "float32"), f"{across}(a0)", "float")
+            last = f"acc = {combine(src.op, 'acc', f'(float)({tail})', 'float')}"
         self.out(depth, "{")
-        self.out(depth + 1, "tc_vf a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};")
+        self.out(depth + 1, "tc_vf " + ", ".join(f"a{q} = {start}" for q in range(4)) + ";")
         self.out(depth + 1, f"int r0 = {lo};")
         self.out(depth + 1, f"for (; r0 + {4 * width} <= {hi}; r0 += {4 * width}) {{")
         for q, text in enumerate(vec):
-            self.out(depth + 2, f"a{q} += {text};")
+            self.out(depth + 2, step.format(a=f"a{q}", v=text) + ";")
         self.out(depth + 1, "}")
-        self.out(depth + 1, f"for (; r0 + {width} <= {hi}; r0 += {width}) a0 += {vec[0]};")
-        self.out(depth + 1, "a0 = (a0 + a1) + (a2 + a3);")
-        self.out(depth + 1, f"float acc = {target} + tc_hsum(a0);")
-        tail = self.expr(src.rhs, {**env, r: "r0"})
-        self.out(depth + 1, f"for (; r0 < {hi}; r0++) acc += (float)({tail});")
+        self.out(
+            depth + 1,
+            f"for (; r0 + {width} <= {hi}; r0 += {width}) {step.format(a='a0', v=vec[0])};",
+        )
+        self.out(depth + 1, f"a0 = {merge};")
+        self.out(depth + 1, f"float acc = {first};")
+        self.out(depth + 1, f"for (; r0 < {hi}; r0++) {last};")
         self.out(depth + 1, f"{target} = acc;")
         self.out(depth, "}")
         return True
@@ -715,7 +729,7 @@ class _Printer(StatementPrinter):
 
     def loop(self, node: isl.AstNode, depth: int, marks: frozenset[Loop]) -> None:
         """A loop as its proved marks ask: a reduction in a local or in vectors, a register
-        or dot tile, a parallel loop with its privatized temporaries, or a plain loop."""
+        or dot tile, a parallel loop, or a plain loop."""
         here = self.proved_marks(node, marks)
         serial = Loop.PARALLEL not in here
         if Loop.REDUCE in here and serial and self.reduction_loop(node, depth):
@@ -726,30 +740,24 @@ class _Printer(StatementPrinter):
             return
         if Loop.DOTTILE in here and serial and self.inner_dot(node, depth):
             return
-        private: list[tuple[str, int]] = []
         if not serial:
-            private = self.privatizable(node)
             self.parallel_for(node, depth, simd=Loop.SIMD in here)
         else:
             if Loop.SIMD in here:
                 self.out(depth, self.dialect.simd_pragma())
             self.out(depth, self.for_header(node) + " {")
-        it = node.for_get_iterator().to_C_str()
-        for n, rows in private:
-            t = self.program.tensors[n]
-            count = rows * math.prod(self.scop.shapes[n][1:])
-            init = " = {0}" if t.zero_fill else ""
-            self.out(depth + 1, f"{C_TYPES[t.dtype]} {cname(n)}[{max(1, count)}]{init};")
-            self.private[n] = it
         self.loops_open += 1
         self.node(node.for_get_body(), depth + 1)
         self.loops_open -= 1
         self.out(depth, "}")
 
     def mark(self, node: isl.AstNode, mark: Mark, depth: int, marks: frozenset[Loop]) -> None:
-        """A contraction's whole nest, or a loop mark in force (at its band's depth)."""
+        """A contraction's whole nest, a local array, or a loop mark in force (at its
+        band's depth)."""
         if is_loop(mark, Loop.CONTRACT):
             self.contraction(node, depth)
+        elif isinstance(mark, Local):
+            self.local(node, mark, depth, marks)
         elif isinstance(mark, LoopMark):
             saved = self.mark_depth.get(mark.kind)
             self.mark_depth[mark.kind] = mark.depth if self.proved else None
@@ -792,41 +800,25 @@ class _Printer(StatementPrinter):
             return self.top_parallel(node.mark_get_node(), marks | {mark.kind}, depths)
         return [n for c in children(node) for n in self.top_parallel(c, marks, depths)]
 
-    def privatizable(self, node: isl.AstNode) -> list[tuple[str, int]]:
-        """Temporaries that fusion made local to one iteration of this parallel loop, with
-        the rows of a slice: all their accesses are under it and index their first
-        dimension with its iterator, or, when the loop steps over tiles, with its iterator
-        plus a point loop's. Each thread then keeps one slice on its stack instead of the
-        whole tensor."""
-        users = self.users_under(node)
-        it = node.for_get_iterator().to_C_str()
-        rows = max(1, ast_int(node.for_get_inc()) or 1)
-        first = re.compile(rf"{it}( \+ c\d+)?" if rows > 1 else re.escape(it))
-        names = {st.name for st, _ in users}
-        touchers = self.touchers()
-        out = []
-        for temp in self.program.temporaries:
-            shape = self.scop.shapes[temp]
-            if not shape or rows * math.prod(shape[1:]) * 8 > _PRIVATE_BYTES:
-                continue
-            if not touchers.get(temp, frozenset()) <= names:
-                continue
-            touching = [(st, args) for st, args in users if st.name in touchers.get(temp, ())]
-            if touching and all(_first_index_is(st, args, temp, first) for st, args in touching):
-                out.append((temp, rows))
-        return out
-
-    def touchers(self) -> dict[str, frozenset[str]]:
-        """Each tensor's statements that read or write it, worked out once per printer:
-        privatizable asks for every parallel loop and temporary, and walking every
-        statement's expression each time was quadratic (minutes on a whole network)."""
-        if self._touchers is None:
-            names: dict[str, set[str]] = {}
-            for st in self.scop.statements:
-                for tensor in _touched(st):
-                    names.setdefault(tensor, set()).add(st.name)
-            self._touchers = {t: frozenset(n) for t, n in names.items()}
-        return self._touchers
+    def local(self, node: isl.AstNode, mark: Local, depth: int, marks: frozenset[Loop]) -> None:
+        """A temporary's local array (poly/local.py), declared where the mark sits: inside
+        the loop each of whose iterations uses its own elements only."""
+        if mark.offsets is None:
+            raise TcError(f"internal: isl's AST reaches {mark.tensor} outside its local box")
+        t = self.program.tensors[mark.tensor]
+        init = " = {0}" if t.zero_fill else ""
+        # A block of its own: isl may print the mark more than once in one scope.
+        self.out(
+            depth, f"{{ {C_TYPES[t.dtype]} {cname(mark.tensor)}[{math.prod(mark.sizes)}]{init};"
+        )
+        saved = self.private.get(mark.tensor)
+        self.private[mark.tensor] = (mark.offsets, mark.sizes)
+        self.node(node, depth + 1, marks)
+        self.out(depth, "}")
+        if saved is None:
+            del self.private[mark.tensor]
+        else:
+            self.private[mark.tensor] = saved
 
     # -- the kernel ------------------------------------------------------
     def arguments(self) -> None:
@@ -871,8 +863,8 @@ class _Printer(StatementPrinter):
         return "\n".join(self.lines)
 
     def shared_temps(self) -> list[str]:
-        """The temporaries the caller allocates: all but the privatized ones."""
-        return [n for n in self.program.temporaries if n not in self.private]
+        """The temporaries the caller allocates: all but the local ones."""
+        return [n for n in self.program.temporaries if n not in self.locals]
 
 
 def loop_marks(
@@ -897,16 +889,39 @@ def loop_marks(
 
 def _hsum(width: int) -> str:
     """The sum of a vector's lanes as a tree of shuffles (log2(width) steps, not width)."""
-    steps = []
-    half = width // 2
-    while half:
-        mask = ", ".join(str((lane + half) % width) for lane in range(width))
-        steps.append(f"v += __builtin_shuffle(v, (tc_vi){{{mask}}});")
-        half //= 2
+    steps = [f"v += {rotation};" for rotation in _rotations(width)]
     return f"static inline float tc_hsum(tc_vf v) {{ {' '.join(steps)} return v[0]; }}"
 
 
-_PRIVATE_BYTES = 64 * 1024
+def _rotations(width: int) -> list[str]:
+    """The lane rotations by width/2, width/4, ..., 1 of `v` (a tree over the lanes)."""
+    out = []
+    half = width // 2
+    while half:
+        mask = ", ".join(str((lane + half) % width) for lane in range(width))
+        out.append(f"__builtin_shuffle(v, (tc_vi){{{mask}}})")
+        half //= 2
+    return out
+
+
+# Vector forms of `max=` and `min=` for vectorized reductions: the select keeps the
+# accumulator where the new value is NaN, as the scalar `combine` does (NaN ignored), and
+# is x86's maxps/minps exactly; the lanes, never NaN, then reduce by the same select.
+_EXTREMA = {"max": (">", "tc_vmax", "tc_hmax"), "min": ("<", "tc_vmin", "tc_hmin")}
+
+
+def _vector_extrema(width: int) -> list[str]:
+    lines = []
+    for cmp, lanewise, across in _EXTREMA.values():
+        lines.append(
+            f"static inline tc_vf {lanewise}(tc_vf a, tc_vf v) {{ tc_vi m = v {cmp} a;"
+            " return (tc_vf)((m & (tc_vi)v) | (~m & (tc_vi)a)); }"
+        )
+        steps = " ".join(f"v = {lanewise}(v, {r});" for r in _rotations(width))
+        lines.append(f"static inline float {across}(tc_vf v) {{ {steps} return v[0]; }}")
+    return lines
+
+
 _MAX_ROWS = 8  # rows of one register tile
 # Scalar accumulators of a register tile's last columns updated together (enough
 # independent adds to hide the add latency, few enough to stay in registers).
@@ -930,34 +945,6 @@ def _blocks(lo: int, hi: int, size: int) -> list[tuple[int, int]]:
     """[lo, hi) in blocks: (how many, of what size), full blocks first."""
     full, rest = divmod(max(0, hi - lo), size)
     return [b for b in ((full, size), (1, rest)) if b[0] and b[1]]
-
-
-def _touched(st: ScopStmt) -> set[str]:
-    """The tensors a statement reads or writes."""
-    if st.kind == "check":
-        assert st.checked is not None
-        return {r.tensor for r in ir.reads(st.checked.subscripts[st.checked_dim])}
-    return {st.source.tensor, *(r.tensor for r in ir.reads(st.source.rhs))}
-
-
-def _first_index_is(st: ScopStmt, args: Sequence[str], tensor: str, loop: re.Pattern[str]) -> bool:
-    """Every access of tensor by st indexes dimension 0 with an iterator whose value
-    (the isl AST's expression for it) matches `loop`."""
-    if st.kind == "check":
-        return False
-    env = dict(zip(st.iterators, args, strict=True))
-
-    def ok(first: ir.Expr) -> bool:
-        return isinstance(first, ir.Index) and loop.fullmatch(env.get(first.name, "")) is not None
-
-    src = st.source
-    if src.tensor == tensor and not (
-        src.lhs and loop.fullmatch(env.get(src.lhs[0], "")) is not None
-    ):
-        return False
-    return all(
-        ok(r.subscripts[0]) for r in ir.reads(src.rhs) if r.tensor == tensor and r.subscripts
-    )
 
 
 def no_vector_form(e: ir.Expr, lane: str, tensors: Mapping[str, ir.Tensor]) -> str | None:
@@ -1013,5 +1000,6 @@ def emit(
     `unit` is the target CPU's (runtime/cc.vector_unit)."""
     ast = annotated_ast(scop, schedule) if scop.statements else None
     printer = _Printer(scop, options, dialect, proved=True, unit=unit)
+    printer.locals = frozenset(m.tensor for m in in_tree(schedule) if isinstance(m, Local))
     main = printer.kernel(ast, name)
     return f"{_prelude(options.vector_width)}\n\n{main}\n\n{phase_kernel(printer, ast)}\n"

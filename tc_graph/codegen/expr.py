@@ -164,22 +164,29 @@ C_OPENMP = Dialect()
 
 
 class ExprPrinter:
-    """Expressions as C text, with a dialect's hooks. `private` maps a privatized
-    temporary to the iterator its rows are counted from (set by the statement printer);
-    `tmp` numbers the locals of statement expressions."""
+    """Expressions as C text, with a dialect's hooks. `private` maps a temporary in a local
+    array to its box's offsets (C) and sizes (set by the statement printer); `tmp`
+    numbers the locals of statement expressions."""
 
     def __init__(self, scop: Scop, dialect: Dialect) -> None:
         self.scop = scop
         self.dialect = dialect
         self.program = scop.program
         self.tmp = 0
-        self.private: dict[str, str] = {}
+        self.private: dict[str, tuple[tuple[str, ...], tuple[int, ...]]] = {}
 
     def linear(self, tensor: str, subs: Sequence[str]) -> str:
         shape = self.scop.shapes[tensor]
         if tensor in self.private:
-            # A privatized temporary: rows counted from the parallel loop's iteration.
-            subs = [f"({subs[0]}) - {self.private[tensor]}", *subs[1:]]
+            # A local array (poly/local.py): the box of one loop iteration, its offsets; a
+            # dimension of one element contributes nothing.
+            offsets, shape = self.private[tensor]
+            subs = [
+                "0" if n == 1 else s if o == "0" else f"({s}) - ({o})"
+                for s, o, n in zip(subs, offsets, shape, strict=True)
+            ]
+            if all(s == "0" for s in subs):
+                return "0"
         if not subs:
             return "0"
         text = f"(int64_t)({subs[0]})"

@@ -37,6 +37,9 @@ NAMES: tuple[str, ...] = (
     "tmm",
     "prodmodel",
 )
+# Single layers of real models (scripts/bench.py layers): the memory-bound operators of a
+# transformer encoder, at BERT-like sizes.
+LAYERS: tuple[str, ...] = ("softmax", "layernorm_add", "gelu")
 
 InputSpec = tuple[np.dtype | type, Sequence[int]]
 
@@ -94,6 +97,9 @@ class Sizes:
     tbmm: tuple[int, int, int]  # batch, rows (N and K), reduction (M)
     gconv: tuple[int, int, int, int, int]  # batch, groups, channels per group, height=width, kernel
     tmm: tuple[int, int]  # in, out
+    softmax: tuple[int, int, int, int]  # batch, heads, queries, keys (softmax over keys)
+    layernorm: tuple[int, int]  # rows (tokens), hidden
+    gelu: tuple[int, int]  # rows, width
 
 
 FULL = Sizes(
@@ -105,6 +111,9 @@ FULL = Sizes(
     tbmm=(500, 26, 72),
     gconv=(32, 32, 16, 14, 3),
     tmm=(1024, 1024),
+    softmax=(8, 12, 128, 128),
+    layernorm=(1024, 384),
+    gelu=(1024, 1536),
 )
 SMALL = Sizes(
     batch=16,
@@ -115,6 +124,9 @@ SMALL = Sizes(
     tbmm=(62, 3, 9),
     gconv=(4, 4, 2, 6, 3),  # 14 / 8 would leave no room for a 3x3 window
     tmm=(128, 128),
+    softmax=(2, 3, 32, 32),
+    layernorm=(128, 48),
+    gelu=(128, 192),
 )
 
 
@@ -254,6 +266,34 @@ def _build_prodmodel(g: _Graph, s: Sizes) -> None:
     g.output(_mlp_gemm(g, hidden, s.mlp3, "mlp3", "Y"), (s.batch, s.mlp3[-1]))
 
 
+def _build_softmax(g: _Graph, s: Sizes) -> None:
+    """Attention's Softmax over the keys."""
+    x = g.input("X", np.float32, s.softmax)
+    g.output(g.node("Softmax", [x], "Y", axis=-1), s.softmax)
+
+
+def _build_layernorm_add(g: _Graph, s: Sizes) -> None:
+    """A residual Add and the LayerNormalization after it (a transformer block's end)."""
+    rows, hidden = s.layernorm
+    x = g.input("X", np.float32, (rows, hidden))
+    r = g.input("R", np.float32, (rows, hidden))
+    scale = g.const("ln_scale", 1.0 + normal(g.rng, (hidden,), 0.1))
+    bias = g.const("ln_bias", normal(g.rng, (hidden,), 0.1))
+    added = g.node("Add", [x, r])
+    norm = g.node("LayerNormalization", [added, scale, bias], "Y", axis=-1, epsilon=1e-5)
+    g.output(norm, (rows, hidden))
+
+
+def _build_gelu(g: _Graph, s: Sizes) -> None:
+    """Gelu as torch exports it before opset 20: x * 0.5 * (1 + erf(x / sqrt(2)))."""
+    x = g.input("X", np.float32, s.gelu)
+    root2 = g.const("sqrt2", np.array(np.sqrt(2.0), np.float32))
+    one = g.const("one", np.array(1.0, np.float32))
+    half = g.const("half", np.array(0.5, np.float32))
+    inner = g.node("Add", [g.node("Erf", [g.node("Div", [x, root2])]), one])
+    g.output(g.node("Mul", [g.node("Mul", [x, inner]), half], "Y"), s.gelu)
+
+
 _BUILDERS = {
     "mlp3_gemm": _build_mlp3_gemm,
     "mlp3_matmul": _build_mlp3_matmul,
@@ -264,13 +304,16 @@ _BUILDERS = {
     "gconv": _build_gconv,
     "tmm": _build_tmm,
     "prodmodel": _build_prodmodel,
+    "softmax": _build_softmax,
+    "layernorm_add": _build_layernorm_add,
+    "gelu": _build_gelu,
 }
 
 
 def build(name: str, *, small: bool = False) -> onnx.ModelProto:
-    """The model `name` (one of NAMES), checked; the same weights on every call."""
+    """The model `name` (one of NAMES or LAYERS), checked; the same weights on every call."""
     if name not in _BUILDERS:
-        raise TcError(f"unknown model {name!r}", hint=f"choose from {', '.join(NAMES)}")
+        raise TcError(f"unknown model {name!r}", hint=f"choose from {', '.join((*NAMES, *LAYERS))}")
     g = _Graph(name)
     _BUILDERS[name](g, SMALL if small else FULL)
     return g.model()

@@ -71,6 +71,8 @@ def plan(program: ir.Program, st: ir.Statement, extents: Mapping[str, int]) -> C
     cols, red = form
     if extents[red] < MIN_REDUCTION or min(extents[st.lhs[-2]], extents[cols]) < MIN_TILE:
         return None
+    if not (_reused(st, red, st.lhs[-2]) or _reused(st, red, cols)):
+        return None
     alone = sum(s.tensor == st.tensor for s in program.statements) == 1
     if extents[red] < LONG_REDUCTION and not alone:
         return None
@@ -85,9 +87,19 @@ def inner_plan(
     if form is None:
         return None
     cols, red = form
-    if extents[red] < MIN_TILE or extents[cols] < 2:
+    if extents[red] < MIN_TILE or extents[cols] < 2 or not _reused(st, red, cols):
         return None
     return Contraction(None, cols, red)
+
+
+def _reused(st: ir.Statement, red: str, index: str) -> bool:
+    """Some operand along `red` does not depend on `index`: the outputs of a tile along
+    `index` share its loads. Without one (a row sum, `s(i) +=! E(i,k)`) a tile saves
+    nothing, and the plain reduction keeps its place in the fused nests (Softmax's sum
+    stays with the exp that writes its row)."""
+    return any(
+        red in ir.index_names(r) and index not in ir.index_names(r) for r in ir.reads(st.rhs)
+    )
 
 
 def _vector_form(program: ir.Program, e: ir.Expr, red: str) -> bool:

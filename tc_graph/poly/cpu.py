@@ -14,6 +14,7 @@ from __future__ import annotations
 import islpy as isl
 
 from ..options import MappingOptions
+from .local import localize
 from .marks import Loop, LoopMark, insert
 from .scop import Scop, ScopStmt
 
@@ -182,7 +183,7 @@ def map_cpu(schedule: isl.Schedule, scop: Scop, options: MappingOptions) -> isl.
         return node
 
     root = walk(schedule.get_root(), False)
-    return root.get_schedule()
+    return localize(root.get_schedule(), scop)
 
 
 def _mark(node: isl.ScheduleNode, kind: Loop) -> isl.ScheduleNode:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import enum
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 import islpy as isl
 
@@ -119,12 +119,28 @@ class NoPrivateTile:
     reason: str
 
 
-Mark = LoopMark | Mapped | Kernel | Shared | PrivateTile | NoPrivateTile
+@dataclass(frozen=True)
+class Local:
+    """Decided by poly/local.py: temporary `tensor` lives in a local array of `sizes`
+    declared in the body of the loop this mark sits in (one iteration's elements)."""
+
+    tensor: str
+    sizes: tuple[int, ...]
+    # The tensor's accessing instances -> the values of the loops around the array.
+    loops: isl.UnionMap | None = field(default=None, compare=False, repr=False)
+    # Where isl's AST put the mark: the box's offsets as C expressions of the loops
+    # printed around it (poly/local.annotate; `of_node` reads them back), None where
+    # that piece of the AST does not fit the box.
+    offsets: tuple[str, ...] | None = ()
+
+
+Mark = LoopMark | Mapped | Kernel | Shared | PrivateTile | NoPrivateTile | Local
 
 _MAPPED = re.compile(r"map:(block|thread):(\d+):c(\d+):(\d+)")
 _KERNEL = re.compile(r"kernel:(\d+)")
 _LOOPS = {k.value: k for k in Loop}
 _PRIVATE = "private"  # the decision is the id's user (a name cannot hold a tuple of loops)
+_LOCAL = "local"  # the id's user too
 
 
 def to_id(mark: Mark) -> isl.Id:
@@ -140,6 +156,8 @@ def to_id(mark: Mark) -> isl.Id:
         return isl.Id(f"kernel:{mark.index}", context=_CTX)
     if isinstance(mark, PrivateTile | NoPrivateTile):
         return isl.Id(_PRIVATE, user=mark, context=_CTX)
+    if isinstance(mark, Local):
+        return isl.Id(_LOCAL, user=mark, context=_CTX)
     return isl.Id("shared", context=_CTX)
 
 
@@ -158,6 +176,11 @@ def parse(ident: isl.Id) -> Mark:
         if not isinstance(decision, PrivateTile | NoPrivateTile):
             raise ValueError(f"mark '{name}' holds {decision!r}, not a private-tile decision")
         return decision
+    if name == _LOCAL:
+        local = ident.get_user()
+        if not isinstance(local, Local):
+            raise ValueError(f"mark '{name}' holds {local!r}, not a local array")
+        return local
     if m := _MAPPED.fullmatch(name):
         return Mapped(Unit(m[1]), int(m[2]), int(m[3]), int(m[4]))
     if m := _KERNEL.fullmatch(name):
@@ -166,8 +189,13 @@ def parse(ident: isl.Id) -> Mark:
 
 
 def of_node(node: isl.AstNode) -> Mark:
-    """The mark of a mark node of the isl AST."""
-    return parse(node.mark_get_id())
+    """The mark of a mark node of the isl AST (a local array's with its offsets there)."""
+    mark = parse(node.mark_get_id())
+    if isinstance(mark, Local):
+        offsets = node.get_annotation().get_user()
+        assert offsets is None or isinstance(offsets, tuple), "a local array's AST mark"
+        return replace(mark, offsets=offsets)
+    return mark
 
 
 def is_loop(mark: Mark, kind: Loop) -> bool:

@@ -20,6 +20,7 @@ import os
 
 import islpy as isl
 
+from .local import annotate
 from .scop import Scop
 
 _CTX = isl.DEFAULT_CONTEXT
@@ -73,14 +74,21 @@ def ast_build(schedule: isl.Schedule) -> isl.AstBuild:
 
 def annotated_ast(scop: Scop, schedule: isl.Schedule) -> isl.AstNode:
     """The AST of schedule: each loop's iterator id holds its depth (loop_depth), its
-    annotation the proof (loop_parallel)."""
+    annotation the proof (loop_parallel); each local array's mark, its offsets there
+    (poly/local.py)."""
     build = ast_build(schedule)
     deps = scop.dependences
 
     def before_for(b: isl.AstBuild) -> isl.Id:
         return isl.Id("parallel", user=carries_nothing(_flat(b.get_schedule()), deps))
 
-    build, _handle = build.set_before_each_for(before_for)
+    seen: dict[str, isl.UnionSet] = {}
+
+    def after_mark(node: isl.AstNode, b: isl.AstBuild) -> isl.AstNode:
+        return annotate(node, b, scop, seen)
+
+    build, _for = build.set_before_each_for(before_for)
+    build, _mark = build.set_after_each_mark(after_mark)
     return build.node_from_schedule(schedule)
 
 

@@ -83,6 +83,30 @@ REFERENCES: dict[str, Callable[[Weights, Feeds], list[np.ndarray]]] = {
     "prodmodel": _prodmodel,
 }
 
+
+def _softmax(x: np.ndarray) -> np.ndarray:
+    e = np.exp(x - x.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)
+
+
+def _layernorm_add(w: Weights, f: Feeds) -> list[np.ndarray]:
+    x = (f["X"] + f["R"]).astype(np.float64)
+    norm = (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, keepdims=True) + 1e-5)
+    return [norm * w["ln_scale"] + w["ln_bias"]]
+
+
+def _gelu(x: np.ndarray) -> np.ndarray:
+    from scipy.special import erf
+
+    return x * 0.5 * (1 + erf(x.astype(np.float64) / np.sqrt(2)))
+
+
+LAYER_REFERENCES: dict[str, Callable[[Weights, Feeds], list[np.ndarray]]] = {
+    "softmax": lambda w, f: [_softmax(f["X"].astype(np.float64))],
+    "layernorm_add": _layernorm_add,
+    "gelu": lambda w, f: [_gelu(f["X"])],
+}
+
 # Output shapes at the paper's sizes (API.md), for the models cheap enough to build here.
 FULL_SHAPES = {
     "mlp3_gemm": [(128, 2)],
@@ -120,6 +144,21 @@ def test_small_model_matches_numpy(name: str) -> None:
     for g, w in zip(got, want, strict=True):
         assert g.dtype == np.float32
         np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
+
+
+def test_layer_references_cover_every_layer() -> None:
+    assert set(LAYER_REFERENCES) == set(bench_models.LAYERS)
+
+
+@pytest.mark.parametrize("name", bench_models.LAYERS)
+def test_small_layer_matches_numpy(name: str) -> None:
+    model = bench_models.build(name, small=True)
+    onnx.checker.check_model(model, full_check=True)
+    weights = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+    feeds = bench_models.sample_inputs(model, seed=1)
+    (got,) = _run(model, feeds)
+    (want,) = LAYER_REFERENCES[name](weights, feeds)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
 
 
 @pytest.mark.parametrize("name", bench_models.NAMES)
@@ -228,3 +267,17 @@ def test_bench_models_runs(tmp_path: Path) -> None:
     for r in rows:
         assert r["numpy_us"] is None and r["tc_graph_us"] > 0 and r["ort_us"] > 0
         assert r["compile_cold_s"] >= 0 and r["compile_warm_ms"] >= 0
+
+
+def test_bench_layers_runs(tmp_path: Path) -> None:
+    out = tmp_path / "bench_layers.json"
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
+    }
+    cmd = [sys.executable, str(REPO / "scripts" / "bench.py"), "layers", "--small"]
+    cmd += ["--rounds", "1", "--threads", "1", "--only", "softmax", "--json", str(out)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (row,) = json.loads(out.read_text())
+    assert row["name"] == "softmax" and row["tc_graph_us"] > 0 and row["ort_us"] > 0

@@ -21,7 +21,7 @@ import pytest
 import tc_graph as tg
 from tc_graph import compiler
 from tc_graph.options import MappingOptions
-from tc_graph.poly.marks import LoopMark, parse
+from tc_graph.poly.marks import Local, LoopMark, parse
 from tc_graph.poly.promotion import Tile, plan_tiles
 from tc_graph.poly.scop import Scop, flow_dependences
 
@@ -200,12 +200,26 @@ def _cpu_marks(tree: isl.Schedule) -> Counter[tuple[str, int | None, frozenset[s
         if node.get_type() != isl.schedule_node_type.mark:
             continue
         mark = parse(node.mark_get_id())
+        if isinstance(mark, Local):
+            continue
         assert isinstance(mark, LoopMark), mark
         band = node.child(0)
         while band.get_type() == isl.schedule_node_type.mark:
             band = band.child(0)
         assert band.get_type() == isl.schedule_node_type.band, mark
         found[(mark.kind.value, mark.depth, _statements(band), _member_loops(band))] += 1
+    return found
+
+
+def _locals(tree: isl.Schedule) -> Counter[tuple[str, int, tuple[int, ...]]]:
+    """Every local array: its temporary, the schedule depth of the loop whose body
+    declares it, its sizes."""
+    found: Counter[tuple[str, int, tuple[int, ...]]] = Counter()
+    for node in _nodes(tree.get_root()):
+        if node.get_type() == isl.schedule_node_type.mark:
+            mark = parse(node.mark_get_id())
+            if isinstance(mark, Local):
+                found[(mark.tensor, node.get_schedule_depth(), mark.sizes)] += 1
     return found
 
 
@@ -219,3 +233,5 @@ def test_the_cpu_marks_are_the_hand_worked_ones(case: Case) -> None:
         for w in case["marks"]
     )
     assert _cpu_marks(tree.schedule) == want
+    local = Counter((w["tensor"], w["depth"], tuple(w["sizes"])) for w in case.get("locals", []))
+    assert _locals(tree.schedule) == local

@@ -1,0 +1,186 @@
+"""Local arrays (array contraction) on the CPU: a temporary whose every element is used
+within one iteration of a loop lives in an array declared in that loop's body, sized
+by what one iteration touches.
+
+Fusion puts a temporary's producer and consumers in one loop; when each element is
+written and read in a single iteration (the map from its elements to the loop values
+around them is a function), the temporary needs only one iteration's footprint. That
+footprint is a box (per dimension, isl's least index as a function of the loop values,
+and the largest extent, a constant); the deepest loop whose box fits `LOCAL_BYTES` wins. Softmax's `E(b,h,s,t) = exp(..)` then lives in one row of 128
+floats, in L1, instead of a 6 MB buffer malloc'ed per call; a temporary private to one
+iteration of the parallel loop lives on its thread's stack.
+
+The decision is a `Local` mark below the chosen band member (the band split after it),
+so the array is declared inside the loop. Where isl's AST has put that loop, the AST
+build annotates the mark with the box's offset as C expressions of the loops printed
+there (`annotate`: a loop with one value is not printed, its value is substituted).
+"""
+
+from __future__ import annotations
+
+import math
+
+import islpy as isl
+
+from .. import ir
+from ..lang.types import SCALARS
+from .marks import Local, Loop, LoopMark, insert, parse
+from .scop import Scop
+
+_CTX = isl.DEFAULT_CONTEXT
+_BAND = isl.schedule_node_type.band
+_MARK = isl.schedule_node_type.mark
+_DOMAIN = isl.schedule_node_type.domain
+# Stack space one local array may take (threads' stacks are small; L1 is 32-48 KiB).
+LOCAL_BYTES = 64 * 1024
+_Box = tuple[tuple[isl.PwAff, ...], tuple[int, ...]]
+# Bands whose loops the printer writes in a form of its own (tiles, vector reductions):
+# no declaration can go between their loops.
+_WHOLE = (Loop.REGTILE, Loop.DOTTILE, Loop.CONTRACT, Loop.REDUCE, Loop.SIMD)
+
+
+def localize(schedule: isl.Schedule, scop: Scop) -> isl.Schedule:
+    """The mapped schedule with a `Local` mark for each temporary that has a local form."""
+    for tensor in scop.program.temporaries:
+        accesses = _accesses(scop, tensor)
+        if accesses.is_empty():
+            continue
+        found = _deepest(schedule.get_root(), accesses, scop, tensor)
+        if found is not None:
+            node, member, sizes, loops = found
+            if member + 1 < node.band_n_member():
+                node = node.band_split(member + 1)
+            schedule = insert(node.child(0), Local(tensor, sizes, loops)).get_schedule()
+    return schedule
+
+
+def _accesses(scop: Scop, tensor: str) -> isl.UnionMap:
+    """Every read and write of tensor: statement instance -> element."""
+    name = ir.isl_name(tensor)
+    out = isl.UnionMap.empty(isl.Space.params_alloc(_CTX, 0))
+    for st in scop.statements:
+        for m in _maps(st.reads.union(st.writes)):
+            if m.get_tuple_name(isl.dim_type.out) == name:
+                out = out.union(isl.UnionMap.from_map(m))
+    return out
+
+
+def _maps(umap: isl.UnionMap) -> list[isl.Map]:
+    out: list[isl.Map] = []
+    umap.foreach_map(out.append)
+    return out
+
+
+def _deepest(
+    node: isl.ScheduleNode, accesses: isl.UnionMap, scop: Scop, tensor: str
+) -> tuple[isl.ScheduleNode, int, tuple[int, ...], isl.UnionMap] | None:
+    """The deepest band member below node (the band, the member, the box's sizes, the
+    accesses' loop values there) inside which tensor has its local form, or None."""
+    if node.get_type() != _DOMAIN and not accesses.domain().is_subset(node.get_domain()):
+        return None
+    for i in range(node.n_children()):
+        found = _deepest(node.child(i), accesses, scop, tensor)
+        if found is not None:
+            return found
+    if node.get_type() != _BAND or _printed_whole(node):
+        return None
+    prefix = node.get_prefix_schedule_union_map()
+    partial = node.band_get_partial_schedule()
+    n = node.band_n_member()
+    for member in reversed(range(n)):
+        if _one_value(partial.get_at(member), node.get_domain()):
+            # isl prints no loop for it, and may print what lies below once per statement
+            # group: copies of the array within one iteration. The member above has the
+            # same box.
+            continue
+        own = partial.drop_dims(isl.dim_type.set, member + 1, n - member - 1)
+        loops = prefix.flat_range_product(isl.UnionMap.from_multi_union_pw_aff(own))
+        sizes = _footprint(loops, accesses, scop, tensor)
+        if sizes is not None:
+            return node, member, sizes, loops.intersect_domain(accesses.domain())
+    return None
+
+
+def _one_value(member: isl.UnionPwAff, domain: isl.UnionSet) -> bool:
+    """The band member takes a single value over the band's statements."""
+    values = isl.UnionMap.from_union_pw_aff(member).intersect_domain(domain).range()
+    return isl.Set.from_union_set(values).is_singleton()
+
+
+def _printed_whole(node: isl.ScheduleNode) -> bool:
+    """The band sits under a mark whose loops the printer writes in a form of its own."""
+    if not node.has_parent():
+        return False
+    parent = node.parent()
+    if parent.get_type() != _MARK:
+        return False
+    mark = parse(parent.mark_get_id())
+    return isinstance(mark, LoopMark) and mark.kind in _WHOLE
+
+
+def _footprint(
+    prefix: isl.UnionMap, accesses: isl.UnionMap, scop: Scop, tensor: str
+) -> tuple[int, ...] | None:
+    """The sizes of the box one value of the loops `prefix` gives touches, when every
+    element is touched under one value only and the box fits LOCAL_BYTES."""
+    prefix = prefix.intersect_domain(accesses.domain())
+    if not accesses.reverse().apply_range(prefix).is_single_valued():
+        return None
+    box = _box(prefix, accesses)
+    if box is None:
+        return None
+    _, sizes = box
+    count = math.prod(sizes)
+    if count * SCALARS[scop.program.tensors[tensor].dtype].bytes > LOCAL_BYTES:
+        return None
+    # The whole tensor for one loop value: the loop runs once, nothing is saved.
+    return None if count == math.prod(scop.shapes[tensor]) else sizes
+
+
+def _box(prefix: isl.UnionMap, accesses: isl.UnionMap) -> _Box | None:
+    """The box of the elements per value of the loops: per dimension the least index (a
+    function of the loop values) and the largest extent; None if one is unbounded."""
+    maps = _maps(prefix.reverse().apply_range(accesses))
+    if len(maps) != 1:
+        return None
+    (fp,) = maps
+    n = fp.dim(isl.dim_type.out)
+    offsets, sizes = [], []
+    for k in range(n):
+        one = fp.project_out(isl.dim_type.out, k + 1, n - k - 1).project_out(isl.dim_type.out, 0, k)
+        lo = one.lexmin_pw_multi_aff().get_pw_aff(0)
+        extent = one.lexmax_pw_multi_aff().get_pw_aff(0).sub(lo).max_val()
+        if not extent.is_int():
+            return None
+        offsets.append(lo)
+        sizes.append(int(extent.to_python()) + 1)
+    return tuple(offsets), tuple(sizes)
+
+
+def annotate(
+    node: isl.AstNode, build: isl.AstBuild, scop: Scop, seen: dict[str, isl.UnionSet]
+) -> isl.AstNode:
+    """For isl's AST build, after each mark: a `Local` mark's node gets the offsets of its
+    box as C expressions of the loops printed around it. isl may print the mark once per
+    piece of a loop it splits; a piece whose statements do not touch the array gets
+    zeros, and a piece whose loop isl did not print (one value) sees part of the box.
+    Two copies that touch the array at one value of the loops around it (`seen`: those
+    values of the copies so far) would each hold part of one iteration's array: that
+    copy, like a box that does not fit, is annotated None, which the printer refuses.
+    It never raises (an exception cannot cross isl's callback)."""
+    mark = parse(node.mark_get_id())
+    if not isinstance(mark, Local) or mark.loops is None:
+        return node
+    schedule = build.get_schedule()
+    accesses = _accesses(scop, mark.tensor).intersect_domain(schedule.domain())
+    exprs: tuple[str, ...] | None = ("0",) * len(mark.sizes)
+    values = mark.loops.intersect_domain(accesses.domain()).range()
+    before = seen.get(mark.tensor)
+    seen[mark.tensor] = values if before is None else before.union(values)
+    if before is not None and not before.intersect(values).is_empty():
+        exprs = None
+    elif not accesses.is_empty():
+        box = _box(schedule, accesses)
+        fits = box is not None and all(n <= m for n, m in zip(box[1], mark.sizes, strict=True))
+        exprs = tuple(build.expr_from_pw_aff(lo).to_C_str() for lo in box[0]) if fits else None
+    return node.set_annotation(isl.Id("offsets", user=exprs, context=_CTX))
