@@ -30,6 +30,7 @@ from .options import default_options as program_defaults
 from .poly.cpu import map_cpu
 from .poly.gpu import GpuMapping, Launch, gpu_schedule, map_gpu
 from .poly.inline import inline_copies, snapshot_in_place, widen_reductions
+from .poly.promotion import promoted_ast
 from .poly.proof import annotated_ast
 from .poly.schedule import build_schedule
 from .poly.scop import Scop, build_scop
@@ -180,17 +181,16 @@ def mapped(scop: Scop, tree: isl.Schedule, target: str, options: MappingOptions)
     return Mapped(gpu.schedule, gpu)
 
 
-def ast(scop: Scop, tree: Mapped) -> isl.AstNode | None:
-    """The isl AST of the mapped tree, as the printers build it (marks are its comments);
-    None for a program without statements."""
+def ast(scop: Scop, tree: Mapped, options: MappingOptions) -> isl.AstNode | None:
+    """The isl AST of the mapped tree, as the printers build it (marks are its comments;
+    a GPU kernel's shared-memory tiles are decided on it); None for a program without
+    statements."""
     if not scop.statements:
         return None
     if tree.gpu is None:
         return annotated_ast(scop, tree.schedule)
-    build = isl.AstBuild.from_context(
-        isl.Set.universe(isl.Space.params_alloc(isl.DEFAULT_CONTEXT, 0))
-    )
-    return build.node_from_schedule(tree.schedule)
+    blocks = [lc.block for lc in tree.gpu.launches]
+    return promoted_ast(scop, tree.schedule, tree.gpu.sites, blocks, options)
 
 
 def text(
@@ -201,7 +201,7 @@ def text(
         return Text(target, emit(scop, tree.schedule, options, name=ENTRY, unit=unit))
     from .codegen.gpu import DIALECTS, emit_gpu
 
-    body, launches = emit_gpu(scop, tree.gpu, options, DIALECTS[target])
+    body, launches = emit_gpu(scop, ast(scop, tree, options), tree.gpu, options, DIALECTS[target])
     return Text(target, body, launches)
 
 
@@ -301,7 +301,7 @@ def show(bound: Bound, stage: str, target: str, options: MappingOptions | None =
     if stage == "mapped":
         return describe_mapped(done)
     if stage == "ast":
-        node = ast(s, done)
+        node = ast(s, done, options)
         return node.to_C_str() if node is not None else ""
     unit = cc.vector_unit() if target == "cpu" else AVX512
     return text(s, done, target, options, unit).text

@@ -6,16 +6,17 @@ needs: one kernel function per `Kernel` mark (poly/marks.py), block- and thread-
 loops printed as strided loops over the group and local ids, guards for statements that
 no mapped loop covers, index checks that record the first failure in a buffer (a GPU
 thread cannot `goto` out of a kernel), and indirect subscripts clamped into bounds so
-that a failed check never reads outside a buffer, and the shared tiles of
-poly/promotion.py (copy-in, body on the tiles, copy-out of written ones, barriers; a
-statement's stores are pointed at a written tile by `target`). The two dialects differ
+that a failed check never reads outside a buffer, the shared tiles poly/promotion.py
+decided for each copy of a `shared` mark (copy-in, body on the tiles, copy-out of written
+ones, barriers) and the private elements of poly/private.py (a statement's stores are
+pointed at a written tile or a private element by `target`). The two dialects differ
 only in the `GpuDialect` hooks.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 import islpy as isl
@@ -25,9 +26,10 @@ from ..errors import TcError
 from ..lang.types import C_TYPES, FLOAT_TYPES, INT_TYPES, SCALARS, compute_type, promote
 from ..options import MappingOptions
 from ..poly.gpu import GpuMapping, Launch
-from ..poly.marks import Kernel, Loop, Mapped, Mark, PrivateTile, Shared, Unit, of_node
-from ..poly.promotion import SharedSite, Tile, indirect_form, plan_tiles, write_ref
-from ..poly.proof import ast_build, loop_depth
+from ..poly.marks import Kernel, Loop, Mapped, Mark, PrivateTile, SharedTiles, Tile, Unit, of_node
+from ..poly.private import HeldElement, held_element
+from ..poly.promotion import indirect_form, mapped_below, write_ref
+from ..poly.proof import loop_depth
 from ..poly.scop import Scop, ScopStmt
 from .expr import LIBM, Dialect, acc_start, cname, combine, helper_lines, store
 from .stmt import StatementPrinter, ast_int, children, constant_loop
@@ -211,21 +213,14 @@ class _GpuPrinter(StatementPrinter):
         self.options = options
         self.launch: Launch | None = None
         self.active: set[tuple[Unit, int]] = set()
-        # Shared promotion: the kernel's site, the open loops (iterator, may run more
-        # than once for a block), the tiles in force by (statement, reference).
-        self.site: SharedSite | None = None
+        # Shared promotion: the open loops (iterator, may run more than once for a
+        # block), the tiles in force by (statement, reference), the kernel's arrays.
         self.loops: list[tuple[str, bool]] = []
         self.tiles: dict[tuple[str, ir.Read], Tile] = {}
         self.cur_stmt = ""
         self.decls: list[str] = []
-        self.promoted: list[Tile] = []
-        self.nsites = 0
-        # Bytes of the shared arrays the current kernel declares: `max_shared_memory` is a
-        # limit per kernel, and isl may print its site once per statement group.
-        self.shared_bytes = 0
-        # True while a private element's block is printed: a nested block of the same
-        # statements writes that same element, which the enclosing register holds already.
-        self.in_private = False
+        # While a private element's block is printed: its accesses, held in `tc_v`.
+        self.held: frozenset[tuple[str, ir.Read]] = frozenset()
 
     # -- expressions -----------------------------------------------------
     def user(self, node: isl.AstNode) -> tuple[ScopStmt, list[str]]:
@@ -234,6 +229,8 @@ class _GpuPrinter(StatementPrinter):
         return st, args
 
     def expr(self, e: ir.Expr, env: Mapping[str, str]) -> str:
+        if isinstance(e, ir.Read) and (self.cur_stmt, e) in self.held:
+            return "tc_v"
         if isinstance(e, ir.Read) and (self.cur_stmt, e) in self.tiles:
             tile = self.tiles[(self.cur_stmt, e)]
             virtual = e.subscripts
@@ -283,8 +280,11 @@ class _GpuPrinter(StatementPrinter):
         return super().call(fn, args, dtype)
 
     def target(self, st: ScopStmt, env: Mapping[str, str]) -> str:
-        """Where a statement stores: its element of a shared tile, or of the tensor."""
+        """Where a statement stores: its private element, its element of a shared tile, or
+        of the tensor."""
         ref = write_ref(st)
+        if (st.name, ref) in self.held:
+            return "tc_v"
         if (st.name, ref) in self.tiles:
             self.cur_stmt = st.name
             return self.expr(ref, env)
@@ -339,15 +339,6 @@ class _GpuPrinter(StatementPrinter):
         return True
 
     # -- mapped loops and guards ------------------------------------------
-    def mapped_below(self, node: isl.AstNode) -> set[tuple[Unit, int]]:
-        """The (unit, dim) of every mapped loop in a subtree."""
-        out = {m for c in children(node) for m in self.mapped_below(c)}
-        if node.get_type() == isl.ast_node_type.mark:
-            mark = of_node(node)
-            if isinstance(mark, Mapped):
-                out.add((mark.unit, mark.dim))
-        return out
-
     def guard(self, node: isl.AstNode) -> list[tuple[Unit, int]]:
         """Dims with several threads (or blocks) that no loop in or above node is mapped
         to: only id 0 runs node, or every thread would run it."""
@@ -357,30 +348,18 @@ class _GpuPrinter(StatementPrinter):
         missing = [w for w in wanted if w not in self.active]
         if not missing:
             return []
-        below = self.mapped_below(node)
+        below = mapped_below(node)
         return [w for w in missing if w not in below]
 
-    def shared(self, body: isl.AstNode, depth: int) -> None:
-        """The `shared` mark: copy the promoted tiles in (threads take strided parts),
-        synchronize, run the body on the tiles; then, for written tiles, synchronize and
-        copy them out (each thread computed its own elements, others store them); and
-        synchronize again before a later iteration of an enclosing loop overwrites tiles
-        other threads may still read (or copies in what this copy-out stored)."""
+    def shared(self, body: isl.AstNode, tiles: Sequence[Tile], depth: int) -> None:
+        """A copy of the `shared` mark with the tiles promotion.promoted_ast decided for
+        it: copy them in (threads take strided parts), synchronize, run the body on the
+        tiles; then, for written tiles, synchronize and copy them out (each thread computed
+        its own elements, others store them); and synchronize again before a later
+        iteration of an enclosing loop overwrites tiles other threads may still read (or
+        copies in what this copy-out stored)."""
         assert self.launch is not None
-        if self.site is None or any(unit is Unit.THREAD for unit, _ in self.active):
-            # No site, or inside a guard on thread ids: a barrier there would diverge.
-            self.node(body, depth)
-            return
-        defined = {it for it, _ in self.loops}
-        prefix = f"tc_sh{self.nsites}_"
-        self.nsites += 1
-        names = {st.name for st, _ in self.users_under(body)}
-        budget = self.options.max_shared_memory - self.shared_bytes
-        tiles = plan_tiles(self.site, self.scop, defined, self.options, prefix, names, budget)
-        self.shared_bytes += sum(t.bytes for t in tiles)
-        if not tiles:
-            self.node(body, depth)
-            return
+        assert all(unit is not Unit.THREAD for unit, _ in self.active), "a diverging barrier"
         block = self.launch.block
         tid = self.ident(Unit.THREAD, 0)
         for d in range(1, len(block)):
@@ -403,18 +382,12 @@ class _GpuPrinter(StatementPrinter):
                 self.out(depth + 1, f"const int {t.name}_o{k} = {off};")
             if t.load:
                 self.copy(t, nthreads, depth + 1, out=False)
-            self.promoted.append(t)
         if any(t.load for t in tiles):
             self.out(depth + 1, self.dialect.barrier())
         self.tiles = {ref: t for t in tiles for ref in t.refs}
-        at = len(self.lines)
         self.node(body, depth + 1)
         self.tiles = {}
         stores = [t for t in tiles if t.written]
-        for t in stores:
-            # The copy-out would overwrite any access the body made around the tile.
-            if any(f"{cname(t.tensor)}[" in line for line in self.lines[at:]):
-                raise TcError(f"internal: an access to {t.tensor} bypassed its shared tile")
         if stores:
             # Each thread computed its own elements; other threads copy them out.
             self.out(depth + 1, self.dialect.barrier())
@@ -487,8 +460,12 @@ class _GpuPrinter(StatementPrinter):
             self.active -= set(guarded)
             self.out(depth, "}")
             return
-        if node.get_type() == isl.ast_node_type.block and self.private_element(node, depth, marks):
-            return
+        if node.get_type() == isl.ast_node_type.block and self.options.use_private_memory:
+            # Not inside another: its statements write the same element, already in `tc_v`.
+            held = held_element(self.scop, node) if not self.held else None
+            if isinstance(held, HeldElement):
+                self.private_element(node, held, depth, marks)
+                return
         if node.get_type() == isl.ast_node_type.for_:
             if Loop.REDUCE in marks and node.for_is_degenerate():
                 # A loop isl printed once inside a `reduce` nest: the mark goes on inward.
@@ -503,11 +480,12 @@ class _GpuPrinter(StatementPrinter):
         super().node(node, depth, marks)
 
     def mark(self, node: isl.AstNode, mark: Mark, depth: int, marks: frozenset[Loop]) -> None:
-        """Mapped loops, shared tiles and private tiles; other marks as every target."""
+        """Mapped loops, a copy of a `shared` mark with tiles, private tiles; other marks
+        (a copy without tiles among them) as every target."""
         if isinstance(mark, Mapped):
             self.mapped(node, mark, depth)
-        elif isinstance(mark, Shared):
-            self.shared(node, depth)
+        elif isinstance(mark, SharedTiles):
+            self.shared(node, mark.tiles, depth)
         elif isinstance(mark, PrivateTile):
             self.private_tile(node, mark, depth)
         else:
@@ -633,64 +611,22 @@ class _GpuPrinter(StatementPrinter):
             self.out(top, "}")
         self.out(depth, "}")
 
-    def private_element(self, node: isl.AstNode, depth: int, marks: frozenset[Loop]) -> bool:
-        """Statements in sequence that all write one element (init, reduction, epilogue
-        such as MLP3's bias, sum and relu) keep it in a register and store it once. Printed
-        normally first; promoted only if, after renaming that element, the tensor is
-        touched nowhere else in the block (a read of another element keeps memory), else
-        printed again plainly. Nested blocks in the first print are not promoted: the
-        enclosing register holds their element."""
-        if not self.options.use_private_memory or self.in_private:
-            # Refused inside an enclosing private element: its users write the same
-            # element, and a second `tc_v` would shadow the outer one (the inner store,
-            # renamed, assigned the inner register to itself and the outer stayed unset).
-            return False
-        users = self.users_under(node)
-        if len(users) < 2 or any(st.kind == "check" for st, _ in users):
-            return False
-        tensor = users[0][0].source.tensor
-        texts: set[str] = set()
-        reads: set[str] = set()
-        for st, args in users:
-            src = st.source
-            env = self.stmt_env(st, args)
-            if src.tensor != tensor:
-                return False
-            texts.add(self.target(st, env))
-            self.cur_stmt = st.name
-            reads.add(self.expr(ir.Read(tensor, tuple(ir.Index(v) for v in src.lhs), ""), env))
-        if len(texts) != 1:
-            return False
-        (target,) = texts
-        if _follows_inner_loop(self.scop, node):
-            return False
-        at = len(self.lines)
-        state = (self.nsites, self.shared_bytes, len(self.decls), len(self.promoted))
-        self.in_private = True
-        super().node(node, depth + 1, marks)
-        self.in_private = False
-        body = self.lines[at:]
-        renamed = [_rename(line, {target, *reads}, "tc_v") for line in body]
-        places = [f"{cname(tensor)}["] + [
-            f"{t.name}[" for t in self.tiles.values() if t.tensor == tensor
-        ]
-        del self.lines[at:]
-        if any(p in line for line in renamed for p in places):
-            # Not promoted here: printed again (any shared site in it planned afresh), so
-            # a nested block may keep the element.
-            self.nsites, self.shared_bytes = state[:2]
-            del self.decls[state[2] :], self.promoted[state[3] :]
-            super().node(node, depth, marks)
-            return True
-        tdt = self.program.tensors[tensor].dtype
-        first = users[0][0].kind
-        load = "" if first in ("init", "assign") else f" = {target}"
-        self.out(depth, f"{{ // private: {tensor} element over {len(users)} statements")
+    def private_element(
+        self, node: isl.AstNode, held: HeldElement, depth: int, marks: frozenset[Loop]
+    ) -> None:
+        """A block whose statements keep the element private.held_element decided in
+        `tc_v`: loaded unless the first statement writes it, stored once after the block."""
+        st, args = self.user(held.first)
+        target = self.target(st, self.stmt_env(st, args))
+        tdt = self.program.tensors[held.tensor].dtype
+        load = "" if st.kind in ("init", "assign") else f" = {target}"
+        self.out(depth, f"{{ // private: {held.tensor} element over {held.statements} statements")
         self.out(depth + 1, f"{C_TYPES[tdt]} tc_v{load};")
-        self.lines += renamed
+        self.held = held.refs
+        super().node(node, depth + 1, marks)
+        self.held = frozenset()
         self.out(depth + 1, f"{target} = tc_v;")
         self.out(depth, "}")
-        return True
 
     def thread_loops(
         self,
@@ -730,12 +666,7 @@ class _GpuPrinter(StatementPrinter):
         out.append("const int check")
         return out
 
-    def kernels(
-        self,
-        ast: isl.AstNode | None,
-        launches: Sequence[Launch],
-        sites: Sequence[SharedSite | None] = (),
-    ) -> str:
+    def kernels(self, ast: isl.AstNode | None, launches: Sequence[Launch]) -> str:
         """One function per kernel mark of the AST (isl prints none for a kernel whose
         statements have empty domains); self.used lists the launches printed."""
         self.used: list[Launch] = []
@@ -761,9 +692,7 @@ class _GpuPrinter(StatementPrinter):
                 self.out(1, f"const int {self.ident(Unit.BLOCK, d)} = {self.dialect.group_id(d)};")
             self.out(1, "(void)tc_code; (void)tc_value; (void)check;")
             self.active = set()
-            self.site = sites[k] if k < len(sites) else None
             self.decls = []
-            self.shared_bytes = 0
             at = len(self.lines)
             self.node(m.mark_get_node(), 1)
             self.lines[at:at] = ["  " + d for d in self.decls]
@@ -774,45 +703,6 @@ class _GpuPrinter(StatementPrinter):
 
 
 _UNROLL_COPY = 16  # copies of at most this many elements per thread are unrolled
-
-
-def _rename(line: str, olds: set[str], new: str) -> str:
-    for old in sorted(olds, key=len, reverse=True):
-        line = line.replace(old, new)
-    return line
-
-
-def _walk(node: isl.AstNode) -> Iterator[isl.AstNode]:
-    """The nodes of an AST subtree, node first."""
-    yield node
-    for child in children(node):
-        yield from _walk(child)
-
-
-def _ids(e: isl.AstExpr) -> set[str]:
-    """The identifiers an AST expression reads."""
-    if e.get_type() == isl.ast_expr_type.id:
-        return {e.get_id().get_name()}
-    if e.get_type() == isl.ast_expr_type.op:
-        return {i for k in range(e.get_op_n_arg()) for i in _ids(e.get_op_arg(k))}
-    return set()
-
-
-def _follows_inner_loop(scop: Scop, node: isl.AstNode) -> bool:
-    """Some statement in the subtree writes an element that follows a loop inside it."""
-    nodes = list(_walk(node))
-    inner = {n.for_get_iterator().get_id().get_name() for n in nodes if n.get_type() == _FOR}
-    for n in nodes:
-        if n.get_type() == isl.ast_node_type.user:
-            e = n.user_get_expr()
-            st = scop.statement(e.get_op_arg(0).get_id().get_name())
-            subs = [e.get_op_arg(1 + st.iterators.index(v)) for v in st.source.lhs]
-            if any(_ids(sub) & inner for sub in subs):
-                return True
-    return False
-
-
-_FOR = isl.ast_node_type.for_
 
 
 def _flat(subs: Sequence[str], sizes: Sequence[int]) -> str:
@@ -863,17 +753,16 @@ def program_dtypes(program: ir.Program) -> set[str]:
 
 
 def emit_gpu(
-    scop: Scop, mapping: GpuMapping, options: MappingOptions, dialect: GpuDialect
+    scop: Scop,
+    ast: isl.AstNode | None,
+    mapping: GpuMapping,
+    options: MappingOptions,
+    dialect: GpuDialect,
 ) -> tuple[str, tuple[Launch, ...]]:
-    """The kernels of a mapped program, one function per launch, in launch order, and
-    the launches that have a kernel."""
-    ast = (
-        ast_build(mapping.schedule).node_from_schedule(mapping.schedule)
-        if scop.statements
-        else None
-    )
+    """The kernels of a mapped program from its AST (promotion.promoted_ast), one function
+    per launch, in launch order, and the launches that have a kernel."""
     printer = _GpuPrinter(scop, options, dialect)
-    body = printer.kernels(ast, mapping.launches, mapping.sites)
+    body = printer.kernels(ast, mapping.launches)
     mapping = replace(mapping, launches=tuple(printer.used))
     dtypes = program_dtypes(scop.program)
     double = "double" in body or "float64" in dtypes

@@ -20,7 +20,6 @@ from .scop import Scop, ScopStmt
 
 _CTX = isl.DEFAULT_CONTEXT
 _BAND = isl.schedule_node_type.band
-_LEAF = isl.schedule_node_type.leaf
 
 
 def _names(node: isl.ScheduleNode) -> set[str]:

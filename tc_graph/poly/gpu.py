@@ -46,7 +46,6 @@ from .scop import Scop, ScopStmt
 _CTX = isl.DEFAULT_CONTEXT
 _BAND = isl.schedule_node_type.band
 _SEQ = isl.schedule_node_type.sequence
-_FILTER = isl.schedule_node_type.filter
 # No schedule depth: the GPU printer proves no loops (poly/proof.py); it finds the nest itself.
 _REDUCE = LoopMark(Loop.REDUCE)
 

@@ -16,6 +16,9 @@ from dataclasses import dataclass, field, replace
 
 import islpy as isl
 
+from .. import ir
+from ..lang.types import SCALARS
+
 _CTX = isl.DEFAULT_CONTEXT
 
 
@@ -72,7 +75,53 @@ class Kernel:
 
 @dataclass(frozen=True)
 class Shared:
-    """Where a GPU kernel's tiles are copied to shared memory (poly/promotion.py)."""
+    """Where a GPU kernel's tiles are copied to shared memory (poly/promotion.py). Each
+    copy isl's AST generator prints of it holds its decision, `SharedTiles` or
+    `NoSharedTiles`, as the mark node's annotation (`annotate`, `of_node`)."""
+
+
+@dataclass(frozen=True)
+class Tile:
+    """One promoted reference group: a fixed-size box of `tensor` at `offsets`."""
+
+    name: str
+    tensor: str
+    dtype: str
+    offsets: tuple[str, ...]  # C expressions of the enclosing loop iterators
+    sizes: tuple[int, ...]
+    refs: frozenset[tuple[str, ir.Read]]  # (statement, reference) rewritten to the tile
+    reused: bool
+    coalesced: bool
+    # Indirect tiles (paper 5.5): the rows of `tensor` reached through `index`, indexed by
+    # the index tensor's subscripts then the direct ones; `bounds` is that index space.
+    index: str | None = None
+    bounds: tuple[int, ...] = ()
+    # A tile of a tensor the kernel writes: copied out after the body; copied in only
+    # when some read of it is not preceded by a write in the same tile.
+    written: bool = False
+    load: bool = True
+
+    @property
+    def elements(self) -> int:
+        return math.prod(self.sizes)
+
+    @property
+    def bytes(self) -> int:
+        return self.elements * (SCALARS[self.dtype].bytes if self.dtype in SCALARS else 8)
+
+
+@dataclass(frozen=True)
+class SharedTiles:
+    """The tiles one copy of a `shared` mark promotes (poly/promotion.py's `promoted_ast`)."""
+
+    tiles: tuple[Tile, ...]
+
+
+@dataclass(frozen=True)
+class NoSharedTiles:
+    """Why one copy of a `shared` mark promotes nothing."""
+
+    reason: str
 
 
 @dataclass(frozen=True)
@@ -134,13 +183,24 @@ class Local:
     offsets: tuple[str, ...] | None = ()
 
 
-Mark = LoopMark | Mapped | Kernel | Shared | PrivateTile | NoPrivateTile | Local
+Mark = (
+    LoopMark
+    | Mapped
+    | Kernel
+    | Shared
+    | SharedTiles
+    | NoSharedTiles
+    | PrivateTile
+    | NoPrivateTile
+    | Local
+)
 
 _MAPPED = re.compile(r"map:(block|thread):(\d+):c(\d+):(\d+)")
 _KERNEL = re.compile(r"kernel:(\d+)")
 _LOOPS = {k.value: k for k in Loop}
 _PRIVATE = "private"  # the decision is the id's user (a name cannot hold a tuple of loops)
 _LOCAL = "local"  # the id's user too
+_SHARED = "shared"
 
 
 def to_id(mark: Mark) -> isl.Id:
@@ -158,7 +218,9 @@ def to_id(mark: Mark) -> isl.Id:
         return isl.Id(_PRIVATE, user=mark, context=_CTX)
     if isinstance(mark, Local):
         return isl.Id(_LOCAL, user=mark, context=_CTX)
-    return isl.Id("shared", context=_CTX)
+    if isinstance(mark, SharedTiles | NoSharedTiles):
+        return isl.Id(_SHARED, user=mark, context=_CTX)
+    return isl.Id(_SHARED, context=_CTX)
 
 
 def parse(ident: isl.Id) -> Mark:
@@ -169,8 +231,11 @@ def parse(ident: isl.Id) -> Mark:
         if depth is not None and not isinstance(depth, int):
             raise ValueError(f"mark '{name}' holds {depth!r}, not a schedule depth")
         return LoopMark(_LOOPS[name], depth)
-    if name == "shared":
-        return Shared()
+    if name == _SHARED:
+        decision = ident.get_user()
+        if decision is not None and not isinstance(decision, SharedTiles | NoSharedTiles):
+            raise ValueError(f"mark '{name}' holds {decision!r}, not a shared-tile decision")
+        return Shared() if decision is None else decision
     if name == _PRIVATE:
         decision = ident.get_user()
         if not isinstance(decision, PrivateTile | NoPrivateTile):
@@ -189,13 +254,21 @@ def parse(ident: isl.Id) -> Mark:
 
 
 def of_node(node: isl.AstNode) -> Mark:
-    """The mark of a mark node of the isl AST (a local array's with its offsets there)."""
+    """The mark of a mark node of the isl AST; for a copy of a `shared` mark, its decision;
+    for a local array's, its offsets there."""
     mark = parse(node.mark_get_id())
+    if isinstance(mark, Shared):
+        return parse(node.get_annotation())
     if isinstance(mark, Local):
         offsets = node.get_annotation().get_user()
         assert offsets is None or isinstance(offsets, tuple), "a local array's AST mark"
         return replace(mark, offsets=offsets)
     return mark
+
+
+def annotate(node: isl.AstNode, decision: SharedTiles | NoSharedTiles) -> isl.AstNode:
+    """A copy of a `shared` mark in the AST holding its decision."""
+    return node.set_annotation(to_id(decision))
 
 
 def is_loop(mark: Mark, kind: Loop) -> bool:

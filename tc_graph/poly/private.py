@@ -16,17 +16,35 @@ starting at a constant, over one update statement whose reduction loops below (a
 one) have bounds free of the thread loops, whose target does not follow them, and which
 reads no element of its own output; reordering is then sound: distinct thread iterations
 write distinct outputs (the mapped members are coincident) and no output is read.
+
+Private elements (`held_element`) are decided on the AST, before printing: statements in
+sequence that all write one element (init, reduction, epilogue such as MLP3's bias, sum
+and relu) keep it in a register and store it once. isl's expressions of the statements'
+arguments say which element each writes and reads.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import islpy as isl
 
 from .. import ir
 from ..options import MappingOptions
-from .marks import LoopMark, Mapped, NoPrivateTile, PrivateTile, ThreadLoop, Unit, insert, parse
+from .marks import (
+    LoopMark,
+    Mapped,
+    NoPrivateTile,
+    PrivateTile,
+    SharedTiles,
+    ThreadLoop,
+    Unit,
+    insert,
+    of_node,
+    parse,
+)
+from .promotion import ast_nodes, write_ref
 from .scop import Scop, ScopStmt
 
 _BAND = isl.schedule_node_type.band
@@ -209,3 +227,73 @@ def _free(s: isl.Set, k: int) -> isl.Set:
 def _independent(s: isl.Set, k: int, j: int) -> bool:
     """In s, the values of dimension k do not depend on those of dimension j."""
     return s.is_equal(_free(s, k).intersect(_free(s, j)))
+
+
+@dataclass(frozen=True)
+class HeldElement:
+    """The element of `tensor` a block's statements all write, kept in a register: its
+    accesses (statement, reference), the first statement (its target is stored) and how
+    many there are."""
+
+    tensor: str
+    refs: frozenset[tuple[str, ir.Read]]
+    first: isl.AstNode
+    statements: int
+
+
+def held_element(scop: Scop, node: isl.AstNode) -> HeldElement | str:
+    """The element the statements of the block at node keep in a register, or why none:
+    they all write one element (isl's expressions of its subscripts are equal), which no
+    loop inside the block moves, and read the tensor at no other; no tile of it is copied
+    to shared memory inside."""
+    nodes = list(ast_nodes(node))
+    users = [n for n in nodes if n.get_type() == isl.ast_node_type.user]
+    calls = [_call(scop, n) for n in users]
+    if len(calls) < 2 or any(st.kind == "check" for st, _ in calls):
+        return "fewer than two statements, or an index check among them"
+    tensor = calls[0][0].source.tensor
+    if any(st.source.tensor != tensor for st, _ in calls):
+        return "the statements write several tensors"
+    element = _at(*calls[0], calls[0][0].source.lhs)
+    refs = set()
+    for st, args in calls:
+        accesses = [write_ref(st), *(ir.reads(st.source.rhs) if st.kind != "init" else ())]
+        for r in (r for r in accesses if r.tensor == tensor):
+            names = [x.name for x in r.subscripts if isinstance(x, ir.Index)]
+            if len(names) < len(r.subscripts) or not all(
+                a.is_equal(b) for a, b in zip(_at(st, args, names), element, strict=True)
+            ):
+                return f"{st.name} accesses another element of {tensor}"
+            refs.add((st.name, r))
+    inner = {n.for_get_iterator().get_id().get_name() for n in nodes if n.get_type() == _FOR}
+    if any(_ids(e) & inner for e in element):
+        return f"the element of {tensor} follows a loop inside the block"
+    for n in nodes:
+        if n.get_type() == isl.ast_node_type.mark and isinstance(d := of_node(n), SharedTiles):
+            if any(tensor in (t.tensor, t.index) for t in d.tiles):
+                return f"a tile of {tensor} is copied to shared memory inside the block"
+    return HeldElement(tensor, frozenset(refs), users[0], len(users))
+
+
+_FOR = isl.ast_node_type.for_
+
+
+def _call(scop: Scop, node: isl.AstNode) -> tuple[ScopStmt, list[isl.AstExpr]]:
+    """The statement of an AST user node and isl's expressions of its iterators."""
+    e = node.user_get_expr()
+    args = [e.get_op_arg(k) for k in range(1, e.get_op_n_arg())]
+    return scop.statement(e.get_op_arg(0).get_id().get_name()), args
+
+
+def _at(st: ScopStmt, args: Sequence[isl.AstExpr], names: Sequence[str]) -> list[isl.AstExpr]:
+    """isl's expressions of some of a statement's iterators."""
+    return [args[st.iterators.index(v)] for v in names]
+
+
+def _ids(e: isl.AstExpr) -> set[str]:
+    """The identifiers an AST expression reads."""
+    if e.get_type() == isl.ast_expr_type.id:
+        return {e.get_id().get_name()}
+    if e.get_type() == isl.ast_expr_type.op:
+        return {i for k in range(e.get_op_n_arg()) for i in _ids(e.get_op_arg(k))}
+    return set()

@@ -3,10 +3,12 @@
 The mapping (poly/gpu.py) marks one place per kernel, `shared`, below the block-mapped
 (and sequential) tile loops and above the thread-mapped ones, and records a `SharedSite`:
 the prefix schedule there (statement instance -> the enclosing tile loops c0..c<d-1>),
-the iterator each statement maps to thread x and the mapped tree (statement order). The
-printer calls `plan_tiles` when it reaches the mark, because only then is it known which
-of c0..c<d-1> isl printed as loops (a loop isl left out takes one value given the outer
-ones, so it is projected out).
+the iterator each statement maps to thread x and the mapped tree (statement order).
+`promoted_ast` builds the AST and plans each copy isl prints of the mark as isl builds it
+(an isl_ast_build callback), because only then is it known which of c0..c<d-1> isl prints
+as loops (a loop isl leaves out takes one value given the outer ones, so it is projected
+out) and which statements the copy holds; the decision, `SharedTiles` or `NoSharedTiles`
+with its reason, is the copy's annotation, which the printer prints.
 
 An array tile is the box over-approximating what one reference group touches for one
 value of the tile loops: per tensor dimension the least accessed index (an expression of
@@ -16,8 +18,8 @@ larger than their separate ones, form one group. A group is promoted when an ele
 reached by several instances within one tile (reuse: the prefix-and-element map is not
 injective) or when one of its references is not coalesced (its last subscript does not
 follow thread x), and when it still fits `max_shared_memory` (greedy, in order of first
-use; the budget holds per kernel: the printer passes what the kernel's earlier copies of
-the site left). A reference with an indirect first subscript, `LUT(I(a..), b..)` (paper 5.5, 2LUT),
+use; the budget holds per kernel: each copy of the site gets what the kernel's earlier
+copies left). A reference with an indirect first subscript, `LUT(I(a..), b..)` (paper 5.5, 2LUT),
 is tiled as the virtual tensor V(a.., b..): its box is affine in a.. and b.., and the
 copy-in reads the row `LUT[I(a..)]` (the index clamped) for each element, so the rows a
 block reaches sit in shared memory, copied with coalesced reads along b...
@@ -47,14 +49,15 @@ Without private memory, reuse promotes it too (the tile holds the accumulators).
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 import islpy as isl
 
 from .. import ir
-from ..lang.types import SCALARS
 from ..options import MappingOptions
+from .marks import Kernel, Mapped, NoSharedTiles, Shared, SharedTiles, Tile, Unit, annotate, parse
+from .proof import ast_build
 from .scop import Scop, ScopStmt, access_map
 
 _CTX = isl.DEFAULT_CONTEXT
@@ -70,34 +73,111 @@ class SharedSite:
     schedule: isl.Schedule  # the mapped tree (statement order, for copy-in analysis)
 
 
-@dataclass(frozen=True)
-class Tile:
-    """One promoted reference group: a fixed-size box of `tensor` at `offsets`."""
+def promoted_ast(
+    scop: Scop,
+    schedule: isl.Schedule,
+    sites: Sequence[SharedSite | None],
+    blocks: Sequence[tuple[int, ...]],
+    options: MappingOptions,
+) -> isl.AstNode:
+    """The AST of a mapped tree (kernel k's site and thread block: sites[k], blocks[k]),
+    each copy isl prints of a `shared` mark holding its decision (marks.annotate)."""
+    planner = _Planner(scop, sites, blocks, options)
+    build = ast_build(schedule)
+    # The handles keep the callbacks alive while isl builds.
+    build, _kernel = build.set_before_each_mark(planner.kernel)
+    build, _mark = build.set_after_each_mark(planner.mark)
+    ast = build.node_from_schedule(schedule)
+    if planner.failure is not None:
+        raise planner.failure
+    return ast
 
-    name: str
-    tensor: str
-    dtype: str
-    offsets: tuple[str, ...]  # C expressions of the enclosing loop iterators
-    sizes: tuple[int, ...]
-    refs: frozenset[tuple[str, ir.Read]]  # (statement, reference) rewritten to the tile
-    reused: bool
-    coalesced: bool
-    # Indirect tiles (paper 5.5): the rows of `tensor` reached through `index`, indexed by
-    # the index tensor's subscripts then the direct ones; `bounds` is that index space.
-    index: str | None = None
-    bounds: tuple[int, ...] = ()
-    # A tile of a tensor the kernel writes: copied out after the body; copied in only
-    # when some read of it is not preceded by a write in the same tile.
-    written: bool = False
-    load: bool = True
 
-    @property
-    def elements(self) -> int:
-        return math.prod(self.sizes)
+@dataclass
+class _Planner:
+    """The decisions taken while isl builds the AST, in the order it prints them: the
+    kernel there, the shared bytes the kernel's earlier copies of its site took, and the
+    copies numbered so far (their tiles' names)."""
 
-    @property
-    def bytes(self) -> int:
-        return self.elements * (SCALARS[self.dtype].bytes if self.dtype in SCALARS else 8)
+    scop: Scop
+    sites: Sequence[SharedSite | None]
+    blocks: Sequence[tuple[int, ...]]
+    options: MappingOptions
+    index: int = 0
+    used: int = 0
+    copies: int = 0
+    failure: Exception | None = None
+
+    def kernel(self, ident: isl.Id, build: isl.AstBuild) -> None:
+        if isinstance(mark := parse(ident), Kernel):
+            self.index, self.used = mark.index, 0
+
+    def mark(self, node: isl.AstNode, build: isl.AstBuild) -> isl.AstNode:
+        if self.failure is not None or not isinstance(parse(node.mark_get_id()), Shared):
+            return node
+        try:
+            return annotate(node, self.decide(node, build))
+        except Exception as e:  # raised once isl returns: no exception may cross isl's C
+            self.failure = e
+            return node
+
+    def decide(self, node: isl.AstNode, build: isl.AstBuild) -> SharedTiles | NoSharedTiles:
+        """The tiles of this copy of the site for its statements and the loops isl printed
+        around it: the dimensions of the build's schedule space, from which isl drops the
+        loops it prints none for (they take one value given the outer ones). The budget is
+        what the kernel's earlier copies left of `max_shared_memory`."""
+        site = self.sites[self.index]
+        assert site is not None, "a shared mark in a kernel without a site"
+        below = mapped_below(node)
+        block = self.blocks[self.index]
+        if idle := [d for d, n in enumerate(block) if n > 1 and (Unit.THREAD, d) not in below]:
+            return NoSharedTiles(f"no loop of thread dim {idle[0]}: a barrier would diverge")
+        space = isl.Set.universe(build.get_schedule_space()).flatten()
+        loops = {
+            space.get_dim_name(isl.dim_type.set, k) for k in range(space.dim(isl.dim_type.set))
+        }
+        names = {
+            n.user_get_expr().get_op_arg(0).get_id().get_name()
+            for n in ast_nodes(node)
+            if n.get_type() == isl.ast_node_type.user
+        }
+        prefix = f"tc_sh{self.copies}_"
+        self.copies += 1
+        budget = self.options.max_shared_memory - self.used
+        tiles = plan_tiles(site, self.scop, loops, self.options, prefix, names, budget)
+        self.used += sum(t.bytes for t in tiles)
+        if tiles:
+            return SharedTiles(tuple(tiles))
+        return NoSharedTiles(
+            f"no reference group is reused or not coalesced (written: with an exact copy-out) within the {budget} bytes left"
+        )
+
+
+def mapped_below(node: isl.AstNode) -> set[tuple[Unit, int]]:
+    """The (unit, dim) of every mapped loop in an AST subtree."""
+    return {
+        (m.unit, m.dim)
+        for n in ast_nodes(node)
+        if n.get_type() == isl.ast_node_type.mark
+        and isinstance(m := parse(n.mark_get_id()), Mapped)
+    }
+
+
+def ast_nodes(node: isl.AstNode) -> Iterator[isl.AstNode]:
+    """The nodes of an AST subtree, node first."""
+    yield node
+    t = node.get_type()
+    inside = [node.for_get_body()] if t == isl.ast_node_type.for_ else []
+    if t == isl.ast_node_type.mark:
+        inside = [node.mark_get_node()]
+    elif t == isl.ast_node_type.if_:
+        inside = [node.if_get_then_node()]
+        inside += [node.if_get_else_node()] if node.if_has_else_node() else []
+    elif t == isl.ast_node_type.block:
+        ch = node.block_get_children()
+        inside = [ch.get_at(k) for k in range(ch.n_ast_node())]
+    for n in inside:
+        yield from ast_nodes(n)
 
 
 def references(st: ScopStmt) -> list[ir.Read]:

@@ -21,8 +21,17 @@ import pytest
 import tc_graph as tg
 from tc_graph import compiler
 from tc_graph.options import MappingOptions
-from tc_graph.poly.marks import Local, LoopMark, parse
-from tc_graph.poly.promotion import Tile, plan_tiles
+from tc_graph.poly.marks import (
+    Kernel,
+    Local,
+    LoopMark,
+    NoSharedTiles,
+    SharedTiles,
+    Tile,
+    of_node,
+    parse,
+)
+from tc_graph.poly.promotion import ast_nodes
 from tc_graph.poly.scop import Scop, flow_dependences
 
 TABLE = Path(__file__).resolve().parents[1] / "data" / "stages.toml"
@@ -145,24 +154,42 @@ def _tile_box(tile: Tile, depth: int) -> isl.Set:
     return isl.Set(f"[{params}] -> {{ [{dims}] : {bounds} }}")
 
 
+def _decisions(ast: isl.AstNode, kernel: int) -> list[SharedTiles | NoSharedTiles]:
+    """The decision held by each copy of kernel `kernel`'s `shared` mark in the AST."""
+    out: list[SharedTiles | NoSharedTiles] = []
+    index = -1
+    for node in ast_nodes(ast):
+        if node.get_type() == isl.ast_node_type.mark:
+            mark = of_node(node)
+            index = mark.index if isinstance(mark, Kernel) else index
+            if isinstance(mark, SharedTiles | NoSharedTiles) and index == kernel:
+                out.append(mark)
+    return out
+
+
 @_cases("promotion")
 def test_the_promoted_tiles_are_the_hand_computed_ones(case: Case) -> None:
-    """The tiles of one kernel's site, for its whole body. Every tile loop of the cases
-    runs at least twice, so isl prints each as a loop (what the printer passes as
-    `defined`)."""
+    """The tiles of one kernel's site as the AST stage records them, before any printing
+    (isl prints the cases' site once, each tile loop as a loop)."""
     scop = _scop(case)
     options = _options(case)
     target = case["target"]
-    gpu = compiler.mapped(scop, compiler.schedule(scop, target, options), target, options).gpu
+    done = compiler.mapped(scop, compiler.schedule(scop, target, options), target, options)
+    gpu = done.gpu
     assert gpu is not None
     launches = [(lc.grid, lc.block) for lc in gpu.launches]
     assert launches == [(tuple(w["grid"]), tuple(w["block"])) for w in case["launches"]]
     site = gpu.sites[case["kernel"]]
     assert site is not None
-    names: set[str] = set()
-    site.prefix.foreach_map(lambda m: names.add(m.get_tuple_name(isl.dim_type.in_)))
-    loops = {f"c{k}" for k in range(site.depth)}
-    tiles = plan_tiles(site, scop, loops, options, "t", names, options.max_shared_memory)
+    ast = compiler.ast(scop, done, options)
+    assert ast is not None
+    (decision,) = _decisions(ast, case["kernel"])
+    if "refused" in case:
+        assert isinstance(decision, NoSharedTiles)
+        assert case["refused"] in decision.reason
+        return
+    assert isinstance(decision, SharedTiles), decision
+    tiles = decision.tiles
     assert [(t.tensor, t.index) for t in tiles] == [
         (w["tensor"], w.get("index")) for w in case["tiles"]
     ]
