@@ -14,10 +14,14 @@ from tc_graph.poly.marks import (
     Mapped,
     Mark,
     NoPrivateTile,
+    NoSharedTiles,
     PrivateTile,
     Shared,
+    SharedTiles,
     ThreadLoop,
+    Tile,
     Unit,
+    annotate,
     insert,
     is_loop,
     of_node,
@@ -33,6 +37,10 @@ MARKS: list[Mark] = [
     Kernel(0),
     Kernel(11),
     Shared(),
+    SharedTiles(
+        (Tile("tc_sh0_0", "A", "float32", ("c0", "0"), (16, 64), frozenset(), True, False),)
+    ),
+    NoSharedTiles("no loop of thread dim 1: a barrier would diverge"),
     PrivateTile("S0", (ThreadLoop(2, 1, 4, 0, 1, 16),), (4, 5), (4,)),
     NoPrivateTile("no reduction loop below the thread loops"),
 ]
@@ -71,6 +79,15 @@ def test_marks_survive_the_ast() -> None:
     assert inner.mark_get_node().for_get_iterator().to_C_str() == mapped.iterator
 
 
+def test_a_copy_of_a_shared_mark_reads_back_its_decision() -> None:
+    """The decision of a copy of a `shared` mark is the AST node's annotation."""
+    sched = isl.Schedule.from_domain(isl.UnionSet("{ S[i] : 0 <= i < 8 }"))
+    node = insert(sched.get_root().child(0), Shared())
+    ast = isl.AstBuild.alloc(isl.DEFAULT_CONTEXT).node_from_schedule(node.get_schedule())
+    decision = NoSharedTiles("no loop of thread dim 0: a barrier would diverge")
+    assert of_node(annotate(ast, decision)) == decision
+
+
 def test_is_loop() -> None:
     assert is_loop(LoopMark(Loop.REGTILE, 1), Loop.REGTILE)
     assert not is_loop(LoopMark(Loop.SIMD, 1), Loop.REGTILE)
@@ -96,3 +113,8 @@ def test_a_loop_mark_without_a_depth_in_its_user_is_refused() -> None:
 def test_a_private_mark_without_a_decision_in_its_user_is_refused() -> None:
     with pytest.raises(ValueError, match="not a private-tile decision"):
         parse(isl.Id("private", user=3, context=isl.DEFAULT_CONTEXT))
+
+
+def test_a_shared_mark_without_a_decision_in_its_user_is_refused() -> None:
+    with pytest.raises(ValueError, match="not a shared-tile decision"):
+        parse(isl.Id("shared", user="A", context=isl.DEFAULT_CONTEXT))
