@@ -426,7 +426,11 @@ def _writable(
     """A written tensor can have a tile when every statement of the site that touches it
     is printed here (no other copy of the site reads or writes it around this one's
     copies), is a plain statement, and reads it only directly (no indirect subscript
-    into it, no use as an index: the copy-in of rows would read what the block writes)."""
+    into it, no use as an index: the copy-in of rows would read what the block writes).
+    So every access to it in this copy is a reference of its group, which the printer
+    points at the tile; a scalar's reads are no references (they have no subscripts)."""
+    if not scop.shapes[tensor]:
+        return False
     for n in every:
         st = scop.statement(n)
         touches = st.kind != "check" and st.source.tensor == tensor
