@@ -23,11 +23,11 @@ from ..errors import TcError
 from ..lang.types import C_TYPES
 from ..options import AVX512, MappingOptions, VectorUnit
 from ..poly.marks import Local, Loop, LoopMark, Mark, in_tree, is_loop, of_node
-from ..poly.proof import annotated_ast, loop_depth, loop_parallel, refuse
+from ..poly.proof import annotated_ast, children, loop_depth, loop_parallel, refuse
 from ..poly.scop import Scop, ScopStmt
 from .expr import C_OPENMP, Dialect, acc_start, cname, combine, helper_lines, identity
 from .phases import phase_kernel
-from .stmt import StatementPrinter, ast_int, children, constant_loop
+from .stmt import StatementPrinter, ast_int, constant_loop
 
 
 def _prelude(vector_width: int) -> str:

@@ -29,10 +29,10 @@ from ..poly.gpu import GpuMapping, Launch
 from ..poly.marks import Kernel, Loop, Mapped, Mark, PrivateTile, SharedTiles, Tile, Unit, of_node
 from ..poly.private import HeldElement, held_element
 from ..poly.promotion import indirect_form, mapped_below, write_ref
-from ..poly.proof import loop_depth
+from ..poly.proof import children, loop_depth
 from ..poly.scop import Scop, ScopStmt
 from .expr import LIBM, Dialect, acc_start, cname, combine, helper_lines, store
-from .stmt import StatementPrinter, ast_int, children, constant_loop
+from .stmt import StatementPrinter, ast_int, constant_loop
 
 _HALF = SCALARS["float16"]  # stored as the target's own half type
 

@@ -18,9 +18,9 @@ import islpy as isl
 from .. import ir
 from ..lang.types import C_TYPES, ONNX_TYPES, SCALARS
 from ..poly.marks import Loop
+from ..poly.proof import children
 from ..poly.scop import Scop
 from .expr import cname
-from .stmt import children
 
 
 class PhasePrinter(Protocol):

@@ -14,6 +14,7 @@ import islpy as isl
 
 from ..lang.types import C_TYPES, compute_type, promote
 from ..poly.marks import Loop, LoopMark, Mark, of_node
+from ..poly.proof import children
 from ..poly.scop import Scop, ScopStmt, indirect_reads
 from .expr import Dialect, ExprPrinter, acc_start, cname, combine, identity, store
 
@@ -188,29 +189,6 @@ class StatementPrinter(ExprPrinter):
         if isinstance(mark, LoopMark):
             marks = marks | {mark.kind}
         self.node(node, depth, marks)
-
-    def users_under(self, node: isl.AstNode) -> list[tuple[ScopStmt, list[str]]]:
-        """The statements in a subtree, in print order, with their arguments."""
-        if node.get_type() == isl.ast_node_type.user:
-            return [self.user(node)]
-        return [u for c in children(node) for u in self.users_under(c)]
-
-
-def children(node: isl.AstNode) -> list[isl.AstNode]:
-    """The nodes directly inside an AST node: a loop's body, a mark's node, an if's
-    branches, a block's statements."""
-    t = node.get_type()
-    if t == isl.ast_node_type.for_:
-        return [node.for_get_body()]
-    if t == isl.ast_node_type.mark:
-        return [node.mark_get_node()]
-    if t == isl.ast_node_type.if_:
-        out = [node.if_get_then_node()]
-        return out + ([node.if_get_else_node()] if node.if_has_else_node() else [])
-    if t == isl.ast_node_type.block:
-        nodes = node.block_get_children()
-        return [nodes.get_at(i) for i in range(nodes.n_ast_node())]
-    return []
 
 
 def constant_loop(node: isl.AstNode) -> tuple[int, int, int] | None:

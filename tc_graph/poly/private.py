@@ -44,7 +44,8 @@ from .marks import (
     of_node,
     parse,
 )
-from .promotion import ast_nodes, write_ref
+from .promotion import write_ref
+from .proof import ast_nodes
 from .scop import Scop, ScopStmt
 
 _BAND = isl.schedule_node_type.band

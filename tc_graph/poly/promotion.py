@@ -49,7 +49,7 @@ Without private memory, reuse promotes it too (the tile holds the accumulators).
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 import islpy as isl
@@ -57,7 +57,7 @@ import islpy as isl
 from .. import ir
 from ..options import MappingOptions
 from .marks import Kernel, Mapped, NoSharedTiles, Shared, SharedTiles, Tile, Unit, annotate, parse
-from .proof import ast_build
+from .proof import ast_build, ast_nodes
 from .scop import Scop, ScopStmt, access_map
 
 _CTX = isl.DEFAULT_CONTEXT
@@ -161,23 +161,6 @@ def mapped_below(node: isl.AstNode) -> set[tuple[Unit, int]]:
         if n.get_type() == isl.ast_node_type.mark
         and isinstance(m := parse(n.mark_get_id()), Mapped)
     }
-
-
-def ast_nodes(node: isl.AstNode) -> Iterator[isl.AstNode]:
-    """The nodes of an AST subtree, node first."""
-    yield node
-    t = node.get_type()
-    inside = [node.for_get_body()] if t == isl.ast_node_type.for_ else []
-    if t == isl.ast_node_type.mark:
-        inside = [node.mark_get_node()]
-    elif t == isl.ast_node_type.if_:
-        inside = [node.if_get_then_node()]
-        inside += [node.if_get_else_node()] if node.if_has_else_node() else []
-    elif t == isl.ast_node_type.block:
-        ch = node.block_get_children()
-        inside = [ch.get_at(k) for k in range(ch.n_ast_node())]
-    for n in inside:
-        yield from ast_nodes(n)
 
 
 def references(st: ScopStmt) -> list[ir.Read]:

@@ -12,11 +12,15 @@ loops that enclose them, this one last).
 A loop that a mark asks for but the proof refuses is printed sequential; with
 `TC_GRAPH_CHECK_MARKS=1` (set by the test suite) it is an error instead, so that every
 kernel the tests generate checks its marks.
+
+`children` and `ast_nodes` walk such an AST, for the planners on it (poly/promotion.py,
+poly/private.py) and the printers (codegen/) alike.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 
 import islpy as isl
 
@@ -90,6 +94,30 @@ def annotated_ast(scop: Scop, schedule: isl.Schedule) -> isl.AstNode:
     build, _for = build.set_before_each_for(before_for)
     build, _mark = build.set_after_each_mark(after_mark)
     return build.node_from_schedule(schedule)
+
+
+def children(node: isl.AstNode) -> list[isl.AstNode]:
+    """The nodes directly inside an AST node: a loop's body, a mark's node, an if's
+    branches, a block's statements."""
+    t = node.get_type()
+    if t == isl.ast_node_type.for_:
+        return [node.for_get_body()]
+    if t == isl.ast_node_type.mark:
+        return [node.mark_get_node()]
+    if t == isl.ast_node_type.if_:
+        out = [node.if_get_then_node()]
+        return out + ([node.if_get_else_node()] if node.if_has_else_node() else [])
+    if t == isl.ast_node_type.block:
+        nodes = node.block_get_children()
+        return [nodes.get_at(i) for i in range(nodes.n_ast_node())]
+    return []
+
+
+def ast_nodes(node: isl.AstNode) -> Iterator[isl.AstNode]:
+    """The nodes of an AST subtree, node first (the order they are printed in)."""
+    yield node
+    for child in children(node):
+        yield from ast_nodes(child)
 
 
 def loop_depth(node: isl.AstNode) -> int:

@@ -31,7 +31,7 @@ from tc_graph.poly.marks import (
     of_node,
     parse,
 )
-from tc_graph.poly.promotion import ast_nodes
+from tc_graph.poly.proof import ast_nodes
 from tc_graph.poly.scop import Scop, flow_dependences
 
 TABLE = Path(__file__).resolve().parents[1] / "data" / "stages.toml"
