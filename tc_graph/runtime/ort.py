@@ -13,6 +13,7 @@ import platform
 import re
 import shlex
 import threading
+import weakref
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -103,8 +104,18 @@ def library_path(*, portable: bool = False) -> str:
 
 
 def register(so: onnxruntime.SessionOptions) -> None:
-    """Make ``TcKernel`` nodes runnable in sessions created with these options."""
+    """Make ``TcKernel`` nodes runnable in sessions created with these options. Once per
+    options object: onnxruntime refuses a session whose options registered the library
+    twice ("Domain already set in registry"), and users pass one options object to
+    every session they open."""
+    if so in _REGISTERED:
+        return
     so.register_custom_ops_library(library_path())
+    _REGISTERED.add(so)
+
+
+# The options objects `register` has registered the library on (gone with them).
+_REGISTERED: weakref.WeakSet[onnxruntime.SessionOptions] = weakref.WeakSet()
 
 
 def device_providers(providers: Iterable[str | tuple[str, object]]) -> list[str]:
