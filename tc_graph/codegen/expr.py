@@ -156,8 +156,9 @@ class Dialect:
 
     def math_name(self, fn: str, dtype: str) -> str | None:
         """The dialect's own function for a builtin in this dtype, if it has one: in C,
-        expf is the prelude's tc_expf, which gcc vectorizes (see _VECTOR_EXPF)."""
-        return "tc_expf" if (fn, dtype) == ("exp", "float32") else None
+        expf and erff are the prelude's tc_expf and tc_erff, which gcc vectorizes (see
+        codegen/c.py)."""
+        return f"tc_{fn}f" if dtype == "float32" and fn in ("exp", "erf") else None
 
 
 C_OPENMP = Dialect()

@@ -1,7 +1,7 @@
-"""The C prelude's own tc_expf (codegen/c.py), which replaces libm's expf so that gcc
-vectorizes loops that call it: its values against NumPy's float64 exp, at every
-magnitude where a float result is normal, and at the edges (overflow to inf, underflow
-to 0 through the subnormals, infinities, NaN)."""
+"""The C prelude's own tc_expf and tc_erff (codegen/c.py), which replace libm's so that gcc
+vectorizes loops that call them: exp against NumPy's float64 exp, at every magnitude
+where a float result is normal, and at the edges (overflow to inf, underflow to 0
+through the subnormals, infinities, NaN); erf against SciPy's float64 erf."""
 
 from __future__ import annotations
 
@@ -36,3 +36,30 @@ def test_exp_at_the_edges() -> None:
         want = np.exp(np.float64([-103.0, -90.0]))
     tiny = float(np.finfo(np.float32).smallest_subnormal)
     np.testing.assert_allclose(got[[6, 8]].astype(np.float64), want, rtol=1e-5, atol=tiny)
+
+
+ERF = "def e(float32(N) X) -> (Y) { Y(i) = erf(X(i)) }"
+
+
+def test_erf_is_within_three_ulp_of_scipys() -> None:
+    """The prelude's tc_erff: the series near 0 (relative error), the fit up to 3.92 and
+    +-1 beyond (absolute error against the spacing of floats near 1)."""
+    from scipy.special import erf
+
+    x = np.concatenate([
+        np.linspace(-5, 5, 200_001, dtype=np.float32),
+        np.float32([1e-30, -1e-30, 1e-6, 0.5, -0.5, 3.92, -3.92, 3.9199998, 30.0]),
+        np.nextafter(np.float32([0.5, -0.5, 3.92]), np.float32(0)),
+    ])  # fmt: skip
+    got = tg.define(ERF).e(x).astype(np.float64)
+    want = erf(x.astype(np.float64))
+    assert np.max(np.abs(got - want)) < 3 * ULP
+    small = (np.abs(x) <= 0.5) & (x != 0)
+    assert np.max(np.abs(got - want)[small] / np.abs(want[small])) < 3 * ULP
+
+
+def test_erf_at_the_edges() -> None:
+    x = np.float32([np.inf, -np.inf, np.nan, 0.0, -0.0])
+    got = tg.define(ERF).e(x)
+    assert got[0] == 1.0 and got[1] == -1.0 and np.isnan(got[2])
+    assert got[3] == 0.0 and not np.signbit(got[3]) and np.signbit(got[4])
