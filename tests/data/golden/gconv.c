@@ -23,6 +23,14 @@ static inline float tc_expf(float x) {
   __builtin_memcpy(&b, &ib, 4);
   return x != x ? x : p * a * b;
 }
+static inline float tc_erff(float x) {
+  float a = x < 0.0f ? -x : x, s = x * x;
+  float small = x * (1.1283791670955126f + s * (-0.37612638903183754f + s * (0.11283791670955126f + s * (-0.026866170645131252f + s * (0.005223977625442188f + s * (-0.0008548327023450852f + s * (0.00012055332981789664f)))))));
+  float t = a * 0.5847953216374269f - 1.2923976608187133f;
+  float mid = a < 3.92f ? 0.9982244372367859f + t * (0.014598602429032326f + t * (-0.055170074105262756f + t * (0.12476931512355804f + t * (-0.18197113275527954f + t * (0.1655808389186859f + t * (-0.06681021302938461f + t * (-0.04287770390510559f + t * (0.0829726830124855f + t * (-0.04617200046777725f + t * (-0.009903725236654282f + t * (0.030528362840414047f + t * (-0.012102439999580383f + t * (-0.007294139359146357f + t * (0.00597721803933382f + t * (0.0006167582469061017f + t * (-0.0009668347775004804f)))))))))))))))) : 1.0f;
+  float r = a <= 0.5f ? small : (x < 0.0f ? -mid : mid);
+  return x != x ? x : r;
+}
 static inline int8_t tc_div_int8(int8_t a, int8_t b) { if (b == 0) return 0; if (b == -1) return (int8_t)((uint8_t)0 - (uint8_t)a); int8_t q = a / b; return q - ((q * b != a && ((a < 0) != (b < 0))) ? 1 : 0); }
 static inline int8_t tc_mod_int8(int8_t a, int8_t b) { if (b == 0 || b == -1) return 0; int8_t r = a % b; return r + ((r != 0 && ((r < 0) != (b < 0))) ? b : 0); }
 static inline int16_t tc_div_int16(int16_t a, int16_t b) { if (b == 0) return 0; if (b == -1) return (int16_t)((uint16_t)0 - (uint16_t)a); int16_t q = a / b; return q - ((q * b != a && ((a < 0) != (b < 0))) ? 1 : 0); }
