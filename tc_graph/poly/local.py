@@ -40,18 +40,93 @@ _WHOLE = (Loop.REGTILE, Loop.DOTTILE, Loop.CONTRACT, Loop.REDUCE, Loop.SIMD)
 
 
 def localize(schedule: isl.Schedule, scop: Scop) -> isl.Schedule:
-    """The mapped schedule with a `Local` mark for each temporary that has a local form."""
+    """The mapped schedule with a `Local` mark for each temporary that has a local form.
+    Where isl's AST would print a mark in pieces sharing one iteration (`_split`), the
+    temporary's array moves out to an enclosing loop, or stays a shared temporary."""
+    ceilings: dict[str, int] = {}
+    for _ in range(_TRIES):
+        marked = _marked(schedule, scop, ceilings)
+        split = _split(marked, scop)
+        if not split:
+            return marked
+        ceilings.update(_depths(marked, split))
+    return _without(marked, split)
+
+
+# Rounds of marking and checking on isl's AST (each round moves the split arrays out).
+_TRIES = 3
+
+
+def _marked(schedule: isl.Schedule, scop: Scop, ceilings: dict[str, int]) -> isl.Schedule:
+    """Each temporary's `Local` mark at its deepest loop, above `ceilings[tensor]` loops."""
     for tensor in scop.program.temporaries:
         accesses = _accesses(scop, tensor)
         if accesses.is_empty():
             continue
-        found = _deepest(schedule.get_root(), accesses, scop, tensor)
+        ceiling = ceilings.get(tensor, _UNBOUNDED)
+        found = _deepest(schedule.get_root(), accesses, scop, tensor, ceiling)
         if found is not None:
             node, member, sizes, loops = found
             if member + 1 < node.band_n_member():
                 node = node.band_split(member + 1)
             schedule = insert(node.child(0), Local(tensor, sizes, loops)).get_schedule()
     return schedule
+
+
+_UNBOUNDED = 1 << 30
+
+
+def _depths(schedule: isl.Schedule, tensors: set[str]) -> dict[str, int]:
+    """The loops around the `Local` marks of `tensors`."""
+    out: dict[str, int] = {}
+
+    def visit(node: isl.ScheduleNode) -> bool:
+        if node.get_type() == _MARK:
+            mark = parse(node.mark_get_id())
+            if isinstance(mark, Local) and mark.tensor in tensors:
+                out[mark.tensor] = node.get_schedule_depth()
+        return True
+
+    schedule.get_root().foreach_descendant_top_down(visit)
+    return out
+
+
+def _split(schedule: isl.Schedule, scop: Scop) -> set[str]:
+    """The local arrays whose mark isl's AST prints more than once within one value of
+    the loops around it: isl prints a loop in pieces where its statements' ranges differ
+    (a statement with one value there apart from one with a loop), and each copy of the
+    mark would hold part of one iteration's elements. They stay shared temporaries."""
+    seen: dict[str, isl.UnionSet] = {}
+    split: set[str] = set()
+
+    def after_mark(node: isl.AstNode, build: isl.AstBuild) -> isl.AstNode:
+        mark = parse(node.mark_get_id())
+        if isinstance(mark, Local) and mark.loops is not None:
+            touched = _accesses(scop, mark.tensor).intersect_domain(build.get_schedule().domain())
+            values = mark.loops.intersect_domain(touched.domain()).range()
+            before = seen.get(mark.tensor)
+            if before is not None and not before.intersect(values).is_empty():
+                split.add(mark.tensor)
+            seen[mark.tensor] = values if before is None else before.union(values)
+        return node
+
+    build = isl.AstBuild.from_context(isl.Set.universe(isl.Space.params_alloc(_CTX, 0)))
+    build, _handle = build.set_after_each_mark(after_mark)
+    build.node_from_schedule(schedule)
+    return split
+
+
+def _without(schedule: isl.Schedule, tensors: set[str]) -> isl.Schedule:
+    """The schedule with the `Local` marks of `tensors` deleted."""
+
+    def drop(node: isl.ScheduleNode) -> isl.ScheduleNode:
+        if node.get_type() == _MARK:
+            mark = parse(node.mark_get_id())
+            if isinstance(mark, Local) and mark.tensor in tensors:
+                return node.delete()
+        return node
+
+    return schedule.map_schedule_node_bottom_up(drop)
 
 
 def _accesses(scop: Scop, tensor: str) -> isl.UnionMap:
@@ -72,14 +147,15 @@ def _maps(umap: isl.UnionMap) -> list[isl.Map]:
 
 
 def _deepest(
-    node: isl.ScheduleNode, accesses: isl.UnionMap, scop: Scop, tensor: str
+    node: isl.ScheduleNode, accesses: isl.UnionMap, scop: Scop, tensor: str, ceiling: int
 ) -> tuple[isl.ScheduleNode, int, tuple[int, ...], isl.UnionMap] | None:
-    """The deepest band member below node (the band, the member, the box's sizes, the
-    accesses' loop values there) inside which tensor has its local form, or None."""
+    """The deepest band member below node, inside fewer than `ceiling` loops (the band,
+    the member, the box's sizes, the accesses' loop values there), inside which tensor
+    has its local form, or None."""
     if node.get_type() != _DOMAIN and not accesses.domain().is_subset(node.get_domain()):
         return None
     for i in range(node.n_children()):
-        found = _deepest(node.child(i), accesses, scop, tensor)
+        found = _deepest(node.child(i), accesses, scop, tensor, ceiling)
         if found is not None:
             return found
     if node.get_type() != _BAND or _printed_whole(node):
@@ -87,7 +163,7 @@ def _deepest(
     prefix = node.get_prefix_schedule_union_map()
     partial = node.band_get_partial_schedule()
     n = node.band_n_member()
-    for member in reversed(range(n)):
+    for member in reversed(range(min(n, ceiling - node.get_schedule_depth() - 1))):
         if _one_value(partial.get_at(member), node.get_domain()):
             # isl prints no loop for it, and may print what lies below once per statement
             # group: copies of the array within one iteration. The member above has the

@@ -84,3 +84,25 @@ def test_temporaries_local_or_not_compute_what_the_reference_does(
 ) -> None:
     a = np.random.default_rng(2).standard_normal((11, 19)).astype(np.float32)
     _check(source, [a], options)
+
+
+def test_a_temporary_isl_prints_in_pieces_moves_out_to_an_enclosing_loop() -> None:
+    """Fuzzing (seed 2077, program 587, shrunk): along the second loop one statement has a
+    single value and the other a range, so isl prints them apart and the local array's
+    mark twice within one iteration of i0, each copy with part of the row. The array moves
+    out to i0's body instead (it was an internal error)."""
+    source = """
+def main(float32(L, N) A, int32(N, N) B, uint32(L) I2, int32(L) I3) -> (T4) {
+  T1(i0, i1, i2) = (A(i0, i1) + B(i2, max(min(I2(max(min(I3(i1), L - 1), 0)), N - 1), 0)))
+  T1(i0, i1, i2) = T1(i0, i1, i2) where i0 in 0:L, i1 in 0:L, i2 in 0:N
+  T4(i0, i1, i2) = (B(i0, i1) + i2) where i2 in 0:N
+}
+"""
+    rng = np.random.default_rng(587)
+    args = [
+        rng.standard_normal((6, 1)).astype(np.float32),
+        np.array([[16]], dtype=np.int32),
+        np.array([17, 27, 30, 28, 14, 2], dtype=np.uint32),
+        np.array([30, -26, -1, 6, -1, -14], dtype=np.int32),
+    ]
+    _check(source, args)
