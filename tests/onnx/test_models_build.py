@@ -252,17 +252,22 @@ def test_convert_model_forwards_to_the_cli(monkeypatch: pytest.MonkeyPatch) -> N
     not all(hasattr(tg, n) for n in ("optimize", "InferenceSession")),
     reason="tg.optimize / tg.InferenceSession do not exist yet",
 )
-def test_bench_models_runs(tmp_path: Path) -> None:
-    out = tmp_path / "bench_models.json"
+def _bench(tmp_path: Path, command: str, only: str) -> list[dict[str, object]]:
+    """The JSON rows of `scripts/bench.py command --small` on `only`, one round."""
+    out = tmp_path / f"bench_{command}.json"
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
     }
-    cmd = [sys.executable, str(REPO / "scripts" / "bench.py"), "models", "--small"]
-    cmd += ["--rounds", "1", "--threads", "1", "--only", "mlp3_gemm,2lut", "--json", str(out)]
+    cmd = [sys.executable, str(REPO / "scripts" / "bench.py"), command, "--small"]
+    cmd += ["--rounds", "1", "--threads", "1", "--only", only, "--json", str(out)]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    rows = json.loads(out.read_text())
+    return json.loads(out.read_text())
+
+
+def test_bench_models_runs(tmp_path: Path) -> None:
+    rows = _bench(tmp_path, "models", "mlp3_gemm,2lut")
     assert [r["name"] for r in rows] == ["mlp3_gemm", "2lut"]
     for r in rows:
         assert r["numpy_us"] is None and r["tc_graph_us"] > 0 and r["ort_us"] > 0
@@ -270,14 +275,5 @@ def test_bench_models_runs(tmp_path: Path) -> None:
 
 
 def test_bench_layers_runs(tmp_path: Path) -> None:
-    out = tmp_path / "bench_layers.json"
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
-    }
-    cmd = [sys.executable, str(REPO / "scripts" / "bench.py"), "layers", "--small"]
-    cmd += ["--rounds", "1", "--threads", "1", "--only", "softmax", "--json", str(out)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    (row,) = json.loads(out.read_text())
+    (row,) = _bench(tmp_path, "layers", "softmax")
     assert row["name"] == "softmax" and row["tc_graph_us"] > 0 and row["ort_us"] > 0
