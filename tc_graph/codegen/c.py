@@ -3,8 +3,8 @@
 Statements, index checks and the AST walk are `StatementPrinter`'s (codegen/stmt.py),
 expressions `ExprPrinter`'s (codegen/expr.py), with the C + OpenMP dialect; this module
 adds OpenMP loops, vector reductions, register and vector tiles, the dot-product tiles
-of contractions, prefetches of rows found through an index tensor, privatized
-temporaries, and the kernel function. The onnxruntime phase entry point is
+of contractions, prefetches of rows found through an index tensor, the local arrays
+that poly/local.py decided, and the kernel function. The onnxruntime phase entry point is
 codegen/phases.py's.
 """
 

@@ -78,7 +78,8 @@ def phase_plan(printer: PhasePrinter, node: isl.AstNode) -> PhasePlan:
 def phase_kernel(printer: PhasePrinter, ast: isl.AstNode | None) -> str:
     """tc_phase and the metadata of docs/onnx.md: the kernel as a sequence of phases,
     each top-level node of the AST one phase, for onnxruntime's thread pool.
-    Call after the printer's kernel(), which decided the privatized temporaries."""
+    Call after the printer's kernel() (the temporaries it allocates are the caller's
+    `temps` here; the local arrays poly/local.py decided are not among them)."""
     p = printer.program
     printer.lines = []
     trips: list[int] = []
