@@ -35,16 +35,17 @@ class PreparedModel:
     note: str | None
 
 
-def _optimized_session(model: onnx.ModelProto, threads: int) -> tuple[object, int]:
-    """tg.optimize (cost-aware, measured under the session settings the bench runs with)
-    and a tg.InferenceSession on the result; its TcKernel count."""
-    optimized = tg.optimize(model, sess_options=bm._session_options(threads))
+def _optimized_session(model: onnx.ModelProto, threads: int, force: bool) -> tuple[object, int]:
+    """tg.optimize (cost-aware, measured under the session settings the bench runs with;
+    with `force`, every translatable group fused unmeasured) and a tg.InferenceSession on
+    the result; its TcKernel count."""
+    optimized = tg.optimize(model, sess_options=bm._session_options(threads), force=force)
     kernels = sum(n.op_type == TC_OP for n in optimized.graph.node)
     return tg.InferenceSession(optimized, bm._session_options(threads)), kernels
 
 
 @contextmanager
-def prepared(name: str, small: bool, threads: int) -> Iterator[PreparedModel]:
+def prepared(name: str, small: bool, threads: int, force: bool = False) -> Iterator[PreparedModel]:
     """Build model `name`, optimize it in a fresh cache (cold, then warm), check the optimized
     session against onnxruntime's on the original, and yield the two `run` calls. The cache
     lives until the context exits."""
@@ -52,7 +53,7 @@ def prepared(name: str, small: bool, threads: int) -> Iterator[PreparedModel]:
     feeds = sample_inputs(model, seed=0)
     with bm._fresh_cache() as cache:
         start = time.perf_counter()
-        session, kernels = _optimized_session(model, threads)
+        session, kernels = _optimized_session(model, threads, force)
         cold_s = time.perf_counter() - start
         note = None
         if kernels and not os.listdir(cache):
@@ -60,7 +61,7 @@ def prepared(name: str, small: bool, threads: int) -> Iterator[PreparedModel]:
         elif not kernels:
             note = "optimize fused nothing: tc_graph runs the original graph"
         start = time.perf_counter()
-        _optimized_session(model, threads)
+        _optimized_session(model, threads, force)
         warm_ms = (time.perf_counter() - start) * 1e3
         ort_session = bm._ort_session(model, threads)
         want = tuple(ort_session.run(None, feeds))

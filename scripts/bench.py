@@ -3,9 +3,9 @@
     python scripts/bench.py kernels [--json FILE] [--rounds N] [--threads N]
                                     [--target cpu|reference|...] [--only NAME[,NAME]] [--small]
     python scripts/bench.py models  [--json FILE] [--rounds N] [--threads N]
-                                    [--only NAME[,NAME]] [--small]
+                                    [--only NAME[,NAME]] [--small] [--force]
     python scripts/bench.py layers  [--json FILE] [--rounds N] [--threads N]
-                                    [--only NAME[,NAME]] [--small]
+                                    [--only NAME[,NAME]] [--small] [--force]
     python scripts/bench.py zoo     [--json FILE] [--threads N] [--only NAME[,NAME]]
                                     [--timeout S] [--full DIR]
 
@@ -26,6 +26,10 @@ null). `compile_cold_s` is `tg.optimize` plus `tg.InferenceSession` in a fresh e
 TC_GRAPH_CACHE (seconds: measuring candidate groups and compiling kernels); `compile_warm_ms`
 is the same two steps again with that cache warm (milliseconds). Each row also has
 `tc_kernels`, the number of TcKernel nodes in the optimized model.
+
+With --force, `models` and `layers` time `tg.optimize(model, force=True)`: every group
+fused whatever its measurement (a machine too noisy for optimize's race still shows what
+the kernels do).
 
 `layers` runs single layers of real models the same way as `models`: attention's Softmax
 over 8x12x128x128, a residual Add with the LayerNormalization after it (1024x384), and Gelu
@@ -232,7 +236,8 @@ def _models(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     names = _select(bo.LAYERS if args.command == "layers" else bo.NAMES, args.only, "model", parser)
     sizes = "small (paper sizes / ~8)" if args.small else "paper sizes"
     print(
-        f"tc_graph.optimize + tc_graph.InferenceSession vs {bm.VERSIONS}; "
+        f"tc_graph.optimize{'(force=True)' if args.force else ''} + tc_graph.InferenceSession "
+        f"vs {bm.VERSIONS}; "
         f"threads={args.threads}, rounds={args.rounds}, {sizes}; "
         "times in µs per session.run: median [p10-p90] over rounds"
     )
@@ -245,7 +250,7 @@ def _models(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     rows = []
     for name in names:
         print(f"[{name}] building, optimizing, checking against onnxruntime ...", file=sys.stderr)
-        with bo.prepared(name, args.small, args.threads) as prep:
+        with bo.prepared(name, args.small, args.threads, args.force) as prep:
             print(f"[{name}] timing {args.rounds} rounds ...", file=sys.stderr)
             times = _rounds(prep.calls, args.rounds)
         row, ratio_range = _result(
@@ -378,6 +383,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     common.add_argument("--only", metavar="NAME[,NAME]", help="run only these kernels or models")
     common.add_argument("--small", action="store_true", help="sizes divided by about 8")
+    common.add_argument(
+        "--force",
+        action="store_true",
+        help="models, layers: fuse every translatable group (tg.optimize's force=True) and "
+        "time the TcKernels themselves, whatever optimize would decide",
+    )
     parser = argparse.ArgumentParser(
         description="Benchmark tc_graph against onnxruntime and NumPy."
     )
@@ -413,6 +424,8 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
+    if args.force and args.command not in ("models", "layers"):
+        parser.error("--force applies to `models` and `layers`")
     if args.command in ("models", "layers"):
         return _models(args, parser)
     if args.command == "zoo":

@@ -252,7 +252,7 @@ def test_convert_model_forwards_to_the_cli(monkeypatch: pytest.MonkeyPatch) -> N
     not all(hasattr(tg, n) for n in ("optimize", "InferenceSession")),
     reason="tg.optimize / tg.InferenceSession do not exist yet",
 )
-def _bench(tmp_path: Path, command: str, only: str) -> list[dict[str, object]]:
+def _bench(tmp_path: Path, command: str, only: str, *extra: str) -> list[dict[str, object]]:
     """The JSON rows of `scripts/bench.py command --small` on `only`, one round."""
     out = tmp_path / f"bench_{command}.json"
     env = {
@@ -260,7 +260,7 @@ def _bench(tmp_path: Path, command: str, only: str) -> list[dict[str, object]]:
         "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
     }
     cmd = [sys.executable, str(REPO / "scripts" / "bench.py"), command, "--small"]
-    cmd += ["--rounds", "1", "--threads", "1", "--only", only, "--json", str(out)]
+    cmd += ["--rounds", "1", "--threads", "1", "--only", only, "--json", str(out), *extra]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return json.loads(out.read_text())
@@ -277,3 +277,9 @@ def test_bench_models_runs(tmp_path: Path) -> None:
 def test_bench_layers_runs(tmp_path: Path) -> None:
     (row,) = _bench(tmp_path, "layers", "softmax")
     assert row["name"] == "softmax" and row["tc_graph_us"] > 0 and row["ort_us"] > 0
+
+
+def test_bench_layers_forced_times_the_tc_kernels(tmp_path: Path) -> None:
+    """With --force every group is a TcKernel, whatever optimize's race would decide."""
+    (row,) = _bench(tmp_path, "layers", "gelu", "--force")
+    assert row["name"] == "gelu" and row["tc_kernels"] == 1 and row["tc_graph_us"] > 0
