@@ -58,11 +58,20 @@ def _prelude(vector_width: int) -> str:
 # 6e-9, a tenth of an ulp: at most 1.6 ulp in all, measured over [-87, 88]); 2^n
 # applied in two halves, so that subnormal results and overflow to infinity come out
 # right, its bits moved by memcpy (a union kept a loop that also reads a local array
-# from vectorizing). x is clamped first (the float-to-int conversion must stay in
-# range); a NaN stays NaN.
+# from vectorizing). x is clamped to [-104, 89] first (the float-to-int conversion must
+# stay in range) as integer minima on its bits (unsigned for the negative side, whose bits
+# grow with the magnitude, signed for the positive): written as float selects, gcc
+# computed the clamped lanes' constant results apart and blended them back, 50
+# instructions per vector instead of 30 (exp 0.57 against 0.9 ns an element over a copy,
+# one Zen 3 core). A NaN clamps to either end and is returned as it came.
 _VECTOR_EXPF = (
     "static inline float tc_expf(float x) {",
-    "  float c = x != x ? 0.0f : (x < -104.0f ? -104.0f : (x > 89.0f ? 89.0f : x));",
+    "  uint32_t u;",
+    "  __builtin_memcpy(&u, &x, 4);",
+    "  u = u < 0xC2D00000u ? u : 0xC2D00000u;",
+    "  int32_t k = (int32_t)u < 0x42B20000 ? (int32_t)u : 0x42B20000;",
+    "  float c;",
+    "  __builtin_memcpy(&c, &k, 4);",
     "  float t = (c * 1.44269504088896341f + 12582912.0f) - 12582912.0f;",
     "  float r = (c - t * 0.693145751953125f) - t * 1.4286068202862268e-6f;",
     "  float p = 1.0f + r * (1.0f + r * (0.5f + r * (1.0f / 6 + r * (1.0f / 24 + r * (1.0f / 120"

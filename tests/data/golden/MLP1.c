@@ -13,7 +13,12 @@ static inline float tc_hmin(tc_vf v) { v = tc_vmin(v, __builtin_shuffle(v, (tc_v
 #define min(x, y) ((x) < (y) ? (x) : (y))
 #define max(x, y) ((x) > (y) ? (x) : (y))
 static inline float tc_expf(float x) {
-  float c = x != x ? 0.0f : (x < -104.0f ? -104.0f : (x > 89.0f ? 89.0f : x));
+  uint32_t u;
+  __builtin_memcpy(&u, &x, 4);
+  u = u < 0xC2D00000u ? u : 0xC2D00000u;
+  int32_t k = (int32_t)u < 0x42B20000 ? (int32_t)u : 0x42B20000;
+  float c;
+  __builtin_memcpy(&c, &k, 4);
   float t = (c * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
   float r = (c - t * 0.693145751953125f) - t * 1.4286068202862268e-6f;
   float p = 1.0f + r * (1.0f + r * (0.5f + r * (1.0f / 6 + r * (1.0f / 24 + r * (1.0f / 120 + r * (1.0f / 720 + r * (1.0f / 5040)))))));
