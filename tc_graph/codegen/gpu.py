@@ -315,12 +315,7 @@ class _GpuPrinter(StatementPrinter):
         st, args = self.user(cur)
         src = st.source
         env = self.stmt_env(st, args)
-        tdt = self.program.tensors[src.tensor].dtype
-        acc_t = compute_type(promote(tdt, src.rhs.dtype))
-        acc = C_TYPES[acc_t]
-        target = self.target(st, env)
-        self.out(depth, "{")
-        self.out(depth + 1, f"{acc} acc = {acc_start(src.op, target, acc_t)};")
+        acc, store_acc = self.open_accumulator(st, env, depth)
         self.out(
             depth + 1, f"// acc: the thread's output element in a register over {len(chain)} loops"
         )
@@ -334,7 +329,7 @@ class _GpuPrinter(StatementPrinter):
         for _ in chain:
             d -= 1
             self.out(d, "}")
-        self.out(depth + 1, f"{target} = {store('acc', tdt, acc_t)};")
+        self.out(depth + 1, store_acc)
         self.out(depth, "}")
         return True
 

@@ -113,18 +113,24 @@ class StatementPrinter(ExprPrinter):
     ) -> None:
         """The reduction loop `node` of st with the output element in a local `acc`."""
         src = st.source
-        tdt = self.program.tensors[src.tensor].dtype
-        acc_t = compute_type(promote(tdt, src.rhs.dtype))
-        acc = C_TYPES[acc_t]
-        target = self.target(st, env)
-        self.out(depth, "{")
-        self.out(depth + 1, f"{acc} acc = {acc_start(src.op, target, acc_t)};")
+        acc, store_acc = self.open_accumulator(st, env, depth)
         self.out(depth + 1, self.dialect.reduction_pragma(src.op, "acc"))
         self.out(depth + 1, self.for_header(node))
         value = self.expr(src.rhs, env)
         self.out(depth + 2, f"acc = {combine(src.op, 'acc', f'({acc})({value})', acc)};")
-        self.out(depth + 1, f"{target} = {store('acc', tdt, acc_t)};")
+        self.out(depth + 1, store_acc)
         self.out(depth, "}")
+
+    def open_accumulator(self, st: ScopStmt, env: Mapping[str, str], depth: int) -> tuple[str, str]:
+        """Open a block holding st's output element in a local `acc` of the reduction's
+        compute type: that C type, and the statement that stores `acc` back."""
+        src = st.source
+        tdt = self.program.tensors[src.tensor].dtype
+        acc_t = compute_type(promote(tdt, src.rhs.dtype))
+        target = self.target(st, env)
+        self.out(depth, "{")
+        self.out(depth + 1, f"{C_TYPES[acc_t]} acc = {acc_start(src.op, target, acc_t)};")
+        return C_TYPES[acc_t], f"{target} = {store('acc', tdt, acc_t)};"
 
     # -- AST -------------------------------------------------------------
     def user(self, node: isl.AstNode) -> tuple[ScopStmt, list[str]]:

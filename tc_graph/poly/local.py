@@ -22,7 +22,6 @@ import math
 
 import islpy as isl
 
-from .. import ir
 from ..lang.types import SCALARS
 from .marks import Local, Loop, LoopMark, insert, parse
 from .scop import Scop
@@ -60,7 +59,7 @@ _TRIES = 3
 def _marked(schedule: isl.Schedule, scop: Scop, ceilings: dict[str, int]) -> isl.Schedule:
     """Each temporary's `Local` mark at its deepest loop, above `ceilings[tensor]` loops."""
     for tensor in scop.program.temporaries:
-        accesses = _accesses(scop, tensor)
+        accesses = scop.accesses_of(tensor)
         if accesses.is_empty():
             continue
         ceiling = ceilings.get(tensor, _UNBOUNDED)
@@ -102,12 +101,9 @@ def _split(schedule: isl.Schedule, scop: Scop) -> set[str]:
     def after_mark(node: isl.AstNode, build: isl.AstBuild) -> isl.AstNode:
         mark = parse(node.mark_get_id())
         if isinstance(mark, Local) and mark.loops is not None:
-            touched = _accesses(scop, mark.tensor).intersect_domain(build.get_schedule().domain())
-            values = mark.loops.intersect_domain(touched.domain()).range()
-            before = seen.get(mark.tensor)
-            if before is not None and not before.intersect(values).is_empty():
+            touched = scop.accesses_of(mark.tensor).intersect_domain(build.get_schedule().domain())
+            if _overlaps(seen, mark, touched):
                 split.add(mark.tensor)
-            seen[mark.tensor] = values if before is None else before.union(values)
         return node
 
     build = isl.AstBuild.from_context(isl.Set.universe(isl.Space.params_alloc(_CTX, 0)))
@@ -127,17 +123,6 @@ def _without(schedule: isl.Schedule, tensors: set[str]) -> isl.Schedule:
         return node
 
     return schedule.map_schedule_node_bottom_up(drop)
-
-
-def _accesses(scop: Scop, tensor: str) -> isl.UnionMap:
-    """Every read and write of tensor: statement instance -> element."""
-    name = ir.isl_name(tensor)
-    out = isl.UnionMap.empty(isl.Space.params_alloc(_CTX, 0))
-    for st in scop.statements:
-        for m in _maps(st.reads.union(st.writes)):
-            if m.get_tuple_name(isl.dim_type.out) == name:
-                out = out.union(isl.UnionMap.from_map(m))
-    return out
 
 
 def _maps(umap: isl.UnionMap) -> list[isl.Map]:
@@ -233,6 +218,17 @@ def _box(prefix: isl.UnionMap, accesses: isl.UnionMap) -> _Box | None:
     return tuple(offsets), tuple(sizes)
 
 
+def _overlaps(seen: dict[str, isl.UnionSet], mark: Local, touched: isl.UnionMap) -> bool:
+    """This copy of a local array's mark touches the array (`touched`: its accesses in
+    the copy) at a value of the loops around it where an earlier copy did; `seen` holds
+    those values of the copies so far, this one's added."""
+    assert mark.loops is not None
+    values = mark.loops.intersect_domain(touched.domain()).range()
+    before = seen.get(mark.tensor)
+    seen[mark.tensor] = values if before is None else before.union(values)
+    return before is not None and not before.intersect(values).is_empty()
+
+
 def annotate(
     node: isl.AstNode, build: isl.AstBuild, scop: Scop, seen: dict[str, isl.UnionSet]
 ) -> isl.AstNode:
@@ -248,12 +244,9 @@ def annotate(
     if not isinstance(mark, Local) or mark.loops is None:
         return node
     schedule = build.get_schedule()
-    accesses = _accesses(scop, mark.tensor).intersect_domain(schedule.domain())
+    accesses = scop.accesses_of(mark.tensor).intersect_domain(schedule.domain())
     exprs: tuple[str, ...] | None = ("0",) * len(mark.sizes)
-    values = mark.loops.intersect_domain(accesses.domain()).range()
-    before = seen.get(mark.tensor)
-    seen[mark.tensor] = values if before is None else before.union(values)
-    if before is not None and not before.intersect(values).is_empty():
+    if _overlaps(seen, mark, accesses):
         exprs = None
     elif not accesses.is_empty():
         box = _box(schedule, accesses)

@@ -99,6 +99,10 @@ class _Scheduler:
         self.by_name = {s.name: s for s in scop.statements}
         self.deps = scop.dependences
         self.deps_from = _by_source(self.deps)
+        # The scop statements of each TC statement (`S3_init` and `S3`).
+        self.origins: dict[str, set[str]] = {}
+        for st in scop.statements:
+            self.origins.setdefault(_origin(st.name), set()).add(st.name)
 
     def prefix(self, name: str, depth: int) -> isl.Map:
         """{ S[iterators] -> [the first `depth` loops] }"""
@@ -221,7 +225,7 @@ class _Scheduler:
         reduction that follows it does, as Softmax's sum reads the exp row before it),
         with a statement of group."""
         members = set(group)
-        ours = {m for m in self.by_name if _origin(m) == _origin(n)}
+        ours = self.origins[_origin(n)]
         forward = (
             not d.is_empty()
             for m in members

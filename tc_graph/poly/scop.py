@@ -54,6 +54,25 @@ class Scop:
     def statement(self, name: str) -> ScopStmt:
         return self._by_name[name]
 
+    def accesses_of(self, tensor: str) -> isl.UnionMap:
+        """Every read and write of `tensor`: statement instance -> element."""
+        empty = isl.UnionMap.empty(isl.Space.params_alloc(_CTX, 0))
+        return self._accesses.get(ir.isl_name(tensor), empty)
+
+    @cached_property
+    def _accesses(self) -> dict[str, isl.UnionMap]:
+        """Each tensor's accesses, gathered in one pass (local arrays ask per temporary
+        and per copy of their marks)."""
+        out: dict[str, isl.UnionMap] = {}
+        for st in self.statements:
+            maps: list[isl.Map] = []
+            st.reads.union(st.writes).foreach_map(maps.append)
+            for m in maps:
+                name = m.get_tuple_name(isl.dim_type.out)
+                um = isl.UnionMap.from_map(m)
+                out[name] = um if name not in out else out[name].union(um)
+        return out
+
     @cached_property
     def _by_name(self) -> dict[str, ScopStmt]:
         """Statements by name, built once: the printer looks one up per AST leaf."""
