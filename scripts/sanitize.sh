@@ -17,7 +17,7 @@ if [ "$#" -eq 0 ]; then
     # One of the fuzzer slice's chunks (30 programs): the suite runs three uninstrumented,
     # --slow all eight; all of them under ASan cost CI about 3 of its 10 minutes.
     fuzz=tests/cpu/test_fuzz_programs.py::test_generated_programs_match_the_reference
-    set -- tests/onnx/test_ort_op.py tests/onnx/test_malicious.py "$fuzz[0]"
+    set -- tests/onnx/test_ort_op.py tests/onnx/test_malicious.py tests/cpu/test_outer_product.py "$fuzz[0]"
 fi
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0:abort_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1}

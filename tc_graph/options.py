@@ -31,8 +31,10 @@ class MappingOptions:
       (register_tile * vector_width outputs per tile; 0 turns register tiling off).
     dot_tile: rows x columns of outputs per tile of a dot-product contraction kernel
       (docs/cpu.md): their vector dot products share operand loads (at most 32 outputs).
+    micro_tile: rows x vectors of outputs an outer-product contraction keeps in registers
+      (docs/cpu.md); () sizes it from the CPU's registers (AVX2: 6 x 2, AVX-512: 12 x 2).
     reduction_chunk: reduction elements a contraction tile sums per pass (0: as many as
-      keep the tile's operand rows in half of L1).
+      keep the tile's operand rows, or an outer product's packed panel, in half of L1).
     prefetch_distance: reduction steps ahead that rows reached through an index tensor
       are prefetched (2LUT's lookups; 0 turns prefetching off).
     threads: OpenMP threads (0: OpenMP's default).
@@ -69,6 +71,7 @@ class MappingOptions:
     vector_width: int = 16
     register_tile: int = 4
     dot_tile: tuple[int, int] = (4, 4)
+    micro_tile: tuple[int, ...] = ()
     reduction_chunk: int = 0
     prefetch_distance: int = 8
     threads: int = 0
@@ -113,6 +116,12 @@ class MappingOptions:
             raise TcError(
                 f"dot_tile must be two positive integers (rows, columns) with at most 32 "
                 f"outputs, got {self.dot_tile}"
+            )
+        if self.micro_tile and (len(self.micro_tile) != 2 or math.prod(self.micro_tile) > 32):
+            raise TcError(
+                f"micro_tile must be two positive integers (rows, vectors) with at most 32 "
+                f"vectors, got {self.micro_tile}",
+                hint="[] sizes it from the CPU's registers",
             )
         if not self.block:
             raise TcError("block needs at least one dimension")
@@ -198,6 +207,7 @@ _INTS = {
 _TUPLES = {
     "tile": (32, 2**31 - 1, "tile sizes, outermost loop first; [] turns tiling off"),
     "dot_tile": (2, 32, "rows and columns of a contraction tile, e.g. [4, 4]"),
+    "micro_tile": (2, 32, "rows and vectors of an outer-product block, e.g. [6, 2]; [] picks"),
     "block": (3, 1024, "threads per block, x first, at most 1024 in all"),
     "grid": (3, 65535, "blocks of the grid, x first; [] launches one block per tile"),
 }

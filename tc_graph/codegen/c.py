@@ -3,7 +3,7 @@
 Statements, index checks and the AST walk are `StatementPrinter`'s (codegen/stmt.py),
 expressions `ExprPrinter`'s (codegen/expr.py), with the C + OpenMP dialect; this module
 adds OpenMP loops, vector reductions, register and vector tiles, the dot-product tiles
-of contractions, prefetches of rows found through an index tensor, the local arrays
+of contractions (outer-product kernels: codegen/outer.py), prefetches of rows found through an index tensor, the local arrays
 that poly/local.py decided, and the kernel function. The onnxruntime phase entry point is
 codegen/phases.py's.
 """
@@ -22,10 +22,12 @@ from .. import ir
 from ..errors import TcError
 from ..lang.types import C_TYPES
 from ..options import AVX512, MappingOptions, VectorUnit
+from ..poly.contraction import Blocking, blocking
 from ..poly.marks import Local, Loop, LoopMark, Mark, in_tree, is_loop, of_node
 from ..poly.proof import annotated_ast, children, loop_depth, loop_parallel, refuse
 from ..poly.scop import Scop, ScopStmt
 from .expr import C_OPENMP, Dialect, acc_start, cname, combine, helper_lines, identity
+from .outer import outer_items, outer_kernel, print_kernel
 from .phases import phase_kernel
 from .stmt import StatementPrinter, ast_int, constant_loop
 
@@ -461,6 +463,10 @@ class _Printer(StatementPrinter):
         plan = st.contraction
         assert plan is not None
         names = {v: f"_o{k}" for k, v in enumerate(v for v in st.source.lhs if v not in env)}
+        if plan.packed is not None:
+            kernel = outer_kernel(st, plan, self.blocking(st), ranges, {**env, **names})
+            print_kernel(self, kernel, outer, depth)
+            return
         names.update({plan.rows: "_a", plan.cols: "_b", plan.red: "_r"})
         rows_cap, cols_cap = self.options.dot_tile
         (alo, ahi), (blo, bhi), (rlo, rhi) = (ranges[v] for v in (plan.rows, plan.cols, plan.red))
@@ -501,6 +507,12 @@ class _Printer(StatementPrinter):
             self.out(d, "}")
         self.out(depth, "}")
 
+    def blocking(self, st: ScopStmt) -> Blocking:
+        """The register block and chunks of an outer-product contraction."""
+        assert st.contraction is not None
+        lo, hi = self.ranges(st)[st.contraction.red]
+        return blocking(self.options, self.unit, hi - lo)
+
     def contraction_nest(
         self, node: isl.AstNode
     ) -> tuple[ScopStmt, dict[str, str], dict[str, tuple[int, int]], list[str]]:
@@ -522,6 +534,8 @@ class _Printer(StatementPrinter):
             return None
         st, _, ranges, outer = self.contraction_nest(node)
         assert st.contraction is not None
+        if st.contraction.packed is not None:
+            return outer_items(self.blocking(st), ranges, outer, st.contraction)[0]
         if outer:
             lo, hi = ranges[outer[0]]
             return hi - lo

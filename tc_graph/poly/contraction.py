@@ -1,28 +1,40 @@
-"""Dot-product contractions: `T(.., a, b) += f(.., r)` in float32 with one reduction
-index `r` that every operand reads with unit stride (`tmm`, `MLP1`, `C3`, `tbmm`,
-MLP3's layers).
+"""Contractions `T(.., a, b) += f(.., r)` in float32 with one reduction index `r`.
 
-Their vector form is a dot product per output, so the printer computes a tile of
-outputs at once: the tile's dot products share their operand loads and end in one
-combined lane reduction. Long ones (and short ones nothing else writes into) become a
-kernel of their own, R x C tiles over (a, b), scheduled alone with their `!` folded in
-(`plan`). The others keep their place in the fused nests, and their innermost loops
-(b, then r) become a 1 x C tile (`inner_plan`).
+Two vector forms:
+- **dot products**, when every operand reads `r` with unit stride (`W(n, k)`, a Gemm with
+  transB): the printer computes a tile of outputs at once, whose dot products share their
+  operand loads and end in one combined lane reduction;
+- **outer products**, when the right side is `X * P`, `P` read with unit stride along
+  `b` and independent of `a`, `X` independent of `b` (`A(m, k) * B(k, n)`): an MR x NR
+  block of outputs stays in vector registers while `r` runs innermost, one broadcast of
+  `X` and NR / width vector loads of `P` a step. `P` is packed first, a panel of NR
+  columns by a chunk of `r` at a time, contiguous in the order the block reads it
+  (docs/cpu.md, `blocking` sizes both).
+
+Long contractions (and short ones nothing else writes into) become a kernel of their
+own, scheduled alone with their `!` folded in (`plan`). Other dot products keep their
+place in the fused nests, and their innermost loops (b, then r) become a 1 x C tile
+(`inner_plan`).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from .. import ir
+from ..options import MappingOptions, VectorUnit
 
 
 @dataclass(frozen=True)
 class Contraction:
     rows: str | None  # a: the second-to-last left-hand index (None: a 1 x C tile)
     cols: str  # b: the last left-hand index
-    red: str  # r: the reduction index, unit stride in every operand that reads it
+    red: str  # r: the reduction index (dot form: unit stride in every operand)
+    # The outer-product form (None: the dot form): rhs == scalar * packed.
+    packed: ir.Read | None = None
+    scalar: ir.Expr | None = None
 
 
 def _unit_last(r: ir.Read, red: str) -> bool:
@@ -44,6 +56,9 @@ def _unit_last(r: ir.Read, red: str) -> bool:
 LONG_REDUCTION = 256
 MIN_REDUCTION = 64
 MIN_TILE = 4
+# Dot products with at least this many rows (and a long reduction) take the outer form:
+# C3's 128 x 1000 x 1024 ran 1.6x faster so, tbmm's 26 x 72 x 26 blocks 1.25x slower.
+OUTER_ROWS = 32
 
 
 def _dot_form(program: ir.Program, st: ir.Statement) -> tuple[str, str] | None:
@@ -64,19 +79,59 @@ def _dot_form(program: ir.Program, st: ir.Statement) -> tuple[str, str] | None:
 
 
 def plan(program: ir.Program, st: ir.Statement, extents: Mapping[str, int]) -> Contraction | None:
-    """The kernel-of-its-own form of st, given each iterator's trip count, or None."""
-    form = _dot_form(program, st)
-    if form is None or len(st.lhs) < 2:
+    """The kernel-of-its-own form of st, given each iterator's trip count, or None: the
+    outer-product form where it applies, except for dot products over few rows or a short
+    reduction (tbmm's 26 x 72 blocks), where packing costs more than it saves."""
+    if len(st.lhs) < 2:
         return None
-    cols, red = form
-    if extents[red] < MIN_REDUCTION or min(extents[st.lhs[-2]], extents[cols]) < MIN_TILE:
+    rows = st.lhs[-2]
+    dot, outer = _dot_form(program, st), _outer_form(program, st)
+    if outer is not None and (
+        dot is None or (extents[outer.red] >= LONG_REDUCTION and extents[rows] >= OUTER_ROWS)
+    ):
+        cols, red = outer.cols, outer.red
+    elif dot is not None:
+        (cols, red), outer = dot, None
+    else:
         return None
-    if not (_reused(st, red, st.lhs[-2]) or _reused(st, red, cols)):
+    if extents[red] < MIN_REDUCTION or min(extents[rows], extents[cols]) < MIN_TILE:
+        return None
+    if not (_reused(st, red, rows) or _reused(st, red, cols)):
         return None
     alone = sum(s.tensor == st.tensor for s in program.statements) == 1
     if extents[red] < LONG_REDUCTION and not alone:
         return None
-    return Contraction(st.lhs[-2], cols, red)
+    return outer or Contraction(rows, cols, red)
+
+
+def _float32(program: ir.Program, st: ir.Statement) -> bool:
+    return program.tensors[st.tensor].dtype == "float32" and st.rhs.dtype == "float32"
+
+
+def _outer_form(program: ir.Program, st: ir.Statement) -> Contraction | None:
+    """st as `T(.., a, b) += X * P`: P a float32 read of b and the reduction index, not of
+    a (in any layout: the panel it is packed into is contiguous), X independent of b. A
+    product of more factors is not reordered (that would round differently)."""
+    if st.op != "+" or not st.lhs or len(st.reduction_vars) != 1 or not _float32(program, st):
+        return None
+    rows, cols, red = st.lhs[-2], st.lhs[-1], st.reduction_vars[0]
+    rhs = st.rhs
+    if not (isinstance(rhs, ir.Binary) and rhs.op == "*" and rhs.compute == "float32"):
+        return None
+    for packed, scalar in ((rhs.right, rhs.left), (rhs.left, rhs.right)):
+        if not isinstance(packed, ir.Read) or program.tensors[packed.tensor].dtype != "float32":
+            continue
+        names = ir.index_names(packed)
+        if rows in names or red not in names or cols not in names:
+            continue
+        if cols in ir.index_names(scalar):
+            continue
+        if scalar.dtype != "float32" or any(
+            isinstance(n, ir.Read) and n.tensor == st.tensor for n in ir.walk(rhs)
+        ):
+            return None
+        return Contraction(rows, cols, red, packed=packed, scalar=scalar)
+    return None
 
 
 def inner_plan(
@@ -117,3 +172,46 @@ def _vector_form(program: ir.Program, e: ir.Expr, red: str) -> bool:
         case ir.Unary(op="-", operand=a) | ir.Cast(operand=a):
             return a.dtype == "float32" and _vector_form(program, a, red)
     return False
+
+
+@dataclass(frozen=True)
+class Blocking:
+    """How an outer-product contraction is blocked: `rows` x `vectors` vectors of
+    outputs in registers, `chunk` reduction steps per packed panel (the panel, chunk x
+    rows of P, stays in L1), and `band` rows per block of work (their X, band x chunk,
+    stays in L2)."""
+
+    rows: int
+    vectors: int
+    width: int
+    chunk: int
+    band: int
+
+    @property
+    def panel(self) -> int:
+        """Columns of a packed panel."""
+        return self.vectors * self.width
+
+
+L1_BYTES = 32 * 1024
+L2_BYTES = 512 * 1024
+
+
+def blocking(options: MappingOptions, unit: VectorUnit, red_extent: int) -> Blocking:
+    """The register block from the register file: two vectors of columns (one when a
+    vector spans several registers), as many rows as leave a register for each column
+    vector and one for the broadcast (AVX2: 6 x 16, AVX-512: 12 x 32); `micro_tile`
+    overrides it. The chunk keeps a panel in half of L1, the band a block of X in half
+    of L2."""
+    width = options.vector_width
+    per = max(1, math.ceil(width / unit.floats))  # registers one vector takes
+    if options.micro_tile:
+        rows, vectors = options.micro_tile
+    else:
+        vectors = max(1, 2 // per)
+        rows = max(1, min(12, (unit.registers // per - vectors - 1) // vectors))
+    panel = vectors * width
+    chunk = options.reduction_chunk or max(16, (L1_BYTES // 2) // (4 * panel) // 16 * 16)
+    chunk = min(chunk, red_extent)
+    band = max(rows, (L2_BYTES // 2) // (4 * chunk) // rows * rows)
+    return Blocking(rows, vectors, width, chunk, band)

@@ -19,6 +19,8 @@ REGISTER_TILES = (0, 1, 2, 4, 8)
 DOT_TILES = ((1, 8), (2, 4), (2, 8), (3, 4), (3, 8), (4, 2), (4, 4), (4, 5), (4, 6), (5, 4),
              (6, 4), (8, 2), (8, 3))  # fmt: skip
 """Rows x columns of a contraction tile: up to 24 vector accumulators of AVX-512's 32."""
+MICRO_TILES = ((), (4, 2), (6, 1), (6, 2), (8, 2), (4, 3), (12, 2))
+"""Rows x vectors of an outer-product block; () sizes it from the CPU's registers."""
 PREFETCH_DISTANCES = (0, 2, 4, 8, 16, 32)
 MAX_GRID = 1024
 CEIL_DIVISORS = range(2, 9)
@@ -89,7 +91,7 @@ def search_space(
     are powers of two and ceil-divisors of the sizes (tiles that avoid a short tail),
     unroll factors powers of two up to the largest size, and every fusion strategy. The
     CPU adds both schedulers (with and without skewing), the parallel depth, vector width,
-    register tile, dot-product tile, reduction chunk (powers of two up to the largest
+    register tile, dot-product tile, outer-product block, reduction chunk (powers of two up to the largest
     size) and prefetch distance; GPU targets the blocks, grids, shared and private promotion switches, the
     shared depth and the private depth (0 or 1). Every seed is a point of the space."""
     sizes = [s for s in sizes if s > 0] or [1]
@@ -110,6 +112,7 @@ def search_space(
             "vector_width": set(VECTOR_WIDTHS),
             "register_tile": set(REGISTER_TILES),
             "dot_tile": set(DOT_TILES),
+            "micro_tile": set(MICRO_TILES),
             "reduction_chunk": {0, *(p for p in _powers_of_two(top) if p >= 64)},
             "prefetch_distance": set(PREFETCH_DISTANCES),
         }

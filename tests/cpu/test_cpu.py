@@ -15,6 +15,7 @@ import pytest
 
 import tc_graph as tg
 from tc_graph import compiler
+from tc_graph.poly import contraction
 from tc_graph.runtime import cc
 from tests.oracles import check_numpy_call, check_numpy_case, check_reference_case
 from tests.tolerances import assert_matches
@@ -219,7 +220,9 @@ def test_long_contractions_match_numpy(m: int, n: int, k: int) -> None:
     b = rng.standard_normal((n, k)).astype(np.float32)
     mod = tg.define(CONTRACTIONS)
     kernel = mod.tmm.compile(a, b)
-    assert "tc_vf acc0_0" in kernel.source
+    # Many rows and a long reduction: the outer-product kernel, B's rows packed as panels.
+    outer = m >= contraction.OUTER_ROWS and k >= contraction.LONG_REDUCTION
+    assert ("_bp[" if outer else "tc_vf acc0_0") in kernel.source
     np.testing.assert_allclose(kernel(a, b), a.astype(np.float64) @ b.T, rtol=1e-4, atol=1e-3)
     b1 = rng.standard_normal((n, k + 1)).astype(np.float32)
     c0 = rng.standard_normal((m, n)).astype(np.float32)
@@ -232,7 +235,7 @@ def test_long_contractions_match_numpy(m: int, n: int, k: int) -> None:
     ga = rng.standard_normal((3, m, k)).astype(np.float32)
     gb = rng.standard_normal((3, n, k)).astype(np.float32)
     want = np.einsum("gmk,gnk->gmn", ga.astype(np.float64), gb.astype(np.float64))
-    assert "tc_vf acc0_0" in mod.btmm.compile(ga, gb).source
+    assert ("_bp[" if outer else "tc_vf acc0_0") in mod.btmm.compile(ga, gb).source
     np.testing.assert_allclose(mod.btmm(ga, gb), want, rtol=1e-4, atol=1e-3)
 
 

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 import tc_graph as tg
-from tc_graph import compiler
+from tc_graph import compiler, ir
 from tc_graph.options import MappingOptions
 from tc_graph.poly.marks import (
     Kernel,
@@ -32,7 +32,7 @@ from tc_graph.poly.marks import (
     parse,
 )
 from tc_graph.poly.proof import ast_nodes
-from tc_graph.poly.scop import Scop, flow_dependences
+from tc_graph.poly.scop import Scop, ScopStmt, flow_dependences
 
 TABLE = Path(__file__).resolve().parents[1] / "data" / "stages.toml"
 with TABLE.open("rb") as _f:
@@ -102,11 +102,23 @@ def test_the_scop_is_the_hand_written_one(case: Case) -> None:
             expected = isl.UnionMap(w[access]).intersect_domain(isl.UnionSet.from_set(domain))
             got = getattr(st, access)
             assert got.is_equal(expected), f"{name}: {access} {got}"
+        if "contraction" in w:
+            assert _contraction(st) == w["contraction"], name
     every = _union_set(domains)
     flow = _relation(case["flow"], every)
     got = flow_dependences(scop.statements)
     assert got.is_equal(flow), f"flow dependences {got}"
     assert scop.dependences.is_equal(flow.union(_relation(case.get("other", []), every)))
+
+
+def _contraction(st: ScopStmt) -> dict[str, str]:
+    """A statement's contraction form as the data table writes it."""
+    plan = st.contraction
+    assert plan is not None and plan.rows is not None
+    out = {"rows": plan.rows, "cols": plan.cols, "red": plan.red}
+    if plan.packed is not None and plan.scalar is not None:
+        out.update(packed=ir.to_text(plan.packed), scalar=ir.to_text(plan.scalar))
+    return out
 
 
 def _statements(node: isl.ScheduleNode) -> frozenset[str]:

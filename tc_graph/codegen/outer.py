@@ -1,0 +1,207 @@
+"""The C text of an outer-product contraction kernel (poly/contraction.py decided its form
+and `blocking` its sizes; this module only prints them).
+
+Work items are (outer output indices, band of rows, panel of columns), one parallel loop
+over all of them; a thread's consecutive items share a band, whose X stays in L2. Per
+chunk of the reduction an item packs its panel of P (chunk x NR floats, zeros past the
+last column) and runs the register block down its band: MR x NR accumulators, the
+reduction innermost. A panel past the last column is staged through a small array, so
+every vector load and store stays inside the output.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from .. import ir
+from ..poly.contraction import Blocking, Contraction
+from ..poly.scop import ScopStmt
+from .expr import cname
+
+if TYPE_CHECKING:
+    from .c import _Printer
+
+
+@dataclass(frozen=True)
+class _Kernel:
+    """One outer-product kernel being printed: its statement, plan, blocking, the box of
+    its domain, and the C names of its output indices outside the block."""
+
+    st: ScopStmt
+    plan: Contraction
+    block: Blocking
+    ranges: Mapping[str, tuple[int, int]]
+    env: Mapping[str, str]
+
+    def extent(self, v: str) -> tuple[int, int]:
+        return self.ranges[v]
+
+    @property
+    def first(self) -> str:
+        """C condition: this chunk starts the sum (a `!` reduction starts from 0)."""
+        return f"k0 == {self.ranges[self.plan.red][0]}" if self.st.source.init else "0"
+
+
+def outer_kernel(
+    st: ScopStmt,
+    plan: Contraction,
+    block: Blocking,
+    ranges: Mapping[str, tuple[int, int]],
+    env: Mapping[str, str],
+) -> _Kernel:
+    return _Kernel(st, plan, block, ranges, env)
+
+
+def outer_items(
+    block: Blocking, ranges: Mapping[str, tuple[int, int]], outer: list[str], plan: Contraction
+) -> tuple[int, int, int]:
+    """(work items, bands, panels) of a kernel."""
+    assert plan.rows is not None
+    bands = _count(*ranges[plan.rows], block.band)
+    panels = _count(*ranges[plan.cols], block.panel)
+    total = bands * panels
+    for v in outer:
+        lo, hi = ranges[v]
+        total *= hi - lo
+    return total, bands, panels
+
+
+def _count(lo: int, hi: int, size: int) -> int:
+    return -(-(hi - lo) // size)
+
+
+def _aligned(block: Blocking) -> str:
+    """A buffer that whole vectors are loaded from, as aligned as one vector (a cache line
+    at least)."""
+    return f"__attribute__((aligned({max(64, 4 * block.width)})))"
+
+
+def print_kernel(p: _Printer, k: _Kernel, outer: list[str], depth: int) -> None:
+    """The whole kernel: the parallel loop over work items and each item's chunks."""
+    plan, block = k.plan, k.block
+    assert plan.rows is not None
+    total, bands, panels = outer_items(block, k.ranges, outer, plan)
+    (alo, ahi), (blo, _) = k.extent(plan.rows), k.extent(plan.cols)
+    rlo, rhi = k.extent(plan.red)
+    d = depth
+    p.out(d, "{")
+    if p.options.parallel_depth:
+        p.parallel_loop(d + 1, "_w", 0, total, 1, simd=False)
+    else:
+        p.out(d + 1, f"for (int _w = 0; _w < {total}; _w++) {{")
+    d += 2
+    stride = bands * panels
+    for v in outer:
+        lo, hi = k.extent(v)
+        p.out(d, f"const int {k.env[v]} = {lo} + _w / {stride} % {hi - lo};")
+        stride *= hi - lo
+    p.out(d, f"const int b0 = {blo} + _w % {panels} * {block.panel};")
+    p.out(d, f"const int a_lo = {alo} + _w / {panels} % {bands} * {block.band};")
+    p.out(d, f"const int a_hi = a_lo + {block.band} < {ahi} ? a_lo + {block.band} : {ahi};")
+    p.out(d, f"float _bp[{block.chunk * block.panel}] {_aligned(block)};")
+    p.out(d, f"for (int k0 = {rlo}; k0 < {rhi}; k0 += {block.chunk}) {{")
+    p.out(d + 1, f"const int kn = k0 + {block.chunk} < {rhi} ? {block.chunk} : {rhi} - k0;")
+    _panel(p, k, d + 1)
+    p.out(d, "}")
+    p.out(depth + 1, "}")
+    p.out(depth, "}")
+
+
+def _panel(p: _Printer, k: _Kernel, d: int) -> None:
+    """Pack the chunk's panel, then run the blocks down the band: full panels with direct
+    loads and stores, the last partial one (if any) staged."""
+    plan, block = k.plan, k.block
+    blo, bhi = k.extent(plan.cols)
+    edge = (bhi - blo) % block.panel != 0
+    if edge:
+        p.out(d, f"if (b0 + {block.panel} <= {bhi}) {{")
+        _pack_and_run(p, k, d + 1, staged=False)
+        p.out(d, "} else {")
+        _pack_and_run(p, k, d + 1, staged=True)
+        p.out(d, "}")
+    else:
+        _pack_and_run(p, k, d, staged=False)
+
+
+def _pack_and_run(p: _Printer, k: _Kernel, d: int, *, staged: bool) -> None:
+    plan, block = k.plan, k.block
+    assert plan.packed is not None and plan.rows is not None
+    n = block.panel
+    value = p.expr(plan.packed, {**k.env, plan.cols: "(b0 + _l)", plan.red: "(k0 + _k)"})
+    if staged:
+        value = f"b0 + _l < {k.extent(plan.cols)[1]} ? {value} : 0.0f"
+    loops = ["for (int _k = 0; _k < kn; _k++)", f"for (int _l = 0; _l < {n}; _l++)"]
+    if plan.red in ir.index_names(plan.packed.subscripts[-1]):
+        loops.reverse()  # P read along the reduction: copy its rows with unit stride
+    p.out(d, f"{loops[0]} {{")
+    p.out(d + 1, f"{loops[1]} _bp[_k * {n} + _l] = {value};")
+    p.out(d, "}")
+    alo, ahi = k.extent(plan.rows)
+    rest = (ahi - alo) % block.rows
+    p.out(d, "int a0 = a_lo;")
+    p.out(d, f"for (; a0 + {block.rows} <= a_hi; a0 += {block.rows}) {{")
+    _block(p, k, block.rows, d + 1, staged=staged)
+    p.out(d, "}")
+    if rest:
+        p.out(d, "if (a0 < a_hi) {")
+        _block(p, k, rest, d + 1, staged=staged)
+        p.out(d, "}")
+
+
+def _target(p: _Printer, k: _Kernel, i: int, col: str) -> str:
+    """The output element at row a0 + i, column `col`."""
+    plan = k.plan
+    assert plan.rows is not None
+    src = k.st.source
+    env = {**k.env, plan.rows: f"(a0 + {i})", plan.cols: col}
+    return f"{cname(src.tensor)}[{p.linear(src.tensor, [env[v] for v in src.lhs])}]"
+
+
+def _block(p: _Printer, k: _Kernel, rows: int, d: int, *, staged: bool) -> None:
+    """rows x NR outputs at (a0, b0) over the chunk: accumulators in vector registers,
+    one broadcast of X and NR / width loads of the panel per reduction step."""
+    plan, block = k.plan, k.block
+    assert plan.scalar is not None and plan.rows is not None
+    w, n = block.width, block.panel
+    accs = [[f"c{i}_{j}" for j in range(block.vectors)] for i in range(rows)]
+    if staged:
+        bhi = k.extent(plan.cols)[1]
+        p.out(d, f"float _c[{rows * n}] {_aligned(block)};")
+        for i in range(rows):
+            old = _target(p, k, i, "(b0 + _l)")
+            p.out(
+                d,
+                f"for (int _l = 0; _l < {n}; _l++) "
+                f"_c[{i * n} + _l] = {k.first} || b0 + _l >= {bhi} ? 0.0f : {old};",
+            )
+    for i, row in enumerate(accs):
+        for j, acc in enumerate(row):
+            if staged:
+                p.out(d, f"tc_vf {acc} = *(const tc_vf *)&_c[{i * n + j * w}];")
+            else:
+                old = f"*(const tc_vfu *)&{_target(p, k, i, f'(b0 + {j * w})')}"
+                p.out(d, f"tc_vf {acc} = {k.first} ? (tc_vf){{0}} : {old};")
+    p.out(d, "for (int _k = 0; _k < kn; _k++) {")
+    loads = {f"*(const tc_vf *)&_bp[_k * {n} + {j * w}]": f"_v{j}" for j in range(block.vectors)}
+    p.pinned_loads(loads, d + 1)
+    for i, row in enumerate(accs):
+        x = p.expr(plan.scalar, {**k.env, plan.rows: f"(a0 + {i})", plan.red: "(k0 + _k)"})
+        steps = " ".join(f"{acc} += _s * _v{j};" for j, acc in enumerate(row))
+        p.out(d + 1, f"{{ const float _s = (float)({x}); {steps} }}")
+    p.out(d, "}")
+    for i, row in enumerate(accs):
+        for j, acc in enumerate(row):
+            if staged:
+                p.out(d, f"*(tc_vf *)&_c[{i * n + j * w}] = {acc};")
+            else:
+                p.out(d, f"*(tc_vfu *)&{_target(p, k, i, f'(b0 + {j * w})')} = {acc};")
+    if staged:
+        bhi = k.extent(plan.cols)[1]
+        for i in range(rows):
+            p.out(
+                d,
+                f"for (int _l = 0; b0 + _l < {bhi}; _l++) "
+                f"{_target(p, k, i, '(b0 + _l)')} = _c[{i * n} + _l];",
+            )

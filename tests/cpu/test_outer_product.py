@@ -1,0 +1,88 @@
+"""Outer-product contraction kernels (poly/contraction.py, codegen/outer.py) against
+NumPy in float64: register blocks with row and column remainders, reduction chunks with
+tails, bands of rows, batched and accumulating forms, and the phase entry point that
+onnxruntime's thread pool runs."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tc_graph as tg
+from tests.cpu.test_phases import run_phases
+
+PROGRAMS = """
+def mm(float(M,K) A, float(K,N) B) -> (C) { C(m,n) +=! A(m,k) * B(k,n) }
+def tn(float(K,M) A, float(K,N) B) -> (C) { C(m,n) +=! (0.5 * A(k,m) + 1.0) * B(k,n) }
+def bmm(float(G,M,K) A, float(G,K,N) B) -> (C) { C(g,m,n) +=! A(g,m,k) * B(g,k,n) }
+def tmm(float(M,K) A, float(N,K) B) -> (C) { C(m,n) +=! A(m,k) * B(n,k) }
+def acc(float(M,K) A, float(K1,N) B, float(M,N) C0) -> (C) {
+  C(m,n) = C0(m,n)
+  C(m,n) += A(m,k) * B(k + 1,n)
+}
+"""
+
+
+def _rand(rng: np.random.Generator, *shape: int) -> np.ndarray:
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+def _close(got: np.ndarray, want: np.ndarray) -> None:
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-3)
+
+
+@pytest.mark.parametrize(
+    ("m", "n", "k", "options"),
+    [
+        (13, 37, 67, tg.MappingOptions(vector_width=8, reduction_chunk=16)),
+        (4, 16, 64, tg.MappingOptions(vector_width=8)),
+        (6, 32, 300, tg.MappingOptions(vector_width=8, micro_tile=(6, 2))),
+        (300, 20, 256, tg.MappingOptions(vector_width=8)),
+        (29, 41, 97, tg.MappingOptions(vector_width=4, micro_tile=(3, 1), reduction_chunk=32)),
+        (17, 70, 80, tg.MappingOptions(vector_width=16, micro_tile=(12, 2), parallel_depth=0)),
+    ],
+)
+def test_matrix_products_in_register_blocks_match_numpy(
+    m: int, n: int, k: int, options: tg.MappingOptions
+) -> None:
+    """Full blocks and the last rows, full panels and the staged last one, chunks with a
+    tail, one band and several (300 rows, 256-step chunks: bands of 252)."""
+    rng = np.random.default_rng(m * n + k)
+    a, b = _rand(rng, m, k), _rand(rng, k, n)
+    kernel = tg.define(PROGRAMS).mm.compile(a, b, options=options)
+    assert "_bp[" in kernel.source, "not the outer-product kernel"
+    _close(kernel(a, b), a.astype(np.float64) @ b)
+
+
+def test_transposed_scaled_batched_and_accumulating_forms_match_numpy() -> None:
+    """X may be any expression without the column index, read in any order; outer output
+    indices become work items; without `!` the sum starts from what C holds."""
+    rng = np.random.default_rng(5)
+    mod = tg.define(PROGRAMS)
+    a, b = _rand(rng, 70, 11), _rand(rng, 70, 19)
+    assert "_bp[" in mod.tn.compile(a, b).source
+    _close(mod.tn(a, b), (0.5 * a.astype(np.float64) + 1.0).T @ b)
+    a, b = _rand(rng, 40, 300), _rand(rng, 21, 300)
+    assert "_bp[" in mod.tmm.compile(a, b).source, "B(n, k) is packed transposed"
+    _close(mod.tmm(a, b), a.astype(np.float64) @ b.T)
+    ga, gb = _rand(rng, 3, 10, 65), _rand(rng, 3, 65, 9)
+    _close(mod.bmm(ga, gb), np.einsum("gmk,gkn->gmn", ga.astype(np.float64), gb))
+    a, b, c0 = _rand(rng, 7, 260), _rand(rng, 261, 12), _rand(rng, 7, 12)
+    assert "_bp[" in mod.acc.compile(a, b, c0).source
+    _close(mod.acc(a, b, c0), c0 + a.astype(np.float64) @ b[1:])
+
+
+def test_phases_in_shuffled_chunks_match_numpy() -> None:
+    """onnxruntime's thread pool runs the work items in chunks, in any order."""
+    rng = np.random.default_rng(8)
+    ga, gb = _rand(rng, 2, 23, 70), _rand(rng, 2, 70, 21)
+    kernel = tg.define(PROGRAMS).bmm.compile(ga, gb)
+    (got,) = run_phases(kernel, [ga, gb], seed=3)
+    _close(got, np.einsum("gmk,gkn->gmn", ga.astype(np.float64), gb))
+
+
+def test_micro_tile_is_checked() -> None:
+    with pytest.raises(tg.TcError, match="micro_tile"):
+        tg.MappingOptions(micro_tile=(8, 8))
+    with pytest.raises(tg.TcError, match="micro_tile"):
+        tg.MappingOptions(micro_tile=(4,))
