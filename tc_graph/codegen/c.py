@@ -22,7 +22,7 @@ from .. import ir
 from ..errors import TcError
 from ..lang.types import C_TYPES
 from ..options import AVX512, MappingOptions, VectorUnit
-from ..poly.contraction import Blocking, blocking
+from ..poly.contraction import Blocking, blocking, panels
 from ..poly.marks import Local, Loop, LoopMark, Mark, in_tree, is_loop, of_node
 from ..poly.proof import annotated_ast, children, loop_depth, loop_parallel, refuse
 from ..poly.scop import Scop, ScopStmt
@@ -464,7 +464,8 @@ class _Printer(StatementPrinter):
         assert plan is not None
         names = {v: f"_o{k}" for k, v in enumerate(v for v in st.source.lhs if v not in env)}
         if plan.packed is not None:
-            kernel = outer_kernel(st, plan, self.blocking(st), ranges, {**env, **names})
+            block, in_place = self.blocking(st)
+            kernel = outer_kernel(st, plan, block, ranges, {**env, **names}, in_place=in_place)
             print_kernel(self, kernel, outer, depth)
             return
         names.update({plan.rows: "_a", plan.cols: "_b", plan.red: "_r"})
@@ -507,11 +508,16 @@ class _Printer(StatementPrinter):
             self.out(d, "}")
         self.out(depth, "}")
 
-    def blocking(self, st: ScopStmt) -> Blocking:
-        """The register block and chunks of an outer-product contraction."""
-        assert st.contraction is not None
-        lo, hi = self.ranges(st)[st.contraction.red]
-        return blocking(self.options, self.unit, hi - lo)
+    def blocking(self, st: ScopStmt) -> tuple[Blocking, bool]:
+        """The register block and chunks of an outer-product contraction, and whether its
+        P is read in place (already packed as panels of the block's width)."""
+        plan = st.contraction
+        assert plan is not None and plan.packed is not None
+        ranges = self.ranges(st)
+        lo, hi = ranges[plan.red]
+        block = blocking(self.options, self.unit, hi - lo)
+        shape = self.scop.shapes[plan.packed.tensor]
+        return block, panels(plan, shape, ranges[plan.cols][0], block)
 
     def contraction_nest(
         self, node: isl.AstNode
@@ -535,7 +541,7 @@ class _Printer(StatementPrinter):
         st, _, ranges, outer = self.contraction_nest(node)
         assert st.contraction is not None
         if st.contraction.packed is not None:
-            return outer_items(self.blocking(st), ranges, outer, st.contraction)[0]
+            return outer_items(self.blocking(st)[0], ranges, outer, st.contraction)[0]
         if outer:
             lo, hi = ranges[outer[0]]
             return hi - lo

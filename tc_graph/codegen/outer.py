@@ -34,6 +34,7 @@ class _Kernel:
     block: Blocking
     ranges: Mapping[str, tuple[int, int]]
     env: Mapping[str, str]
+    in_place: bool  # P is already packed as panels: read, not copied (contraction.panels)
 
     def extent(self, v: str) -> tuple[int, int]:
         return self.ranges[v]
@@ -50,8 +51,10 @@ def outer_kernel(
     block: Blocking,
     ranges: Mapping[str, tuple[int, int]],
     env: Mapping[str, str],
+    *,
+    in_place: bool,
 ) -> _Kernel:
-    return _Kernel(st, plan, block, ranges, env)
+    return _Kernel(st, plan, block, ranges, env, in_place)
 
 
 def outer_items(
@@ -100,7 +103,8 @@ def print_kernel(p: _Printer, k: _Kernel, outer: list[str], depth: int) -> None:
     p.out(d, f"const int b0 = {blo} + _w % {panels} * {block.panel};")
     p.out(d, f"const int a_lo = {alo} + _w / {panels} % {bands} * {block.band};")
     p.out(d, f"const int a_hi = a_lo + {block.band} < {ahi} ? a_lo + {block.band} : {ahi};")
-    p.out(d, f"float _bp[{block.chunk * block.panel}] {_aligned(block)};")
+    if not k.in_place:
+        p.out(d, f"float _bp[{block.chunk * block.panel}] {_aligned(block)};")
     p.out(d, f"for (int k0 = {rlo}; k0 < {rhi}; k0 += {block.chunk}) {{")
     p.out(d + 1, f"const int kn = k0 + {block.chunk} < {rhi} ? {block.chunk} : {rhi} - k0;")
     _panel(p, k, d + 1)
@@ -129,6 +133,19 @@ def _pack_and_run(p: _Printer, k: _Kernel, d: int, *, staged: bool) -> None:
     plan, block = k.plan, k.block
     assert plan.packed is not None and plan.rows is not None
     n = block.panel
+    if k.in_place:
+        rows = p.scop.shapes[plan.packed.tensor][1]
+        at = f"((int64_t)(b0 / {n}) * {rows} + k0) * {n}"
+        p.out(d, f"const float *restrict _bp = &{cname(plan.packed.tensor)}[{at}];")
+    else:
+        _pack(p, k, d, staged=staged)
+    _run(p, k, d, staged=staged)
+
+
+def _pack(p: _Printer, k: _Kernel, d: int, *, staged: bool) -> None:
+    """Copy the chunk's panel of P into the buffer, zeros past the last column."""
+    plan, n = k.plan, k.block.panel
+    assert plan.packed is not None
     value = p.expr(plan.packed, {**k.env, plan.cols: "(b0 + _l)", plan.red: "(k0 + _k)"})
     if staged:
         value = f"b0 + _l < {k.extent(plan.cols)[1]} ? {value} : 0.0f"
@@ -138,6 +155,12 @@ def _pack_and_run(p: _Printer, k: _Kernel, d: int, *, staged: bool) -> None:
     p.out(d, f"{loops[0]} {{")
     p.out(d + 1, f"{loops[1]} _bp[_k * {n} + _l] = {value};")
     p.out(d, "}")
+
+
+def _run(p: _Printer, k: _Kernel, d: int, *, staged: bool) -> None:
+    """The register blocks down the band: full ones, then the last rows."""
+    plan, block = k.plan, k.block
+    assert plan.rows is not None
     alo, ahi = k.extent(plan.rows)
     rest = (ahi - alo) % block.rows
     p.out(d, "int a0 = a_lo;")
@@ -184,7 +207,8 @@ def _block(p: _Printer, k: _Kernel, rows: int, d: int, *, staged: bool) -> None:
                 old = f"*(const tc_vfu *)&{_target(p, k, i, f'(b0 + {j * w})')}"
                 p.out(d, f"tc_vf {acc} = {k.first} ? (tc_vf){{0}} : {old};")
     p.out(d, "for (int _k = 0; _k < kn; _k++) {")
-    loads = {f"*(const tc_vf *)&_bp[_k * {n} + {j * w}]": f"_v{j}" for j in range(block.vectors)}
+    vf = "tc_vfu" if k.in_place else "tc_vf"  # an array in place is aligned to its floats
+    loads = {f"*(const {vf} *)&_bp[_k * {n} + {j * w}]": f"_v{j}" for j in range(block.vectors)}
     p.pinned_loads(loads, d + 1)
     for i, row in enumerate(accs):
         x = p.expr(plan.scalar, {**k.env, plan.rows: f"(a0 + {i})", plan.red: "(k0 + _k)"})

@@ -94,14 +94,18 @@ def plan(program: ir.Program, st: ir.Statement, extents: Mapping[str, int]) -> C
         (cols, red), outer = dot, None
     else:
         return None
-    if extents[red] < MIN_REDUCTION or min(extents[rows], extents[cols]) < MIN_TILE:
+    alone = sum(s.tensor == st.tensor for s in program.statements) == 1
+    if not own_kernel(extents[rows], extents[red], extents[cols], alone=alone):
         return None
     if not (_reused(st, red, rows) or _reused(st, red, cols)):
         return None
-    alone = sum(s.tensor == st.tensor for s in program.statements) == 1
-    if extents[red] < LONG_REDUCTION and not alone:
-        return None
     return outer or Contraction(rows, cols, red)
+
+
+def own_kernel(rows: int, red: int, cols: int, *, alone: bool) -> bool:
+    """A contraction of these trip counts gets a kernel of its own (the translation of a
+    Gemm asks too, before it packs a weight for one)."""
+    return red >= MIN_REDUCTION and min(rows, cols) >= MIN_TILE and (alone or red >= LONG_REDUCTION)
 
 
 def _float32(program: ir.Program, st: ir.Statement) -> bool:
@@ -197,12 +201,37 @@ L1_BYTES = 32 * 1024
 L2_BYTES = 512 * 1024
 
 
+def panel_width(unit: VectorUnit) -> int:
+    """Columns of the panels `blocking` packs by default: the width weights are packed to
+    ahead of time (`panels`)."""
+    return blocking(MappingOptions(vector_width=unit.floats), unit, 1).panel
+
+
+def panels(plan: Contraction, shape: tuple[int, ...], cols_from: int, block: Blocking) -> bool:
+    """P is read where it lies: a float32 array of panels packed ahead of time (a constant
+    weight, graph/translate), `P(b / NR, r, b % NR)` with NR the block's panel width, and
+    the columns start at a panel's start. Then each panel is a contiguous run of its
+    reduction rows, in the order the block reads them, and nothing is copied."""
+    p, nr = plan.packed, block.panel
+    if p is None or len(shape) != 3 or shape[2] != nr or cols_from % nr:
+        return False
+    match p.subscripts:
+        case (
+            ir.Binary(op="/", left=ir.Index(name=b1), right=ir.Const(value=d1)),
+            ir.Index(name=r),
+            ir.Binary(op="%", left=ir.Index(name=b2), right=ir.Const(value=d2)),
+        ):
+            return b1 == b2 == plan.cols and r == plan.red and d1 == d2 == nr
+    return False
+
+
 def blocking(options: MappingOptions, unit: VectorUnit, red_extent: int) -> Blocking:
     """The register block from the register file: two vectors of columns (one when a
     vector spans several registers), as many rows as leave a register for each column
     vector and one for the broadcast (AVX2: 6 x 16, AVX-512: 12 x 32); `micro_tile`
     overrides it. The chunk keeps a panel in half of L1, the band a block of X in half
-    of L2."""
+    of L2 (panels read in place too: one whole reduction per chunk measured slower, its
+    bands too short)."""
     width = options.vector_width
     per = max(1, math.ceil(width / unit.floats))  # registers one vector takes
     if options.micro_tile:

@@ -72,6 +72,27 @@ def test_transposed_scaled_batched_and_accumulating_forms_match_numpy() -> None:
     _close(mod.acc(a, b, c0), c0 + a.astype(np.float64) @ b[1:])
 
 
+def test_panels_packed_ahead_of_time_are_read_in_place() -> None:
+    """P already laid out as the kernel's panels (a constant weight packed at optimize
+    time: graph/translate/linear.py) is read where it lies, the last panel's padding
+    included, and is not copied."""
+    width = 16  # two vectors of 8: the default panel at vector_width 8
+    m, k, n = 19, 100, 37
+    rng = np.random.default_rng(4)
+    a, b = _rand(rng, m, k), _rand(rng, k, n)
+    padded = np.zeros((k, -(-n // width) * width), np.float32)
+    padded[:, :n] = b
+    panels = np.ascontiguousarray(padded.reshape(k, -1, width).transpose(1, 0, 2))
+    src = (
+        f"def f(float(M,K) A, float(NB,K,{width}) P) -> (C) "
+        f"{{ C(m,n) +=! A(m,k) * P(n / {width}, k, n % {width}) where n in 0:{n} }}"
+    )
+    kernel = tg.define(src).f.compile(a, panels, options=tg.MappingOptions(vector_width=8))
+    assert "_bp = &t_P[" in kernel.source and "_bp[_k *" in kernel.source
+    assert "float _bp[" not in kernel.source
+    _close(kernel(a, panels), a.astype(np.float64) @ b)
+
+
 def test_phases_in_shuffled_chunks_match_numpy() -> None:
     """onnxruntime's thread pool runs the work items in chunks, in any order."""
     rng = np.random.default_rng(8)

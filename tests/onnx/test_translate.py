@@ -27,6 +27,7 @@ from tc_graph.graph.translate import (
     translatable,
     translate,
 )
+from tc_graph.graph.translate.context import Context
 from tests.tolerances import assert_matches
 
 Types = dict[str, tuple[np.dtype, tuple[int, ...]]]
@@ -233,6 +234,38 @@ def test_mlp3(pack: bool) -> None:
     else:
         assert t.inputs == ("x", "W0", "b0", "W1", "b1", "W2", "b2")
         assert t.initializers == ()
+
+
+@pytest.mark.parametrize(
+    ("trans_b", "bias", "sizes"),
+    [
+        (1, False, (9, 70, 37)),
+        (0, False, (5, 64, 16)),
+        (1, True, (7, 300, 21)),
+        (0, True, (33, 256, 50)),
+    ],
+)
+def test_gemm_weights_packed_as_panels(
+    trans_b: int, bias: bool, sizes: tuple[int, int, int]
+) -> None:
+    """A constant weight of a Gemm that gets a contraction kernel of its own becomes one
+    initializer of panels, (ceil(N / w), K, w) with zeros past the last column, which the
+    kernel reads in place; the result is onnxruntime's."""
+    m, k, n = sizes
+    rng = np.random.default_rng(m + k + n)
+    w = _rand(rng, *((n, k) if trans_b else (k, n)))
+    weights = {"W": w, **({"c": _rand(rng, n)} if bias else {})}
+    node = helper.make_node(
+        "Gemm", ["x", "W", *(["c"] if bias else [])], ["y"], transB=trans_b, alpha=0.5
+    )
+    t = _check_group([node], {"x": _rand(rng, m, k)}, weights, ["y"])
+    width = Context({}, {}).panel
+    (init,) = t.initializers
+    panels = numpy_helper.to_array(init)
+    assert init.name == f"W__tc_p{width}" and panels.shape == (-(-n // width), k, width)
+    dense = (w.T if trans_b else w).T  # (N, K)
+    np.testing.assert_array_equal(panels.transpose(0, 2, 1).reshape(-1, k)[:n], dense)
+    assert not panels.transpose(0, 2, 1).reshape(-1, k)[n:].any()
 
 
 def test_mlp3_intermediate_outputs() -> None:

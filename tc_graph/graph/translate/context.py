@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -12,6 +12,8 @@ import onnx
 from onnx import helper
 
 from ...errors import TcError
+from ...poly.contraction import panel_width
+from ...runtime.cc import vector_unit
 from .library import table
 
 __all__ = ["FLOAT32", "Call", "Context", "Untranslatable", "ValueType", "attrs", "inputs"]
@@ -46,8 +48,11 @@ class Context:
     constants: Mapping[str, np.ndarray]
     pack_weights: bool = True
     opset: int | None = None  # the default domain's version, where semantics depend on it
-    # original weight name -> (new initializer name, array)
+    # "<weight>/<packing>" -> (new initializer name, array)
     packed: dict[str, tuple[str, np.ndarray]] = field(default_factory=dict)
+    # Columns of the panels a constant matrix weight is packed into (0: none; the CPU's
+    # default outer-product panel, poly/contraction.py).
+    panel: int = field(default_factory=lambda: panel_width(vector_unit()))
 
     def type(self, value: str) -> tuple[np.dtype, tuple[int, ...]]:
         if not value:
@@ -110,15 +115,37 @@ class Context:
         """A constant 2-D weight transposed once, ahead of time, under a new name (or None)."""
         if not self.pack_weights or weight not in self.constants:
             return None
-        if weight not in self.packed:
-            array = np.ascontiguousarray(np.asarray(self.constants[weight]).T)
+        return self._packed(weight, "t", lambda w: np.ascontiguousarray(w.T))
+
+    def pack_panels(self, weight: str, *, transposed: bool) -> str | None:
+        """A constant (K, N) weight ((N, K) if `transposed`) packed once, ahead of time, as
+        (ceil(N / w), K, w) panels of w columns, zeros past the last: the order the
+        outer-product kernel reads it in (poly/contraction.panels). None without one."""
+        if not self.pack_weights or not self.panel or weight not in self.constants:
+            return None
+        w = self.panel
+
+        def pack(array: np.ndarray) -> np.ndarray:
+            b = array.T if transposed else array
+            k, n = b.shape
+            out = np.zeros((-(-n // w) * w, k), b.dtype)
+            out[:n] = b.T
+            return np.ascontiguousarray(out.reshape(-1, w, k).transpose(0, 2, 1))
+
+        return self._packed(weight, f"p{w}", pack)
+
+    def _packed(self, weight: str, tag: str, pack: Callable[[np.ndarray], np.ndarray]) -> str:
+        """The name of `weight` packed by `pack`, made once per group under a fresh name."""
+        key = f"{weight}/{tag}"
+        if key not in self.packed:
+            array = pack(np.asarray(self.constants[weight]))
             taken = {*self.types, *self.constants, *(n for n, _ in self.packed.values())}
-            name = f"{weight}__tc_t"
+            name = f"{weight}__tc_{tag}"
             k = 2
             while name in taken:
-                name, k = f"{weight}__tc_t{k}", k + 1
-            self.packed[weight] = (name, array)
-        return self.packed[weight][0]
+                name, k = f"{weight}__tc_{tag}{k}", k + 1
+            self.packed[key] = (name, array)
+        return self.packed[key][0]
 
 
 def inputs(node: onnx.NodeProto, low: int, high: int) -> list[str]:

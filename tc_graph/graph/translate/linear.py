@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import onnx
 
-from .context import Call, Context, Untranslatable, attrs, inputs
+from ...poly.contraction import own_kernel
+from .context import FLOAT32, Call, Context, Untranslatable, attrs, inputs
 from .library import instantiate
 from .registry import translator
 from .text import accumulator, broadcast, decl, lit, ref, tc_type, wide
@@ -72,23 +73,20 @@ def _gemm(node: onnx.NodeProto, ctx: Context) -> Call:
     if k != k_b:
         raise Untranslatable(f"Gemm of shapes {list(sa)} and {list(sb)}: inner sizes differ")
     out = ctx.check_output(node, (m, n), dtype)
-    if trans_b and len(ctx.type(b)[1]) == 2:
-        packed = ctx.pack_transposed(b)
-        if packed is not None:  # weights (N, K) become (K, N): n is contiguous in memory
-            b, trans_b = packed, 0
+    alone = not c or beta == 0.0
     alpha_text = "" if alpha == 1.0 else f"{lit(alpha)} * "
     acc, store = accumulator(dtype, ["m", "n"])
     fields = {
         "A": decl(t, ("K", "M") if trans_a else ("M", "K")),
-        "B": decl(t, ("N", "K") if trans_b else ("K", "N")),
         "Ar": wide(dtype, "A(k, m)" if trans_a else "A(m, k)"),
-        "Br": wide(dtype, "B(n, k)" if trans_b else "B(k, n)"),
         "alpha": alpha_text,
         "Yt": t,
         "T": acc,
         "store": store,
+        **_weight(ctx, b, trans_b, dtype, (m, k, n), alone=alone),
     }
-    if not c or beta == 0.0:  # ONNX: beta * C is dropped with beta = 0 (onnxruntime too)
+    b = fields.pop("weight")
+    if alone:  # ONNX: beta * C is dropped with beta = 0 (onnxruntime too)
         return Call("Gemm", instantiate("Gemm", "nobias", **fields), (a, b), (out,))
     sc = ctx.shape(c, "Gemm")
     if len(sc) > 2 or any(d not in (1, o) for d, o in zip(sc[::-1], (n, m), strict=False)):
@@ -102,3 +100,40 @@ def _gemm(node: onnx.NodeProto, ctx: Context) -> Call:
         "Gemm", "bias", C=decl(t, dc), Cr=beta_text + wide(dtype, ref("C", ic)), **fields
     )
     return Call("Gemm", text, (a, b, c), (out,))
+
+
+def _weight(
+    ctx: Context,
+    b: str,
+    trans_b: int,
+    dtype: np.dtype,
+    sizes: tuple[int, int, int],
+    *,
+    alone: bool,
+) -> dict[str, str]:
+    """Gemm's B: its declaration, its read, the where clause its read needs and the value
+    passed. A constant float32 weight of a contraction that gets a kernel of its own is
+    packed as panels, which that kernel reads in place; another constant one read
+    transposed is passed transposed, so that n is contiguous in memory."""
+    m, k, n = sizes
+    t = tc_type(dtype)
+    own = dtype == FLOAT32 and own_kernel(m, k, n, alone=alone)
+    panels = ctx.pack_panels(b, transposed=bool(trans_b)) if own else None
+    if panels is not None:
+        w = ctx.panel
+        return {
+            "B": decl(t, (-(-n // w), "K", w)),
+            "Br": f"B(n / {w}, k, n % {w})",
+            "where": f" where n in 0:{n}",
+            "weight": panels,
+        }
+    if trans_b and len(ctx.type(b)[1]) == 2:
+        packed = ctx.pack_transposed(b)
+        if packed is not None:  # weights (N, K) become (K, N): n is contiguous in memory
+            b, trans_b = packed, 0
+    return {
+        "B": decl(t, ("N", "K") if trans_b else ("K", "N")),
+        "Br": wide(dtype, "B(n, k)" if trans_b else "B(k, n)"),
+        "where": "",
+        "weight": b,
+    }
