@@ -515,7 +515,8 @@ class _Printer(StatementPrinter):
         assert plan is not None and plan.packed is not None
         ranges = self.ranges(st)
         lo, hi = ranges[plan.red]
-        block = blocking(self.options, self.unit, hi - lo)
+        inner = math.prod(ranges[v][1] - ranges[v][0] for v in plan.inner)
+        block = blocking(self.options, self.unit, hi - lo, inner)
         shape = self.scop.shapes[plan.packed.tensor]
         return block, panels(plan, shape, ranges[plan.cols][0], block)
 

@@ -11,6 +11,7 @@ every vector load and store stays inside the output.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -38,6 +39,29 @@ class _Kernel:
 
     def extent(self, v: str) -> tuple[int, int]:
         return self.ranges[v]
+
+    @property
+    def depth(self) -> int:
+        """Panel rows per step of the first reduction index (its inner indices' box)."""
+        return math.prod(hi - lo for lo, hi in (self.ranges[v] for v in self.plan.inner))
+
+    def open_inner(self, p: _Printer, d: int) -> int:
+        """Open the loops of the inner reduction indices (`_i0`, ...); their depth."""
+        for j, v in enumerate(self.plan.inner):
+            lo, hi = self.ranges[v]
+            p.out(d + j, f"for (int _i{j} = {lo}; _i{j} < {hi}; _i{j}++) {{")
+        return d + len(self.plan.inner)
+
+    def close_inner(self, p: _Printer, d: int) -> None:
+        for j in reversed(range(len(self.plan.inner))):
+            p.out(d + j, "}")
+
+    def reduction_env(self) -> dict[str, str]:
+        """The C values of the reduction indices at step `_k` of the chunk."""
+        return {
+            self.plan.red: "(k0 + _k)",
+            **{v: f"_i{j}" for j, v in enumerate(self.plan.inner)},
+        }
 
     @property
     def first(self) -> str:
@@ -104,7 +128,7 @@ def print_kernel(p: _Printer, k: _Kernel, outer: list[str], depth: int) -> None:
     p.out(d, f"const int a_lo = {alo} + _w / {panels} % {bands} * {block.band};")
     p.out(d, f"const int a_hi = a_lo + {block.band} < {ahi} ? a_lo + {block.band} : {ahi};")
     if not k.in_place:
-        p.out(d, f"float _bp[{block.chunk * block.panel}] {_aligned(block)};")
+        p.out(d, f"float _bp[{block.chunk * k.depth * block.panel}] {_aligned(block)};")
     p.out(d, f"for (int k0 = {rlo}; k0 < {rhi}; k0 += {block.chunk}) {{")
     p.out(d + 1, f"const int kn = k0 + {block.chunk} < {rhi} ? {block.chunk} : {rhi} - k0;")
     _panel(p, k, d + 1)
@@ -143,17 +167,25 @@ def _pack_and_run(p: _Printer, k: _Kernel, d: int, *, staged: bool) -> None:
 
 
 def _pack(p: _Printer, k: _Kernel, d: int, *, staged: bool) -> None:
-    """Copy the chunk's panel of P into the buffer, zeros past the last column."""
+    """Copy the chunk's panel of P into the buffer, zeros past the last column: row after
+    row of NR values, one row per step of the reduction indices."""
     plan, n = k.plan, k.block.panel
     assert plan.packed is not None
-    value = p.expr(plan.packed, {**k.env, plan.cols: "(b0 + _l)", plan.red: "(k0 + _k)"})
+    value = p.expr(plan.packed, {**k.env, plan.cols: "(b0 + _l)", **k.reduction_env()})
     if staged:
         value = f"b0 + _l < {k.extent(plan.cols)[1]} ? {value} : 0.0f"
-    loops = ["for (int _k = 0; _k < kn; _k++)", f"for (int _l = 0; _l < {n}; _l++)"]
-    if plan.red in ir.index_names(plan.packed.subscripts[-1]):
-        loops.reverse()  # P read along the reduction: copy its rows with unit stride
-    p.out(d, f"{loops[0]} {{")
-    p.out(d + 1, f"{loops[1]} _bp[_k * {n} + _l] = {value};")
+    if not plan.inner and plan.red in ir.index_names(plan.packed.subscripts[-1]):
+        # P read along the reduction: copy its rows with unit stride
+        p.out(d, f"for (int _l = 0; _l < {n}; _l++) {{")
+        p.out(d + 1, f"for (int _k = 0; _k < kn; _k++) _bp[_k * {n} + _l] = {value};")
+        p.out(d, "}")
+        return
+    p.out(d, "float *_dst = _bp;")
+    p.out(d, "for (int _k = 0; _k < kn; _k++) {")
+    dd = k.open_inner(p, d + 1)
+    p.out(dd, f"for (int _l = 0; _l < {n}; _l++) _dst[_l] = {value};")
+    p.out(dd, f"_dst += {n};")
+    k.close_inner(p, d + 1)
     p.out(d, "}")
 
 
@@ -206,14 +238,18 @@ def _block(p: _Printer, k: _Kernel, rows: int, d: int, *, staged: bool) -> None:
             else:
                 old = f"*(const tc_vfu *)&{_target(p, k, i, f'(b0 + {j * w})')}"
                 p.out(d, f"tc_vf {acc} = {k.first} ? (tc_vf){{0}} : {old};")
+    p.out(d, "const float *_src = _bp;")
     p.out(d, "for (int _k = 0; _k < kn; _k++) {")
+    dd = k.open_inner(p, d + 1)
     vf = "tc_vfu" if k.in_place else "tc_vf"  # an array in place is aligned to its floats
-    loads = {f"*(const {vf} *)&_bp[_k * {n} + {j * w}]": f"_v{j}" for j in range(block.vectors)}
-    p.pinned_loads(loads, d + 1)
+    loads = {f"*(const {vf} *)&_src[{j * w}]": f"_v{j}" for j in range(block.vectors)}
+    p.pinned_loads(loads, dd)
     for i, row in enumerate(accs):
-        x = p.expr(plan.scalar, {**k.env, plan.rows: f"(a0 + {i})", plan.red: "(k0 + _k)"})
+        x = p.expr(plan.scalar, {**k.env, plan.rows: f"(a0 + {i})", **k.reduction_env()})
         steps = " ".join(f"{acc} += _s * _v{j};" for j, acc in enumerate(row))
-        p.out(d + 1, f"{{ const float _s = (float)({x}); {steps} }}")
+        p.out(dd, f"{{ const float _s = (float)({x}); {steps} }}")
+    p.out(dd, f"_src += {n};")
+    k.close_inner(p, d + 1)
     p.out(d, "}")
     for i, row in enumerate(accs):
         for j, acc in enumerate(row):

@@ -35,6 +35,7 @@ class Contraction:
     # The outer-product form (None: the dot form): rhs == scalar * packed.
     packed: ir.Read | None = None
     scalar: ir.Expr | None = None
+    inner: tuple[str, ...] = ()  # outer form: further reduction indices, inside `red`
 
 
 def _unit_last(r: ir.Read, red: str) -> bool:
@@ -58,6 +59,8 @@ MIN_REDUCTION = 64
 MIN_TILE = 4
 # Dot products with at least this many rows (and a long reduction) take the outer form:
 # C3's 128 x 1000 x 1024 ran 1.6x faster so, tbmm's 26 x 72 x 26 blocks 1.25x slower.
+# So do convolutions (several reduction indices) with this many output channels: ResNet's
+# 3x3 and 1x1 layers ran 1.0-4.9x faster, gconv's groups of 16 channels 1.25x slower.
 OUTER_ROWS = 32
 
 
@@ -84,18 +87,19 @@ def plan(program: ir.Program, st: ir.Statement, extents: Mapping[str, int]) -> C
     reduction (tbmm's 26 x 72 blocks), where packing costs more than it saves."""
     if len(st.lhs) < 2:
         return None
-    rows = st.lhs[-2]
     dot, outer = _dot_form(program, st), _outer_form(program, st)
-    if outer is not None and (
-        dot is None or (extents[outer.red] >= LONG_REDUCTION and extents[rows] >= OUTER_ROWS)
-    ):
-        cols, red = outer.cols, outer.red
+    depth = math.prod(extents[r] for r in st.reduction_vars)
+    many_rows = outer is not None and extents[outer.rows or ""] >= OUTER_ROWS
+    if outer is not None and outer.inner and not many_rows:
+        outer = None  # a window packed per output row, reused by few rows: gconv's 16
+    if outer is not None and (dot is None or (depth >= LONG_REDUCTION and many_rows)):
+        rows, cols, red = outer.rows or "", outer.cols, outer.red
     elif dot is not None:
-        (cols, red), outer = dot, None
+        (cols, red), outer, rows = dot, None, st.lhs[-2]
     else:
         return None
     alone = sum(s.tensor == st.tensor for s in program.statements) == 1
-    if not own_kernel(extents[rows], extents[red], extents[cols], alone=alone):
+    if not own_kernel(extents[rows], depth, extents[cols], alone=alone):
         return None
     if not (_reused(st, red, rows) or _reused(st, red, cols)):
         return None
@@ -113,28 +117,29 @@ def _float32(program: ir.Program, st: ir.Statement) -> bool:
 
 
 def _outer_form(program: ir.Program, st: ir.Statement) -> Contraction | None:
-    """st as `T(.., a, b) += X * P`: P a float32 read of b and the reduction index, not of
-    a (in any layout: the panel it is packed into is contiguous), X independent of b. A
-    product of more factors is not reordered (that would round differently)."""
-    if st.op != "+" or not st.lhs or len(st.reduction_vars) != 1 or not _float32(program, st):
+    """st as `T(.., b) += X * P`: P a float32 read of the column b and the first reduction
+    index, X independent of b, and a row a: the last left-hand index before b that P does
+    not read (a matmul's m; a convolution's output channel, P its input window). The
+    other reduction indices (a convolution's kh, kw) run inside the first. A product of
+    more factors is not reordered (that would round differently)."""
+    if st.op != "+" or len(st.lhs) < 2 or not st.reduction_vars or not _float32(program, st):
         return None
-    rows, cols, red = st.lhs[-2], st.lhs[-1], st.reduction_vars[0]
+    cols, (red, *inner) = st.lhs[-1], st.reduction_vars
     rhs = st.rhs
     if not (isinstance(rhs, ir.Binary) and rhs.op == "*" and rhs.compute == "float32"):
+        return None
+    if any(isinstance(n, ir.Read) and n.tensor == st.tensor for n in ir.walk(rhs)):
         return None
     for packed, scalar in ((rhs.right, rhs.left), (rhs.left, rhs.right)):
         if not isinstance(packed, ir.Read) or program.tensors[packed.tensor].dtype != "float32":
             continue
         names = ir.index_names(packed)
-        if rows in names or red not in names or cols not in names:
+        if cols not in names or red not in names or cols in ir.index_names(scalar):
             continue
-        if cols in ir.index_names(scalar):
+        rows = next((v for v in reversed(st.lhs[:-1]) if v not in names), None)
+        if rows is None or scalar.dtype != "float32":
             continue
-        if scalar.dtype != "float32" or any(
-            isinstance(n, ir.Read) and n.tensor == st.tensor for n in ir.walk(rhs)
-        ):
-            return None
-        return Contraction(rows, cols, red, packed=packed, scalar=scalar)
+        return Contraction(rows, cols, red, packed=packed, scalar=scalar, inner=tuple(inner))
     return None
 
 
@@ -213,7 +218,7 @@ def panels(plan: Contraction, shape: tuple[int, ...], cols_from: int, block: Blo
     the columns start at a panel's start. Then each panel is a contiguous run of its
     reduction rows, in the order the block reads them, and nothing is copied."""
     p, nr = plan.packed, block.panel
-    if p is None or len(shape) != 3 or shape[2] != nr or cols_from % nr:
+    if p is None or plan.inner or len(shape) != 3 or shape[2] != nr or cols_from % nr:
         return False
     match p.subscripts:
         case (
@@ -225,13 +230,15 @@ def panels(plan: Contraction, shape: tuple[int, ...], cols_from: int, block: Blo
     return False
 
 
-def blocking(options: MappingOptions, unit: VectorUnit, red_extent: int) -> Blocking:
+def blocking(
+    options: MappingOptions, unit: VectorUnit, red_extent: int, inner: int = 1
+) -> Blocking:
     """The register block from the register file: two vectors of columns (one when a
     vector spans several registers), as many rows as leave a register for each column
     vector and one for the broadcast (AVX2: 6 x 16, AVX-512: 12 x 32); `micro_tile`
-    overrides it. The chunk keeps a panel in half of L1, the band a block of X in half
-    of L2 (panels read in place too: one whole reduction per chunk measured slower, its
-    bands too short)."""
+    overrides it. The chunk (steps of the first reduction index, `inner` panel rows
+    each) keeps a panel in half of L1, the band a block of X in half of L2 (panels read
+    in place too: one whole reduction per chunk measured slower, its bands too short)."""
     width = options.vector_width
     per = max(1, math.ceil(width / unit.floats))  # registers one vector takes
     if options.micro_tile:
@@ -240,7 +247,7 @@ def blocking(options: MappingOptions, unit: VectorUnit, red_extent: int) -> Bloc
         vectors = max(1, 2 // per)
         rows = max(1, min(12, (unit.registers // per - vectors - 1) // vectors))
     panel = vectors * width
-    chunk = options.reduction_chunk or max(16, (L1_BYTES // 2) // (4 * panel) // 16 * 16)
-    chunk = min(chunk, red_extent)
-    band = max(rows, (L2_BYTES // 2) // (4 * chunk) // rows * rows)
+    fit = max(16, (L1_BYTES // 2) // (4 * panel) // 16 * 16) // inner
+    chunk = min(options.reduction_chunk or max(1, fit), red_extent)
+    band = max(rows, (L2_BYTES // 2) // (4 * chunk * inner) // rows * rows)
     return Blocking(rows, vectors, width, chunk, band)

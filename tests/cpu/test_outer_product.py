@@ -16,6 +16,9 @@ def mm(float(M,K) A, float(K,N) B) -> (C) { C(m,n) +=! A(m,k) * B(k,n) }
 def tn(float(K,M) A, float(K,N) B) -> (C) { C(m,n) +=! (0.5 * A(k,m) + 1.0) * B(k,n) }
 def bmm(float(G,M,K) A, float(G,K,N) B) -> (C) { C(g,m,n) +=! A(g,m,k) * B(g,k,n) }
 def tmm(float(M,K) A, float(N,K) B) -> (C) { C(m,n) +=! A(m,k) * B(n,k) }
+def conv(float(N,C,H,W) X, float(F,C,KH,KW) Wt) -> (Y) {
+  Y(n,f,oh,ow) +=! X(n,c,2*oh+kh,ow+2*kw) * Wt(f,c,kh,kw)
+}
 def acc(float(M,K) A, float(K1,N) B, float(M,N) C0) -> (C) {
   C(m,n) = C0(m,n)
   C(m,n) += A(m,k) * B(k + 1,n)
@@ -88,9 +91,31 @@ def test_panels_packed_ahead_of_time_are_read_in_place() -> None:
         f"{{ C(m,n) +=! A(m,k) * P(n / {width}, k, n % {width}) where n in 0:{n} }}"
     )
     kernel = tg.define(src).f.compile(a, panels, options=tg.MappingOptions(vector_width=8))
-    assert "_bp = &t_P[" in kernel.source and "_bp[_k *" in kernel.source
+    assert "_bp = &t_P[" in kernel.source
     assert "float _bp[" not in kernel.source
     _close(kernel(a, panels), a.astype(np.float64) @ b)
+
+
+@pytest.mark.parametrize(
+    ("f", "c", "w", "options"),
+    [
+        (37, 11, 41, tg.MappingOptions(vector_width=8)),
+        (32, 13, 20, tg.MappingOptions(vector_width=8, reduction_chunk=2, micro_tile=(5, 1))),
+    ],
+)
+def test_convolutions_pack_a_window_per_panel_and_match_numpy(
+    f: int, c: int, w: int, options: tg.MappingOptions
+) -> None:
+    """Several reduction indices: the first chunked, the others (the kernel window) inside
+    it; rows are the output channels, P the strided, dilated input window of a panel of
+    output columns (full panels and a staged last one, chunks with a tail)."""
+    rng = np.random.default_rng(f + c + w)
+    x, wt = _rand(rng, 2, c, 9, w), _rand(rng, f, c, 3, 2)
+    kernel = tg.define(PROGRAMS).conv.compile(x, wt, options=options)
+    assert "_bp[" in kernel.source and "_i1++" in kernel.source
+    windows = np.lib.stride_tricks.sliding_window_view(x.astype(np.float64), (3, 3), axis=(2, 3))
+    want = np.einsum("ncpqij,fcij->nfpq", windows[:, :, ::2, :, :, ::2], wt)
+    _close(kernel(x, wt), want)
 
 
 def test_phases_in_shuffled_chunks_match_numpy() -> None:

@@ -259,13 +259,37 @@ def test_gemm_weights_packed_as_panels(
         "Gemm", ["x", "W", *(["c"] if bias else [])], ["y"], transB=trans_b, alpha=0.5
     )
     t = _check_group([node], {"x": _rand(rng, m, k)}, weights, ["y"])
+    _check_panels(t, w.T if trans_b else w)
+
+
+def _check_panels(t: Translation, w: np.ndarray) -> None:
+    """The translation's one initializer is the (K, N) weight w in panels."""
+    k, n = w.shape
     width = Context({}, {}).panel
     (init,) = t.initializers
     panels = numpy_helper.to_array(init)
     assert init.name == f"W__tc_p{width}" and panels.shape == (-(-n // width), k, width)
-    dense = (w.T if trans_b else w).T  # (N, K)
-    np.testing.assert_array_equal(panels.transpose(0, 2, 1).reshape(-1, k)[:n], dense)
-    assert not panels.transpose(0, 2, 1).reshape(-1, k)[n:].any()
+    columns = panels.transpose(0, 2, 1).reshape(-1, k)
+    np.testing.assert_array_equal(columns[:n], w.T)
+    assert not columns[n:].any()
+
+
+def test_convolution_with_many_channels_matches_onnxruntime() -> None:
+    """Enough output channels and a long enough window for the outer-product kernel
+    (tests/cpu/test_outer_product.py): padding, a bias, unequal strides."""
+    rng = np.random.default_rng(6)
+    node = helper.make_node("Conv", ["x", "W", "b"], ["y"], pads=[1, 1, 1, 1], strides=[1, 2])
+    weights = {"W": _rand(rng, 40, 32, 3, 3), "b": _rand(rng, 40)}
+    _check_group([node], {"x": _rand(rng, 1, 32, 10, 39)}, weights, ["y"])
+
+
+def test_matmul_weights_packed_as_panels() -> None:
+    """A batched MatMul by a constant 2-D weight: the same panels, the batch outside."""
+    rng = np.random.default_rng(3)
+    w = _rand(rng, 70, 37)
+    node = helper.make_node("MatMul", ["x", "W"], ["y"])
+    t = _check_group([node], {"x": _rand(rng, 2, 9, 70)}, {"W": w}, ["y"])
+    _check_panels(t, w)
 
 
 def test_mlp3_intermediate_outputs() -> None:

@@ -41,16 +41,19 @@ def _matmul(node: onnx.NodeProto, ctx: Context) -> Call:
     if len(sb) >= 2:
         db, ib, y_idx = [*db, "N"], [*ib, "n"], [*y_idx, "n"]
     acc, store = accumulator(dtype, y_idx)
+    weight = {"B": decl(tc_type(dtype), db), "Br": wide(dtype, ref("B", ib)), "where": ""}
+    if len(sa) >= 2 and len(sb) == 2:
+        weight = _panels(ctx, b, 0, dtype, (sa[-2], sa[-1], sb[-1]), alone=True) or weight
+    b = weight.pop("weight", b)
     text = instantiate(
         "MatMul",
         "default",
         A=decl(tc_type(dtype), da),
-        B=decl(tc_type(dtype), db),
         Ar=wide(dtype, ref("A", ia)),
-        Br=wide(dtype, ref("B", ib)),
         Yt=tc_type(dtype),
         T=ref(acc, y_idx),
         store=store,
+        **weight,
     )
     return Call("MatMul", text, (a, b), (out,))
 
@@ -112,28 +115,46 @@ def _weight(
     alone: bool,
 ) -> dict[str, str]:
     """Gemm's B: its declaration, its read, the where clause its read needs and the value
-    passed. A constant float32 weight of a contraction that gets a kernel of its own is
-    packed as panels, which that kernel reads in place; another constant one read
-    transposed is passed transposed, so that n is contiguous in memory."""
-    m, k, n = sizes
-    t = tc_type(dtype)
-    own = dtype == FLOAT32 and own_kernel(m, k, n, alone=alone)
-    panels = ctx.pack_panels(b, transposed=bool(trans_b)) if own else None
+    passed. A constant weight in panels (`_panels`), else a constant one read transposed
+    is passed transposed, so that n is contiguous in memory."""
+    panels = _panels(ctx, b, trans_b, dtype, sizes, alone=alone)
     if panels is not None:
-        w = ctx.panel
-        return {
-            "B": decl(t, (-(-n // w), "K", w)),
-            "Br": f"B(n / {w}, k, n % {w})",
-            "where": f" where n in 0:{n}",
-            "weight": panels,
-        }
+        return panels
     if trans_b and len(ctx.type(b)[1]) == 2:
         packed = ctx.pack_transposed(b)
         if packed is not None:  # weights (N, K) become (K, N): n is contiguous in memory
             b, trans_b = packed, 0
+    t = tc_type(dtype)
     return {
         "B": decl(t, ("N", "K") if trans_b else ("K", "N")),
         "Br": wide(dtype, "B(n, k)" if trans_b else "B(k, n)"),
         "where": "",
         "weight": b,
+    }
+
+
+def _panels(
+    ctx: Context,
+    b: str,
+    trans_b: int,
+    dtype: np.dtype,
+    sizes: tuple[int, int, int],
+    *,
+    alone: bool,
+) -> dict[str, str] | None:
+    """A constant float32 (K, N) weight ((N, K) with trans_b) of a contraction of these
+    (rows, reduction, columns) sizes that gets a kernel of its own, packed as panels,
+    which that kernel reads in place (poly/contraction.panels); None otherwise."""
+    m, k, n = sizes
+    if dtype != FLOAT32 or not own_kernel(m, k, n, alone=alone):
+        return None
+    panels = ctx.pack_panels(b, transposed=bool(trans_b))
+    if panels is None:
+        return None
+    w = ctx.panel
+    return {
+        "B": decl(tc_type(dtype), (-(-n // w), "K", w)),
+        "Br": f"B(n / {w}, k, n % {w})",
+        "where": f" where n in 0:{n}",
+        "weight": panels,
     }
