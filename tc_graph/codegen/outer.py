@@ -65,8 +65,23 @@ class _Kernel:
 
     @property
     def first(self) -> str:
-        """C condition: this chunk starts the sum (a `!` reduction starts from 0)."""
-        return f"k0 == {self.ranges[self.plan.red][0]}" if self.st.source.init else "0"
+        """C condition: this chunk starts the sum (a `!` reduction starts from 0, a folded
+        bias from its value; a plain `+=` from the output's)."""
+        starts = self.st.source.init or self.plan.start is not None
+        return f"k0 == {self.ranges[self.plan.red][0]}" if starts else "0"
+
+    def start(self, p: _Printer, i: int, col: str, *, vector: bool) -> str:
+        """The sums' start at row a0 + i and column `col`: a vector over the columns from
+        `col` on, or the one value at `col`."""
+        plan = self.plan
+        if plan.start is None:
+            return "(tc_vf){0}" if vector else "0.0f"
+        assert plan.rows is not None
+        env = {**self.env, plan.rows: f"(a0 + {i})", plan.cols: col}
+        if not vector:
+            return f"(float)({p.expr(plan.start, env)})"
+        text, is_vector = p.vexpr(plan.start, env, plan.cols)
+        return text if is_vector else f"((tc_vf){{0}} + (float)({text}))"
 
 
 def outer_kernel(
@@ -226,18 +241,21 @@ def _block(p: _Printer, k: _Kernel, rows: int, d: int, *, staged: bool) -> None:
         p.out(d, f"float _c[{rows * n}] {_aligned(block)};")
         for i in range(rows):
             old = _target(p, k, i, "(b0 + _l)")
+            first = k.start(p, i, "(b0 + _l)", vector=False)
             p.out(
                 d,
-                f"for (int _l = 0; _l < {n}; _l++) "
-                f"_c[{i * n} + _l] = {k.first} || b0 + _l >= {bhi} ? 0.0f : {old};",
+                f"for (int _l = 0; _l < {n}; _l++) _c[{i * n} + _l] = "
+                f"b0 + _l >= {bhi} ? 0.0f : {k.first} ? {first} : {old};",
             )
     for i, row in enumerate(accs):
         for j, acc in enumerate(row):
             if staged:
                 p.out(d, f"tc_vf {acc} = *(const tc_vf *)&_c[{i * n + j * w}];")
             else:
-                old = f"*(const tc_vfu *)&{_target(p, k, i, f'(b0 + {j * w})')}"
-                p.out(d, f"tc_vf {acc} = {k.first} ? (tc_vf){{0}} : {old};")
+                col = f"(b0 + {j * w})"
+                old = f"*(const tc_vfu *)&{_target(p, k, i, col)}"
+                first = k.start(p, i, col, vector=True)
+                p.out(d, f"tc_vf {acc} = {k.first} ? {first} : {old};")
     p.out(d, "const float *_src = _bp;")
     p.out(d, "for (int _k = 0; _k < kn; _k++) {")
     dd = k.open_inner(p, d + 1)

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .. import ir
 from ..options import MappingOptions, VectorUnit
@@ -36,6 +36,7 @@ class Contraction:
     packed: ir.Read | None = None
     scalar: ir.Expr | None = None
     inner: tuple[str, ...] = ()  # outer form: further reduction indices, inside `red`
+    start: ir.Expr | None = None  # outer form: the sums' start (a bias), else 0 or T
 
 
 def _unit_last(r: ir.Read, red: str) -> bool:
@@ -81,10 +82,18 @@ def _dot_form(program: ir.Program, st: ir.Statement) -> tuple[str, str] | None:
     return st.lhs[-1], red
 
 
-def plan(program: ir.Program, st: ir.Statement, extents: Mapping[str, int]) -> Contraction | None:
+def plan(
+    program: ir.Program,
+    st: ir.Statement,
+    extents: Mapping[str, int],
+    *,
+    start: ir.Statement | None = None,
+) -> Contraction | None:
     """The kernel-of-its-own form of st, given each iterator's trip count, or None: the
     outer-product form where it applies, except for dot products over few rows or a short
-    reduction (tbmm's 26 x 72 blocks), where packing costs more than it saves."""
+    reduction (tbmm's 26 x 72 blocks), where packing costs more than it saves. `start`,
+    the statement before st setting its output region (scop._starts), becomes the
+    outer form's starting value when it has a vector form along the columns (a bias)."""
     if len(st.lhs) < 2:
         return None
     dot, outer = _dot_form(program, st), _outer_form(program, st)
@@ -98,11 +107,19 @@ def plan(program: ir.Program, st: ir.Statement, extents: Mapping[str, int]) -> C
         (cols, red), outer, rows = dot, None, st.lhs[-2]
     else:
         return None
-    alone = sum(s.tensor == st.tensor for s in program.statements) == 1
-    if not own_kernel(extents[rows], depth, extents[cols], alone=alone):
+    fold = (
+        start is not None
+        and outer is not None
+        and start.rhs.dtype == "float32"
+        and _vector_form(program, start.rhs, cols)
+    )
+    writers = sum(s.tensor == st.tensor for s in program.statements) - fold
+    if not own_kernel(extents[rows], depth, extents[cols], alone=writers == 1):
         return None
     if not (_reused(st, red, rows) or _reused(st, red, cols)):
         return None
+    if outer is not None and fold and start is not None:
+        return replace(outer, start=start.rhs)
     return outer or Contraction(rows, cols, red)
 
 

@@ -212,6 +212,63 @@ def _checks(
     return out
 
 
+_Prepared = tuple[ir.Statement, list[tuple[int, int]], dict[str, int]]
+
+
+def _prepared(
+    program: ir.Program, sizes: Mapping[str, int], shapes: Mapping[str, tuple[int, ...]]
+) -> list[_Prepared]:
+    """Each statement with its sizes substituted, its iterators' ranges and trip counts."""
+    point = ir.param_point(program, sizes)
+    out = []
+    for st in program.statements:
+        ranges = [(ir.eval_pw(lo, point), ir.eval_pw(hi, point)) for lo, hi in st.bounds]
+        rhs = specialize(st.rhs, sizes, shapes)
+        st = ir.Statement(
+            st.tensor, st.lhs, st.iterators, st.op, st.init, rhs, st.domain, st.bounds, st.span
+        )
+        trips = {v: max(0, hi - lo) for v, (lo, hi) in zip(st.iterators, ranges, strict=True)}
+        out.append((st, ranges, trips))
+    return out
+
+
+def _contracts(program: ir.Program, prepared: Sequence[_Prepared]) -> dict[int, Contraction]:
+    """The kernel-of-its-own plan of each statement that has one, given the statement
+    before it, which it may take as its accumulators' start (a bias: `plan`)."""
+    out = {}
+    for n, (st, ranges, trips) in enumerate(prepared):
+        start = None
+        if n:
+            prev, prev_ranges, _ = prepared[n - 1]
+            if _starts(prev, prev_ranges, st, ranges):
+                start = prev
+        contract = plan(program, st, trips, start=start)
+        if contract is not None:
+            out[n] = contract
+    return out
+
+
+def _starts(
+    prev: ir.Statement,
+    prev_ranges: Sequence[tuple[int, int]],
+    st: ir.Statement,
+    ranges: Sequence[tuple[int, int]],
+) -> bool:
+    """prev sets st's whole output region, which st then accumulates into (`T(..) = b`,
+    `T(..) += ...` over the same box): its value can start st's sums."""
+    return (
+        prev.tensor == st.tensor
+        and prev.op == "="
+        and st.op == "+"
+        and not st.init
+        and tuple(prev.lhs) == tuple(st.lhs)
+        and tuple(prev.iterators) == tuple(prev.lhs)
+        and list(prev_ranges) == list(ranges[: len(st.lhs)])
+        and not indirect_reads(prev.rhs)
+        and all(r.tensor != prev.tensor for r in ir.reads(prev.rhs))
+    )
+
+
 def build_scop(
     program: ir.Program,
     sizes: Mapping[str, int],
@@ -223,20 +280,19 @@ def build_scop(
     """The scop of program for concrete sizes (`shapes` holds every tensor's shape).
     With `contractions`, dot products get their tiled forms: with `kernels` too, the
     long ones become single "contract" statements, which need a nest of their own (our
-    scheduler gives them one; isl's may fuse or skew them, so it is given none)."""
-    point = ir.param_point(program, sizes)
+    scheduler gives them one; isl's may fuse or skew them, so it is given none). A
+    contract statement that starts from the statement before it (a bias) takes its place."""
+    prepared = _prepared(program, sizes, shapes)
+    contracts = _contracts(program, prepared) if contractions and kernels else {}
+    folded = {n - 1 for n, c in contracts.items() if c.start is not None}
     checks: list[ScopStmt] = []
     body: list[ScopStmt] = []
-    for n, st in enumerate(program.statements):
-        ranges = [(ir.eval_pw(lo, point), ir.eval_pw(hi, point)) for lo, hi in st.bounds]
-        rhs = specialize(st.rhs, sizes, shapes)
-        st = ir.Statement(
-            st.tensor, st.lhs, st.iterators, st.op, st.init, rhs, st.domain, st.bounds, st.span
-        )
+    for n, (st, ranges, trips) in enumerate(prepared):
+        if n in folded:
+            continue
         shape = shapes[st.tensor]
         nl = len(st.lhs)
-        trips = {v: max(0, hi - lo) for v, (lo, hi) in zip(st.iterators, ranges, strict=True)}
-        contract = plan(program, st, trips) if contractions and kernels else None
+        contract = contracts.get(n)
         inner = inner_plan(program, st, trips) if contractions and not contract else None
         if st.init and contract is None:
             dom = _box(f"S{n}_init", st.lhs, ranges[:nl])
@@ -246,9 +302,10 @@ def build_scop(
         dom = _box(name, st.iterators, ranges)
         lhs_idx = [ir.Index(v) for v in st.lhs]
         write = access_map(dom, st.iterators, st.tensor, lhs_idx, shape)
+        start = contract.start if contract and contract.start is not None else None
         reads = [
             access_map(dom, st.iterators, r.tensor, r.subscripts, shapes[r.tensor])
-            for r in ir.reads(rhs)
+            for r in (*ir.reads(st.rhs), *(ir.reads(start) if start is not None else ()))
         ]
         kind = "assign" if st.op == "=" else "contract" if contract else "update"
         if kind != "assign":

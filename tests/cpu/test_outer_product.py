@@ -19,6 +19,14 @@ def tmm(float(M,K) A, float(N,K) B) -> (C) { C(m,n) +=! A(m,k) * B(n,k) }
 def conv(float(N,C,H,W) X, float(F,C,KH,KW) Wt) -> (Y) {
   Y(n,f,oh,ow) +=! X(n,c,2*oh+kh,ow+2*kw) * Wt(f,c,kh,kw)
 }
+def bias(float(M,K) A, float(K,N) B, float(N) C) -> (Y) {
+  Y(m,n) = 0.5 * C(n)
+  Y(m,n) += A(m,k) * B(k,n)
+}
+def convb(float(N,C,H,W) X, float(F,C,KH,KW) Wt, float(F) B) -> (Y) {
+  Y(n,f,oh,ow) = B(f)
+  Y(n,f,oh,ow) += X(n,c,oh+kh,ow+kw) * Wt(f,c,kh,kw)
+}
 def acc(float(M,K) A, float(K1,N) B, float(M,N) C0) -> (C) {
   C(m,n) = C0(m,n)
   C(m,n) += A(m,k) * B(k + 1,n)
@@ -116,6 +124,24 @@ def test_convolutions_pack_a_window_per_panel_and_match_numpy(
     windows = np.lib.stride_tricks.sliding_window_view(x.astype(np.float64), (3, 3), axis=(2, 3))
     want = np.einsum("ncpqij,fcij->nfpq", windows[:, :, ::2, :, :, ::2], wt)
     _close(kernel(x, wt), want)
+
+
+def test_a_bias_statement_starts_the_sums() -> None:
+    """`Y = b; Y += X * P`: the bias is the accumulators' start (a vector along the
+    columns, or one value per row), so even a short reduction gets the kernel, in one
+    pass over Y; the staged last panel reads no bias past the last column."""
+    rng = np.random.default_rng(11)
+    mod = tg.define(PROGRAMS)
+    a, b, c = _rand(rng, 13, 70), _rand(rng, 70, 37), _rand(rng, 37)
+    kernel = mod.bias.compile(a, b, c)
+    assert "_bp[" in kernel.source and kernel.source.count("omp parallel") == 1
+    _close(kernel(a, b, c), 0.5 * c + a.astype(np.float64) @ b)
+    x, wt, bf = _rand(rng, 1, 8, 6, 21), _rand(rng, 40, 8, 3, 3), _rand(rng, 40)
+    kernel = mod.convb.compile(x, wt, bf)
+    assert "_bp[" in kernel.source and kernel.source.count("omp parallel") == 1
+    windows = np.lib.stride_tricks.sliding_window_view(x.astype(np.float64), (3, 3), axis=(2, 3))
+    want = np.einsum("ncpqij,fcij->nfpq", windows, wt) + bf[:, None, None]
+    _close(kernel(x, wt, bf), want)
 
 
 def test_phases_in_shuffled_chunks_match_numpy() -> None:

@@ -118,6 +118,8 @@ def _contraction(st: ScopStmt) -> dict[str, str]:
     out = {"rows": plan.rows, "cols": plan.cols, "red": plan.red}
     if plan.packed is not None and plan.scalar is not None:
         out.update(packed=ir.to_text(plan.packed), scalar=ir.to_text(plan.scalar))
+    if plan.start is not None:
+        out["start"] = ir.to_text(plan.start)
     return out
 
 

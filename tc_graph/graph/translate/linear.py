@@ -43,7 +43,7 @@ def _matmul(node: onnx.NodeProto, ctx: Context) -> Call:
     acc, store = accumulator(dtype, y_idx)
     weight = {"B": decl(tc_type(dtype), db), "Br": wide(dtype, ref("B", ib)), "where": ""}
     if len(sa) >= 2 and len(sb) == 2:
-        weight = _panels(ctx, b, 0, dtype, (sa[-2], sa[-1], sb[-1]), alone=True) or weight
+        weight = _panels(ctx, b, 0, dtype, (sa[-2], sa[-1], sb[-1])) or weight
     b = weight.pop("weight", b)
     text = instantiate(
         "MatMul",
@@ -76,7 +76,7 @@ def _gemm(node: onnx.NodeProto, ctx: Context) -> Call:
     if k != k_b:
         raise Untranslatable(f"Gemm of shapes {list(sa)} and {list(sb)}: inner sizes differ")
     out = ctx.check_output(node, (m, n), dtype)
-    alone = not c or beta == 0.0
+    no_bias = not c or beta == 0.0
     alpha_text = "" if alpha == 1.0 else f"{lit(alpha)} * "
     acc, store = accumulator(dtype, ["m", "n"])
     fields = {
@@ -86,10 +86,10 @@ def _gemm(node: onnx.NodeProto, ctx: Context) -> Call:
         "Yt": t,
         "T": acc,
         "store": store,
-        **_weight(ctx, b, trans_b, dtype, (m, k, n), alone=alone),
+        **_weight(ctx, b, trans_b, dtype, (m, k, n)),
     }
     b = fields.pop("weight")
-    if alone:  # ONNX: beta * C is dropped with beta = 0 (onnxruntime too)
+    if no_bias:  # ONNX: beta * C is dropped with beta = 0 (onnxruntime too)
         return Call("Gemm", instantiate("Gemm", "nobias", **fields), (a, b), (out,))
     sc = ctx.shape(c, "Gemm")
     if len(sc) > 2 or any(d not in (1, o) for d, o in zip(sc[::-1], (n, m), strict=False)):
@@ -111,13 +111,11 @@ def _weight(
     trans_b: int,
     dtype: np.dtype,
     sizes: tuple[int, int, int],
-    *,
-    alone: bool,
 ) -> dict[str, str]:
     """Gemm's B: its declaration, its read, the where clause its read needs and the value
     passed. A constant weight in panels (`_panels`), else a constant one read transposed
     is passed transposed, so that n is contiguous in memory."""
-    panels = _panels(ctx, b, trans_b, dtype, sizes, alone=alone)
+    panels = _panels(ctx, b, trans_b, dtype, sizes)
     if panels is not None:
         return panels
     if trans_b and len(ctx.type(b)[1]) == 2:
@@ -139,14 +137,13 @@ def _panels(
     trans_b: int,
     dtype: np.dtype,
     sizes: tuple[int, int, int],
-    *,
-    alone: bool,
 ) -> dict[str, str] | None:
     """A constant float32 (K, N) weight ((N, K) with trans_b) of a contraction of these
     (rows, reduction, columns) sizes that gets a kernel of its own, packed as panels,
-    which that kernel reads in place (poly/contraction.panels); None otherwise."""
+    which that kernel reads in place (poly/contraction.panels); None otherwise. The
+    contraction is alone in its output: a Gemm's bias starts its sums (contraction.plan)."""
     m, k, n = sizes
-    if dtype != FLOAT32 or not own_kernel(m, k, n, alone=alone):
+    if dtype != FLOAT32 or not own_kernel(m, k, n, alone=True):
         return None
     panels = ctx.pack_panels(b, transposed=bool(trans_b))
     if panels is None:
