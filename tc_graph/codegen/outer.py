@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from .. import ir
 from ..poly.contraction import Blocking, Contraction
 from ..poly.scop import ScopStmt
-from .expr import cname
+from .expr import cname, store
 
 if TYPE_CHECKING:
     from .c import _Printer
@@ -283,3 +283,26 @@ def _block(p: _Printer, k: _Kernel, rows: int, d: int, *, staged: bool) -> None:
                 f"for (int _l = 0; b0 + _l < {bhi}; _l++) "
                 f"{_target(p, k, i, '(b0 + _l)')} = _c[{i * n} + _l];",
             )
+    if plan.end is not None:
+        _end(p, k, rows, d, staged=staged)
+
+
+def _end(p: _Printer, k: _Kernel, rows: int, d: int, *, staged: bool) -> None:
+    """After the last chunk, the elementwise statement that follows the contraction, on
+    the block's outputs while they are in L1."""
+    plan = k.plan
+    assert plan.end is not None and plan.rows is not None
+    end = plan.end
+    rhi = k.extent(plan.red)[1]
+    limit = f"b0 + _l < {k.extent(plan.cols)[1]}" if staged else f"_l < {k.block.panel}"
+    p.out(d, f"if (k0 + kn == {rhi}) {{")
+    p.out(d + 1, f"for (int _l = 0; {limit}; _l++) {{")
+    for i in range(rows):
+        env = {**k.env, plan.rows: f"(a0 + {i})", plan.cols: "(b0 + _l)"}
+        target = f"{cname(end.tensor)}[{p.linear(end.tensor, [env[v] for v in end.lhs])}]"
+        p.out(
+            d + 2,
+            f"{target} = {store(p.expr(end.rhs, env), p.program.tensors[end.tensor].dtype, end.rhs.dtype)};",
+        )
+    p.out(d + 1, "}")
+    p.out(d, "}")

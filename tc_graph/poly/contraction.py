@@ -37,6 +37,7 @@ class Contraction:
     scalar: ir.Expr | None = None
     inner: tuple[str, ...] = ()  # outer form: further reduction indices, inside `red`
     start: ir.Expr | None = None  # outer form: the sums' start (a bias), else 0 or T
+    end: ir.Statement | None = None  # outer form: applied to each final block (a relu)
 
 
 def _unit_last(r: ir.Read, red: str) -> bool:
@@ -88,12 +89,15 @@ def plan(
     extents: Mapping[str, int],
     *,
     start: ir.Statement | None = None,
+    end: ir.Statement | None = None,
 ) -> Contraction | None:
     """The kernel-of-its-own form of st, given each iterator's trip count, or None: the
     outer-product form where it applies, except for dot products over few rows or a short
     reduction (tbmm's 26 x 72 blocks), where packing costs more than it saves. `start`,
     the statement before st setting its output region (scop._starts), becomes the
-    outer form's starting value when it has a vector form along the columns (a bias)."""
+    outer form's starting value when it has a vector form along the columns (a bias);
+    `end`, the elementwise statement after st on its output (scop._ends), is applied to
+    each block of outputs once its sums are final (an activation, a residual add)."""
     if len(st.lhs) < 2:
         return None
     dot, outer = _dot_form(program, st), _outer_form(program, st)
@@ -113,14 +117,16 @@ def plan(
         and start.rhs.dtype == "float32"
         and _vector_form(program, start.rhs, cols)
     )
+    ends = outer is not None and end is not None
     writers = sum(s.tensor == st.tensor for s in program.statements) - fold
+    writers -= ends and end is not None and end.tensor == st.tensor
     if not own_kernel(extents[rows], depth, extents[cols], alone=writers == 1):
         return None
     if not (_reused(st, red, rows) or _reused(st, red, cols)):
         return None
-    if outer is not None and fold and start is not None:
-        return replace(outer, start=start.rhs)
-    return outer or Contraction(rows, cols, red)
+    if outer is not None:
+        return replace(outer, start=start.rhs if fold and start else None, end=end)
+    return Contraction(rows, cols, red)
 
 
 def own_kernel(rows: int, red: int, cols: int, *, alone: bool) -> bool:

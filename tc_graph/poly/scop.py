@@ -237,12 +237,16 @@ def _contracts(program: ir.Program, prepared: Sequence[_Prepared]) -> dict[int, 
     before it, which it may take as its accumulators' start (a bias: `plan`)."""
     out = {}
     for n, (st, ranges, trips) in enumerate(prepared):
-        start = None
+        start = end = None
         if n:
             prev, prev_ranges, _ = prepared[n - 1]
             if _starts(prev, prev_ranges, st, ranges):
                 start = prev
-        contract = plan(program, st, trips, start=start)
+        if n + 1 < len(prepared):
+            nxt, nxt_ranges, _ = prepared[n + 1]
+            if _ends(st, ranges, nxt, nxt_ranges):
+                end = nxt
+        contract = plan(program, st, trips, start=start, end=end)
         if contract is not None:
             out[n] = contract
     return out
@@ -269,6 +273,33 @@ def _starts(
     )
 
 
+def _ends(
+    st: ir.Statement,
+    ranges: Sequence[tuple[int, int]],
+    nxt: ir.Statement,
+    nxt_ranges: Sequence[tuple[int, int]],
+) -> bool:
+    """nxt maps st's output elementwise, once each element is final (`Z(..) = f(T(..))`
+    over the same box, reading T only at the element it writes): it can run on each
+    block of st's outputs as soon as the block's sums are done."""
+    lhs = tuple(ir.Index(v) for v in st.lhs)
+    st_reads = {r.tensor for r in ir.reads(st.rhs)}
+    return (
+        nxt.op == "="
+        and tuple(nxt.lhs) == tuple(st.lhs)
+        and tuple(nxt.iterators) == tuple(nxt.lhs)
+        and list(nxt_ranges) == list(ranges[: len(st.lhs)])
+        and not indirect_reads(nxt.rhs)
+        and nxt.tensor not in st_reads
+        and all(
+            tuple(r.subscripts) == lhs
+            for r in ir.reads(nxt.rhs)
+            if r.tensor in (st.tensor, nxt.tensor)
+        )
+        and (nxt.tensor == st.tensor or all(r.tensor != nxt.tensor for r in ir.reads(nxt.rhs)))
+    )
+
+
 def build_scop(
     program: ir.Program,
     sizes: Mapping[str, int],
@@ -285,6 +316,7 @@ def build_scop(
     prepared = _prepared(program, sizes, shapes)
     contracts = _contracts(program, prepared) if contractions and kernels else {}
     folded = {n - 1 for n, c in contracts.items() if c.start is not None}
+    folded |= {n + 1 for n, c in contracts.items() if c.end is not None}
     checks: list[ScopStmt] = []
     body: list[ScopStmt] = []
     for n, (st, ranges, trips) in enumerate(prepared):
@@ -303,10 +335,18 @@ def build_scop(
         lhs_idx = [ir.Index(v) for v in st.lhs]
         write = access_map(dom, st.iterators, st.tensor, lhs_idx, shape)
         start = contract.start if contract and contract.start is not None else None
+        end = contract.end if contract else None
         reads = [
             access_map(dom, st.iterators, r.tensor, r.subscripts, shapes[r.tensor])
-            for r in (*ir.reads(st.rhs), *(ir.reads(start) if start is not None else ()))
+            for r in (
+                *ir.reads(st.rhs),
+                *(ir.reads(start) if start is not None else ()),
+                *(ir.reads(end.rhs) if end is not None else ()),
+            )
         ]
+        if end is not None:
+            ends = access_map(dom, st.iterators, end.tensor, lhs_idx, shapes[end.tensor])
+            write = write.union(ends) if end.tensor == st.tensor else write
         kind = "assign" if st.op == "=" else "contract" if contract else "update"
         if kind != "assign":
             reads.append(write)
@@ -323,7 +363,7 @@ def build_scop(
                 st.iterators,
                 dom,
                 _union(reads),
-                _union([write]),
+                _union([write, *([ends] if end is not None and end.tensor != st.tensor else [])]),
                 contraction=contract or inner,
             )
         )

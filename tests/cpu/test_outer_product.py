@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import scipy.special
 
 import tc_graph as tg
 from tests.cpu.test_phases import run_phases
@@ -26,6 +27,15 @@ def bias(float(M,K) A, float(K,N) B, float(N) C) -> (Y) {
 def convb(float(N,C,H,W) X, float(F,C,KH,KW) Wt, float(F) B) -> (Y) {
   Y(n,f,oh,ow) = B(f)
   Y(n,f,oh,ow) += X(n,c,oh+kh,ow+kw) * Wt(f,c,kh,kw)
+}
+def mlp(float(M,K) A, float(K,N) B, float(N) C) -> (Y) {
+  Y(m,n) = C(n)
+  Y(m,n) += A(m,k) * B(k,n)
+  Y(m,n) = fmax(Y(m,n), 0)
+}
+def gelu_res(float(M,K) A, float(K,N) B, float(M,N) R) -> (Y, Z) {
+  Y(m,n) +=! A(m,k) * B(k,n)
+  Z(m,n) = 0.5 * Y(m,n) * (1 + erf(Y(m,n) * 0.70710678)) + R(m,n)
 }
 def acc(float(M,K) A, float(K1,N) B, float(M,N) C0) -> (C) {
   C(m,n) = C0(m,n)
@@ -142,6 +152,25 @@ def test_a_bias_statement_starts_the_sums() -> None:
     windows = np.lib.stride_tricks.sliding_window_view(x.astype(np.float64), (3, 3), axis=(2, 3))
     want = np.einsum("ncpqij,fcij->nfpq", windows, wt) + bf[:, None, None]
     _close(kernel(x, wt, bf), want)
+
+
+def test_an_elementwise_statement_after_ends_each_block() -> None:
+    """`Z = f(Y, R)` right after the contraction runs on each block once its sums are
+    final (an activation in place, or Gelu plus a residual into another tensor), in the
+    same parallel region; the contraction's own output is still stored."""
+    rng = np.random.default_rng(12)
+    mod = tg.define(PROGRAMS)
+    a, b, c = _rand(rng, 13, 70), _rand(rng, 70, 37), _rand(rng, 37)
+    kernel = mod.mlp.compile(a, b, c)
+    assert kernel.source.count("omp parallel") == 1 and "k0 + kn == 70" in kernel.source
+    _close(kernel(a, b, c), np.maximum(c + a.astype(np.float64) @ b, 0))
+    r = _rand(rng, 13, 37)
+    kernel = mod.gelu_res.compile(a, b, r)
+    assert kernel.source.count("omp parallel") == 1
+    y, z = kernel(a, b, r)
+    want = a.astype(np.float64) @ b
+    _close(y, want)
+    _close(z, 0.5 * want * (1 + scipy.special.erf(want * 0.70710678)) + r)
 
 
 def test_phases_in_shuffled_chunks_match_numpy() -> None:

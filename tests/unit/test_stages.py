@@ -120,6 +120,8 @@ def _contraction(st: ScopStmt) -> dict[str, str]:
         out.update(packed=ir.to_text(plan.packed), scalar=ir.to_text(plan.scalar))
     if plan.start is not None:
         out["start"] = ir.to_text(plan.start)
+    if plan.end is not None:
+        out["end"] = ir.to_text(plan.end.rhs)
     return out
 
 
