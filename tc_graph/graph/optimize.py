@@ -45,6 +45,7 @@ from ..lang.canonical import canonical
 from ..lang.types import ONNX_TYPES
 from ..onnx_domain import TC_DOMAIN, TC_DOMAIN_VERSION, TC_OP
 from ..options import MappingOptions
+from ..poly.contraction import panel_width
 from ..runtime import cc, ort
 from ..runtime.kernel import CompileTimeout, code_version, compile_timeout
 from ..tune.tuner import ModelTuning
@@ -731,6 +732,7 @@ def _translate(g: Graph, group: Group, name: str) -> tr.Translation:
         outputs=group.outputs,
         name=name,
         opset=tr.opset_version(g.model),
+        panel=panel_width(cc.vector_unit()),
     )
 
 

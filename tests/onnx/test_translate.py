@@ -27,7 +27,6 @@ from tc_graph.graph.translate import (
     translatable,
     translate,
 )
-from tc_graph.graph.translate.context import Context
 from tests.tolerances import assert_matches
 
 Types = dict[str, tuple[np.dtype, tuple[int, ...]]]
@@ -258,14 +257,13 @@ def test_gemm_weights_packed_as_panels(
     node = helper.make_node(
         "Gemm", ["x", "W", *(["c"] if bias else [])], ["y"], transB=trans_b, alpha=0.5
     )
-    t = _check_group([node], {"x": _rand(rng, m, k)}, weights, ["y"])
-    _check_panels(t, w.T if trans_b else w)
+    t = _check_group([node], {"x": _rand(rng, m, k)}, weights, ["y"], panel=16)
+    _check_panels(t, w.T if trans_b else w, 16)
 
 
-def _check_panels(t: Translation, w: np.ndarray) -> None:
-    """The translation's one initializer is the (K, N) weight w in panels."""
+def _check_panels(t: Translation, w: np.ndarray, width: int) -> None:
+    """The translation's one initializer is the (K, N) weight w in panels of `width`."""
     k, n = w.shape
-    width = Context({}, {}).panel
     (init,) = t.initializers
     panels = numpy_helper.to_array(init)
     assert init.name == f"W__tc_p{width}" and panels.shape == (-(-n // width), k, width)
@@ -288,8 +286,10 @@ def test_matmul_weights_packed_as_panels() -> None:
     rng = np.random.default_rng(3)
     w = _rand(rng, 70, 37)
     node = helper.make_node("MatMul", ["x", "W"], ["y"])
+    t = _check_group([node], {"x": _rand(rng, 2, 9, 70)}, {"W": w}, ["y"], panel=32)
+    _check_panels(t, w, 32)
     t = _check_group([node], {"x": _rand(rng, 2, 9, 70)}, {"W": w}, ["y"])
-    _check_panels(t, w)
+    assert t.initializers == (), "no panels unless asked for"
 
 
 def test_mlp3_intermediate_outputs() -> None:

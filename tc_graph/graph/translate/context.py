@@ -12,8 +12,6 @@ import onnx
 from onnx import helper
 
 from ...errors import TcError
-from ...poly.contraction import panel_width
-from ...runtime.cc import vector_unit
 from .library import table
 
 __all__ = ["FLOAT32", "Call", "Context", "Untranslatable", "ValueType", "attrs", "inputs"]
@@ -50,9 +48,9 @@ class Context:
     opset: int | None = None  # the default domain's version, where semantics depend on it
     # "<weight>/<packing>" -> (new initializer name, array)
     packed: dict[str, tuple[str, np.ndarray]] = field(default_factory=dict)
-    # Columns of the panels a constant matrix weight is packed into (0: none; the CPU's
-    # default outer-product panel, poly/contraction.py).
-    panel: int = field(default_factory=lambda: panel_width(vector_unit()))
+    # Columns of the panels a constant matrix weight is packed into (0: none; optimize
+    # passes the CPU's default outer-product panel, poly/contraction.panel_width).
+    panel: int = 0
 
     def type(self, value: str) -> tuple[np.dtype, tuple[int, ...]]:
         if not value:

@@ -158,6 +158,7 @@ def translate(
     name: str = "fused",
     pack_weights: bool = True,
     opset: int | None = None,
+    panel: int = 0,
 ) -> Translation:
     """One TC program for a group of nodes (in topological order).
 
@@ -165,13 +166,16 @@ def translate(
     produces become temporaries. With `pack_weights`, a constant Gemm weight read
     transposed (transB=1, shape (out, in)) is passed pre-transposed as a new initializer
     `<weight>__tc_t`: the output dimension is then contiguous in memory, which the CPU
-    code generator's register tiles need.
+    code generator's register tiles need. With `panel` too, a constant float32 weight of a
+    Gemm or MatMul whose contraction gets a kernel of its own is passed as panels of that
+    many columns instead, `<weight>__tc_p<panel>`, which the CPU's outer-product kernel
+    reads in place (docs/cpu.md; optimize passes the CPU's panel width).
     """
     if not _IDENT.fullmatch(name) or _reserved(name):
         raise TcError(f"the entry name {name!r} is not a TC identifier")
     if not nodes:
         raise Untranslatable("an empty group")
-    ctx = Context(types, constants, pack_weights, opset)
+    ctx = Context(types, constants, pack_weights, opset, panel=panel)
     produced = {o for node in nodes for o in node.output if o}
     calls = _calls(nodes, ctx, produced)
     if len(set(outputs)) != len(outputs):
