@@ -27,7 +27,7 @@ from ..poly.marks import Local, Loop, LoopMark, Mark, in_tree, is_loop, of_node
 from ..poly.proof import annotated_ast, children, loop_depth, loop_parallel, refuse
 from ..poly.scop import Scop, ScopStmt
 from .expr import C_OPENMP, Dialect, acc_start, cname, combine, helper_lines, identity
-from .outer import outer_items, outer_kernel, print_kernel
+from .outer import OuterKernel, outer_items, print_kernel
 from .phases import phase_kernel
 from .stmt import StatementPrinter, ast_int, constant_loop
 
@@ -465,7 +465,7 @@ class _Printer(StatementPrinter):
         names = {v: f"_o{k}" for k, v in enumerate(v for v in st.source.lhs if v not in env)}
         if plan.packed is not None:
             block, in_place = self.blocking(st)
-            kernel = outer_kernel(st, plan, block, ranges, {**env, **names}, in_place=in_place)
+            kernel = OuterKernel(st, plan, block, ranges, {**env, **names}, in_place)
             print_kernel(self, kernel, outer, depth)
             return
         names.update({plan.rows: "_a", plan.cols: "_b", plan.red: "_r"})

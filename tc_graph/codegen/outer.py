@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True)
-class _Kernel:
+class OuterKernel:
     """One outer-product kernel being printed: its statement, plan, blocking, the box of
     its domain, and the C names of its output indices outside the block."""
 
@@ -84,18 +84,6 @@ class _Kernel:
         return text if is_vector else f"((tc_vf){{0}} + (float)({text}))"
 
 
-def outer_kernel(
-    st: ScopStmt,
-    plan: Contraction,
-    block: Blocking,
-    ranges: Mapping[str, tuple[int, int]],
-    env: Mapping[str, str],
-    *,
-    in_place: bool,
-) -> _Kernel:
-    return _Kernel(st, plan, block, ranges, env, in_place)
-
-
 def outer_items(
     block: Blocking, ranges: Mapping[str, tuple[int, int]], outer: list[str], plan: Contraction
 ) -> tuple[int, int, int]:
@@ -120,7 +108,7 @@ def _aligned(block: Blocking) -> str:
     return f"__attribute__((aligned({max(64, 4 * block.width)})))"
 
 
-def print_kernel(p: _Printer, k: _Kernel, outer: list[str], depth: int) -> None:
+def print_kernel(p: _Printer, k: OuterKernel, outer: list[str], depth: int) -> None:
     """The whole kernel: the parallel loop over work items and each item's chunks."""
     plan, block = k.plan, k.block
     assert plan.rows is not None
@@ -152,7 +140,7 @@ def print_kernel(p: _Printer, k: _Kernel, outer: list[str], depth: int) -> None:
     p.out(depth, "}")
 
 
-def _panel(p: _Printer, k: _Kernel, d: int) -> None:
+def _panel(p: _Printer, k: OuterKernel, d: int) -> None:
     """Pack the chunk's panel, then run the blocks down the band: full panels with direct
     loads and stores, the last partial one (if any) staged."""
     plan, block = k.plan, k.block
@@ -168,7 +156,7 @@ def _panel(p: _Printer, k: _Kernel, d: int) -> None:
         _pack_and_run(p, k, d, staged=False)
 
 
-def _pack_and_run(p: _Printer, k: _Kernel, d: int, *, staged: bool) -> None:
+def _pack_and_run(p: _Printer, k: OuterKernel, d: int, *, staged: bool) -> None:
     plan, block = k.plan, k.block
     assert plan.packed is not None and plan.rows is not None
     n = block.panel
@@ -181,7 +169,7 @@ def _pack_and_run(p: _Printer, k: _Kernel, d: int, *, staged: bool) -> None:
     _run(p, k, d, staged=staged)
 
 
-def _pack(p: _Printer, k: _Kernel, d: int, *, staged: bool) -> None:
+def _pack(p: _Printer, k: OuterKernel, d: int, *, staged: bool) -> None:
     """Copy the chunk's panel of P into the buffer, zeros past the last column: row after
     row of NR values, one row per step of the reduction indices."""
     plan, n = k.plan, k.block.panel
@@ -204,7 +192,7 @@ def _pack(p: _Printer, k: _Kernel, d: int, *, staged: bool) -> None:
     p.out(d, "}")
 
 
-def _run(p: _Printer, k: _Kernel, d: int, *, staged: bool) -> None:
+def _run(p: _Printer, k: OuterKernel, d: int, *, staged: bool) -> None:
     """The register blocks down the band: full ones, then the last rows."""
     plan, block = k.plan, k.block
     assert plan.rows is not None
@@ -220,7 +208,7 @@ def _run(p: _Printer, k: _Kernel, d: int, *, staged: bool) -> None:
         p.out(d, "}")
 
 
-def _target(p: _Printer, k: _Kernel, i: int, col: str) -> str:
+def _target(p: _Printer, k: OuterKernel, i: int, col: str) -> str:
     """The output element at row a0 + i, column `col`."""
     plan = k.plan
     assert plan.rows is not None
@@ -229,7 +217,7 @@ def _target(p: _Printer, k: _Kernel, i: int, col: str) -> str:
     return f"{cname(src.tensor)}[{p.linear(src.tensor, [env[v] for v in src.lhs])}]"
 
 
-def _block(p: _Printer, k: _Kernel, rows: int, d: int, *, staged: bool) -> None:
+def _block(p: _Printer, k: OuterKernel, rows: int, d: int, *, staged: bool) -> None:
     """rows x NR outputs at (a0, b0) over the chunk: accumulators in vector registers,
     one broadcast of X and NR / width loads of the panel per reduction step."""
     plan, block = k.plan, k.block
@@ -287,7 +275,7 @@ def _block(p: _Printer, k: _Kernel, rows: int, d: int, *, staged: bool) -> None:
         _end(p, k, rows, d, staged=staged)
 
 
-def _end(p: _Printer, k: _Kernel, rows: int, d: int, *, staged: bool) -> None:
+def _end(p: _Printer, k: OuterKernel, rows: int, d: int, *, staged: bool) -> None:
     """After the last chunk, the elementwise statement that follows the contraction, on
     the block's outputs while they are in L1."""
     plan = k.plan
