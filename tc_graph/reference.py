@@ -81,13 +81,19 @@ def _fdim(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.where(a > b, a - b, np.where(a <= b, 0, a + b))
 
 
+def _lgamma(x: np.ndarray) -> np.ndarray:
+    """C's and CUDA's lgamma: +inf at both infinities (SciPy's gammaln is -inf at -inf)."""
+    g = sp.gammaln(x)
+    return np.where(np.isneginf(x), np.inf, g).astype(g.dtype)
+
+
 _FUNCTIONS: dict[str, Callable[..., np.ndarray]] = {
     "acos": np.arccos, "acosh": np.arccosh, "asin": np.arcsin, "asinh": np.arcsinh,
     "atan": np.arctan, "atanh": np.arctanh, "cbrt": np.cbrt, "ceil": np.ceil, "cos": np.cos,
     "cosh": np.cosh, "cospi": lambda x: np.cos(np.pi * np.fmod(x, 2)), "erf": sp.erf, "erfc": sp.erfc,
     "erfcinv": sp.erfcinv, "erfcx": sp.erfcx, "erfinv": sp.erfinv, "exp": np.exp,
     "exp10": sp.exp10, "exp2": np.exp2, "expm1": np.expm1, "fabs": np.abs, "floor": np.floor,
-    "j0": sp.j0, "j1": sp.j1, "lgamma": sp.gammaln, "log": np.log, "log10": np.log10,
+    "j0": sp.j0, "j1": sp.j1, "lgamma": _lgamma, "log": np.log, "log10": np.log10,
     "log1p": np.log1p, "log2": np.log2, "logb": _logb, "nearbyint": np.rint,
     "normcdf": sp.ndtr, "normcdfinv": sp.ndtri, "rcbrt": lambda x: 1 / np.cbrt(x),
     "rint": np.rint, "round": _round_half_away, "rsqrt": lambda x: 1 / np.sqrt(x),

@@ -1106,6 +1106,21 @@ case("inverse_erf_domain_float64", INVERSE_ERF.replace("T(N)", "double(N)"), "in
      lambda r: (np.array(INVERSE_ERF_X, f64),))(_oracle_inverse_erf)  # fmt: skip
 
 
+LGAMMA = """
+def lg(float(N) X) -> (L) {
+    L(i) = lgamma(X(i))
+}
+"""
+
+
+@case("lgamma_at_infinities", LGAMMA, "lg",
+      lambda r: (np.array([-np.inf, np.inf, -2.5, 0.5, 3, np.nan], f32),))  # fmt: skip
+def oracle_lgamma(x: np.ndarray) -> Outputs:
+    """C's and CUDA's lgamma: +inf at both infinities (SciPy's gammaln gives -inf at -inf:
+    fuzz seed 2079, program 1754)."""
+    return (np.array([math.lgamma(v) if not math.isnan(v) else v for v in x.tolist()], f32),)
+
+
 SATURATE = """
 def sat(float(N) X, double(N) Y) -> (int8(N) A, uint8(N) B, int16(N) C, uint16(N) D,
                                      int32(N) E, uint32(N) F, int64(N) G, uint64(N) H,
