@@ -1121,6 +1121,25 @@ def oracle_lgamma(x: np.ndarray) -> Outputs:
     return (np.array([math.lgamma(v) if not math.isnan(v) else v for v in x.tolist()], f32),)
 
 
+ZERO_SIGN = """
+def zs(float(N) X) -> (S, R) {
+    S(i) = copysign(1.0, float(int64(X(i))))
+    R(i) = rcbrt(int32(X(i)))
+}
+"""
+
+
+@case("integer_zero_is_positive", ZERO_SIGN, "zs",
+      lambda r: (np.array([-0.4, -0.0, 0.3, -0.99, -1.5, 2.5], f32),))  # fmt: skip
+def oracle_zero_sign(x: np.ndarray) -> Outputs:
+    """An integer 0 converted to float is +0, even from a negative float (gcc folded
+    (float)(int64_t)x into truncf(x), -0 for x in (-1, 0): fuzz seed 2079, program 1816)."""
+    ints = [float(int(v)) for v in x.tolist()]
+    with np.errstate(divide="ignore"):
+        rc = [1 / np.cbrt(np.float32(v)) for v in ints]
+    return np.array([math.copysign(1.0, v) for v in ints], f32), np.array(rc, f32)
+
+
 SATURATE = """
 def sat(float(N) X, double(N) Y) -> (int8(N) A, uint8(N) B, int16(N) C, uint16(N) D,
                                      int32(N) E, uint32(N) F, int64(N) G, uint64(N) H,

@@ -68,10 +68,10 @@ static inline float tc_erfinvf(float x) { if (x == -1) return -(float)INFINITY; 
 static inline float tc_erfcinvf(float x) { return tc_erfinvf(1 - x); }
 static inline float tc_normcdfinvf(float x) { return -(float)1.4142135623730951 * tc_erfcinvf(2 * x); }
 static inline float tc_erfcxf(float x) { if (!(x >= 6)) return expf(x * x) * erfcf(x); float t = x; for (int k = 12; k > 0; k--) t = x + (float)0.5 * (float)k / t; return (float)0.5641895835477563 / t; }
-static inline int8_t tc_to_int8f(float x) { return x != x ? 0 : x <= -((float)128.0f) ? (int8_t)(-((int8_t)(127)) - 1) : x >= ((float)128.0f) ? ((int8_t)(127)) : (int8_t)x; }
-static inline int16_t tc_to_int16f(float x) { return x != x ? 0 : x <= -((float)32768.0f) ? (int16_t)(-((int16_t)(32767)) - 1) : x >= ((float)32768.0f) ? ((int16_t)(32767)) : (int16_t)x; }
-static inline int32_t tc_to_int32f(float x) { return x != x ? 0 : x <= -((float)2147483648.0f) ? (int32_t)(-((int32_t)(2147483647)) - 1) : x >= ((float)2147483648.0f) ? ((int32_t)(2147483647)) : (int32_t)x; }
-static inline int64_t tc_to_int64f(float x) { return x != x ? 0 : x <= -((float)9.223372036854776e+18f) ? (int64_t)(-((int64_t)INT64_C(9223372036854775807)) - 1) : x >= ((float)9.223372036854776e+18f) ? ((int64_t)INT64_C(9223372036854775807)) : (int64_t)x; }
+static inline int8_t tc_to_int8f(float x) { return x != x ? 0 : x <= -((float)128.0f) ? (int8_t)(-((int8_t)(127)) - 1) : x > -1 && x < 1 ? 0 : x >= ((float)128.0f) ? ((int8_t)(127)) : (int8_t)x; }
+static inline int16_t tc_to_int16f(float x) { return x != x ? 0 : x <= -((float)32768.0f) ? (int16_t)(-((int16_t)(32767)) - 1) : x > -1 && x < 1 ? 0 : x >= ((float)32768.0f) ? ((int16_t)(32767)) : (int16_t)x; }
+static inline int32_t tc_to_int32f(float x) { return x != x ? 0 : x <= -((float)2147483648.0f) ? (int32_t)(-((int32_t)(2147483647)) - 1) : x > -1 && x < 1 ? 0 : x >= ((float)2147483648.0f) ? ((int32_t)(2147483647)) : (int32_t)x; }
+static inline int64_t tc_to_int64f(float x) { return x != x ? 0 : x <= -((float)9.223372036854776e+18f) ? (int64_t)(-((int64_t)INT64_C(9223372036854775807)) - 1) : x > -1 && x < 1 ? 0 : x >= ((float)9.223372036854776e+18f) ? ((int64_t)INT64_C(9223372036854775807)) : (int64_t)x; }
 static inline uint8_t tc_to_uint8f(float x) { return x != x ? 0 : x <= 0 ? 0 : x >= ((float)256.0f) ? (uint8_t)-1 : (uint8_t)x; }
 static inline uint16_t tc_to_uint16f(float x) { return x != x ? 0 : x <= 0 ? 0 : x >= ((float)65536.0f) ? (uint16_t)-1 : (uint16_t)x; }
 static inline uint32_t tc_to_uint32f(float x) { return x != x ? 0 : x <= 0 ? 0 : x >= ((float)4294967296.0f) ? (uint32_t)-1 : (uint32_t)x; }
@@ -92,10 +92,10 @@ static inline double tc_erfinv(double x) { if (x == -1) return -(double)INFINITY
 static inline double tc_erfcinv(double x) { return tc_erfinv(1 - x); }
 static inline double tc_normcdfinv(double x) { return -(double)1.4142135623730951 * tc_erfcinv(2 * x); }
 static inline double tc_erfcx(double x) { if (!(x >= 6)) return exp(x * x) * erfc(x); double t = x; for (int k = 12; k > 0; k--) t = x + (double)0.5 * (double)k / t; return (double)0.5641895835477563 / t; }
-static inline int8_t tc_to_int8(double x) { return x != x ? 0 : x <= -((double)128.0) ? (int8_t)(-((int8_t)(127)) - 1) : x >= ((double)128.0) ? ((int8_t)(127)) : (int8_t)x; }
-static inline int16_t tc_to_int16(double x) { return x != x ? 0 : x <= -((double)32768.0) ? (int16_t)(-((int16_t)(32767)) - 1) : x >= ((double)32768.0) ? ((int16_t)(32767)) : (int16_t)x; }
-static inline int32_t tc_to_int32(double x) { return x != x ? 0 : x <= -((double)2147483648.0) ? (int32_t)(-((int32_t)(2147483647)) - 1) : x >= ((double)2147483648.0) ? ((int32_t)(2147483647)) : (int32_t)x; }
-static inline int64_t tc_to_int64(double x) { return x != x ? 0 : x <= -((double)9.223372036854776e+18) ? (int64_t)(-((int64_t)INT64_C(9223372036854775807)) - 1) : x >= ((double)9.223372036854776e+18) ? ((int64_t)INT64_C(9223372036854775807)) : (int64_t)x; }
+static inline int8_t tc_to_int8(double x) { return x != x ? 0 : x <= -((double)128.0) ? (int8_t)(-((int8_t)(127)) - 1) : x > -1 && x < 1 ? 0 : x >= ((double)128.0) ? ((int8_t)(127)) : (int8_t)x; }
+static inline int16_t tc_to_int16(double x) { return x != x ? 0 : x <= -((double)32768.0) ? (int16_t)(-((int16_t)(32767)) - 1) : x > -1 && x < 1 ? 0 : x >= ((double)32768.0) ? ((int16_t)(32767)) : (int16_t)x; }
+static inline int32_t tc_to_int32(double x) { return x != x ? 0 : x <= -((double)2147483648.0) ? (int32_t)(-((int32_t)(2147483647)) - 1) : x > -1 && x < 1 ? 0 : x >= ((double)2147483648.0) ? ((int32_t)(2147483647)) : (int32_t)x; }
+static inline int64_t tc_to_int64(double x) { return x != x ? 0 : x <= -((double)9.223372036854776e+18) ? (int64_t)(-((int64_t)INT64_C(9223372036854775807)) - 1) : x > -1 && x < 1 ? 0 : x >= ((double)9.223372036854776e+18) ? ((int64_t)INT64_C(9223372036854775807)) : (int64_t)x; }
 static inline uint8_t tc_to_uint8(double x) { return x != x ? 0 : x <= 0 ? 0 : x >= ((double)256.0) ? (uint8_t)-1 : (uint8_t)x; }
 static inline uint16_t tc_to_uint16(double x) { return x != x ? 0 : x <= 0 ? 0 : x >= ((double)65536.0) ? (uint16_t)-1 : (uint16_t)x; }
 static inline uint32_t tc_to_uint32(double x) { return x != x ? 0 : x <= 0 ? 0 : x >= ((double)4294967296.0) ? (uint32_t)-1 : (uint32_t)x; }
