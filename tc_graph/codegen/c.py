@@ -22,7 +22,7 @@ from .. import ir
 from ..errors import TcError
 from ..lang.types import C_TYPES
 from ..options import AVX512, MappingOptions, VectorUnit
-from ..poly.contraction import Blocking, blocking, panels
+from ..poly.contraction import Blocking, blocking, panels, window
 from ..poly.marks import Local, Loop, LoopMark, Mark, in_tree, is_loop, of_node
 from ..poly.proof import annotated_ast, children, loop_depth, loop_parallel, refuse
 from ..poly.scop import Scop, ScopStmt
@@ -515,8 +515,7 @@ class _Printer(StatementPrinter):
         assert plan is not None and plan.packed is not None
         ranges = self.ranges(st)
         lo, hi = ranges[plan.red]
-        inner = math.prod(ranges[v][1] - ranges[v][0] for v in plan.inner)
-        block = blocking(self.options, self.unit, hi - lo, inner)
+        block = blocking(self.options, self.unit, hi - lo, window(plan, ranges))
         shape = self.scop.shapes[plan.packed.tensor]
         return block, panels(plan, shape, ranges[plan.cols][0], block)
 

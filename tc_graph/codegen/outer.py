@@ -11,13 +11,12 @@ every vector load and store stays inside the output.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .. import ir
-from ..poly.contraction import Blocking, Contraction
+from ..poly.contraction import Blocking, Contraction, window
 from ..poly.scop import ScopStmt
 from .expr import cname, store
 
@@ -39,11 +38,6 @@ class OuterKernel:
 
     def extent(self, v: str) -> tuple[int, int]:
         return self.ranges[v]
-
-    @property
-    def depth(self) -> int:
-        """Panel rows per step of the first reduction index (its inner indices' box)."""
-        return math.prod(hi - lo for lo, hi in (self.ranges[v] for v in self.plan.inner))
 
     def open_inner(self, p: _Printer, d: int) -> int:
         """Open the loops of the inner reduction indices (`_i0`, ...); their depth."""
@@ -131,7 +125,10 @@ def print_kernel(p: _Printer, k: OuterKernel, outer: list[str], depth: int) -> N
     p.out(d, f"const int a_lo = {alo} + _w / {panels} % {bands} * {block.band};")
     p.out(d, f"const int a_hi = a_lo + {block.band} < {ahi} ? a_lo + {block.band} : {ahi};")
     if not k.in_place:
-        p.out(d, f"float _bp[{block.chunk * k.depth * block.panel}] {_aligned(block)};")
+        p.out(
+            d,
+            f"float _bp[{block.chunk * window(k.plan, k.ranges) * block.panel}] {_aligned(block)};",
+        )
     p.out(d, f"for (int k0 = {rlo}; k0 < {rhi}; k0 += {block.chunk}) {{")
     p.out(d + 1, f"const int kn = k0 + {block.chunk} < {rhi} ? {block.chunk} : {rhi} - k0;")
     _panel(p, k, d + 1)

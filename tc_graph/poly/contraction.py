@@ -111,21 +111,21 @@ def plan(
         (cols, red), outer, rows = dot, None, st.lhs[-2]
     else:
         return None
-    fold = (
-        start is not None
-        and outer is not None
-        and start.rhs.dtype == "float32"
-        and _vector_form(program, start.rhs, cols)
-    )
-    ends = outer is not None and end is not None
-    writers = sum(s.tensor == st.tensor for s in program.statements) - fold
-    writers -= ends and end is not None and end.tensor == st.tensor
+    if outer is None:
+        start = end = None
+    elif start is not None and not (
+        start.rhs.dtype == "float32" and _vector_form(program, start.rhs, cols)
+    ):
+        start = None
+    # The statements folded into this one do not count as other writers of its output.
+    folded = [s for s in (start, end) if s is not None and s.tensor == st.tensor]
+    writers = sum(s.tensor == st.tensor for s in program.statements) - len(folded)
     if not own_kernel(extents[rows], depth, extents[cols], alone=writers == 1):
         return None
     if not (_reused(st, red, rows) or _reused(st, red, cols)):
         return None
     if outer is not None:
-        return replace(outer, start=start.rhs if fold and start else None, end=end)
+        return replace(outer, start=start.rhs if start else None, end=end)
     return Contraction(rows, cols, red)
 
 
@@ -227,6 +227,11 @@ class Blocking:
 
 L1_BYTES = 32 * 1024
 L2_BYTES = 512 * 1024
+
+
+def window(plan: Contraction, ranges: Mapping[str, tuple[int, int]]) -> int:
+    """Panel rows per step of the first reduction index: the box of the inner ones."""
+    return math.prod(ranges[v][1] - ranges[v][0] for v in plan.inner)
 
 
 def panel_width(unit: VectorUnit) -> int:
