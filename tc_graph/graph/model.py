@@ -9,7 +9,7 @@ read them as attributes or fold them into the kernel).
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -552,10 +552,14 @@ class Graph:
         cls,
         model: str | os.PathLike[str] | onnx.ModelProto,
         fixed: Mapping[str, int] | None = None,
+        simplify: Callable[[onnx.ModelProto], onnx.ModelProto] | None = None,
     ) -> Graph:
         """Build from a path or proto; runs `load` (check + shape inference, with the
-        symbolic dimensions in `fixed` pinned) first."""
+        symbolic dimensions in `fixed` pinned) first, then `simplify` on the checked
+        model (optimize folds batch normalizations into convolutions)."""
         proto = load(model, fixed)
+        if simplify is not None:
+            proto = simplify(proto)
         dag = to_graph(proto)
         base_dir = None
         if not isinstance(model, onnx.ModelProto):

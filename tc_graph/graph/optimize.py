@@ -51,6 +51,7 @@ from ..runtime.kernel import CompileTimeout, code_version, compile_timeout
 from ..tune.tuner import ModelTuning
 from . import cost, external, memo
 from . import translate as tr
+from .fold import batch_norms_folded
 from .model import Graph, symbolic_dims
 from .partition import Group, candidate_groups, components, excluded, is_convex, make_group
 from .rewrite import KEY_INTS, KEY_STRINGS, NodeAttrs, kernel_key, make_tc_node, rewrite
@@ -256,7 +257,7 @@ def _optimize_model(
             return again(report=report, progress=progress)
         finally:
             _TUNING.reset(token)
-    g = Graph.from_model(model, fixed)
+    g = Graph.from_model(model, fixed, simplify=batch_norms_folded)
     token = _BASE_DIR.set(g.base_dir)
     try:
         result = _optimize(g, force=force, report=report, progress=progress)
