@@ -530,7 +530,8 @@ class _Printer(StatementPrinter):
         plan = st.contraction
         assert plan is not None
         env = {v: a for v, a in zip(st.iterators, args, strict=True) if a not in loops}
-        outer = [v for v in st.source.lhs if v not in env and v not in (plan.rows, plan.cols)]
+        inside = (plan.rows, plan.cols, plan.span)
+        outer = [v for v in st.source.lhs if v not in env and v not in inside]
         return st, env, self.ranges(st), outer
 
     def contraction_trips(self, node: isl.AstNode) -> int | None:

@@ -39,6 +39,24 @@ class OuterKernel:
     def extent(self, v: str) -> tuple[int, int]:
         return self.ranges[v]
 
+    @property
+    def columns(self) -> tuple[int, int]:
+        return _columns(self.plan, self.ranges)
+
+    def at(self, col: str) -> dict[str, str]:
+        """The C values of the column indices at flattened column `col`, for an address in
+        the output (row-major, its last dimension all columns: span 0, column `col`)."""
+        if self.plan.span is None:
+            return {self.plan.cols: col}
+        return {self.plan.span: "0", self.plan.cols: col}
+
+    def lane(self, col: str) -> dict[str, str]:
+        """The C values of the column indices at flattened column `col`, one by one."""
+        if self.plan.span is None:
+            return {self.plan.cols: col}
+        width = self.ranges[self.plan.cols][1]
+        return {self.plan.span: f"({col} / {width})", self.plan.cols: f"({col} % {width})"}
+
     def open_inner(self, p: _Printer, d: int) -> int:
         """Open the loops of the inner reduction indices (`_i0`, ...); their depth."""
         for j, v in enumerate(self.plan.inner):
@@ -71,7 +89,7 @@ class OuterKernel:
         if plan.start is None:
             return "(tc_vf){0}" if vector else "0.0f"
         assert plan.rows is not None
-        env = {**self.env, plan.rows: f"(a0 + {i})", plan.cols: col}
+        env = {**self.env, plan.rows: f"(a0 + {i})", **self.at(col)}
         if not vector:
             return f"(float)({p.expr(plan.start, env)})"
         text, is_vector = p.vexpr(plan.start, env, plan.cols)
@@ -84,12 +102,22 @@ def outer_items(
     """(work items, bands, panels) of a kernel."""
     assert plan.rows is not None
     bands = _count(*ranges[plan.rows], block.band)
-    panels = _count(*ranges[plan.cols], block.panel)
+    panels = _count(*_columns(plan, ranges), block.panel)
     total = bands * panels
     for v in outer:
         lo, hi = ranges[v]
         total *= hi - lo
     return total, bands, panels
+
+
+def _columns(plan: Contraction, ranges: Mapping[str, tuple[int, int]]) -> tuple[int, int]:
+    """The columns' range: flattened over span x cols where the plan has a span (the
+    columns then fill the output's last dimension, from 0)."""
+    lo, hi = ranges[plan.cols]
+    if plan.span is None:
+        return lo, hi
+    slo, shi = ranges[plan.span]
+    return slo * hi, shi * hi
 
 
 def _count(lo: int, hi: int, size: int) -> int:
@@ -107,7 +135,7 @@ def print_kernel(p: _Printer, k: OuterKernel, outer: list[str], depth: int) -> N
     plan, block = k.plan, k.block
     assert plan.rows is not None
     total, bands, panels = outer_items(block, k.ranges, outer, plan)
-    (alo, ahi), (blo, _) = k.extent(plan.rows), k.extent(plan.cols)
+    (alo, ahi), (blo, _) = k.extent(plan.rows), k.columns
     rlo, rhi = k.extent(plan.red)
     d = depth
     p.out(d, "{")
@@ -140,8 +168,8 @@ def print_kernel(p: _Printer, k: OuterKernel, outer: list[str], depth: int) -> N
 def _panel(p: _Printer, k: OuterKernel, d: int) -> None:
     """Pack the chunk's panel, then run the blocks down the band: full panels with direct
     loads and stores, the last partial one (if any) staged."""
-    plan, block = k.plan, k.block
-    blo, bhi = k.extent(plan.cols)
+    block = k.block
+    blo, bhi = k.columns
     edge = (bhi - blo) % block.panel != 0
     if edge:
         p.out(d, f"if (b0 + {block.panel} <= {bhi}) {{")
@@ -171,9 +199,9 @@ def _pack(p: _Printer, k: OuterKernel, d: int, *, staged: bool) -> None:
     row of NR values, one row per step of the reduction indices."""
     plan, n = k.plan, k.block.panel
     assert plan.packed is not None
-    value = p.expr(plan.packed, {**k.env, plan.cols: "(b0 + _l)", **k.reduction_env()})
+    value = p.expr(plan.packed, {**k.env, **k.lane("(b0 + _l)"), **k.reduction_env()})
     if staged:
-        value = f"b0 + _l < {k.extent(plan.cols)[1]} ? {value} : 0.0f"
+        value = f"b0 + _l < {k.columns[1]} ? {value} : 0.0f"
     if not plan.inner and plan.red in ir.index_names(plan.packed.subscripts[-1]):
         # P read along the reduction: copy its rows with unit stride
         p.out(d, f"for (int _l = 0; _l < {n}; _l++) {{")
@@ -210,7 +238,7 @@ def _target(p: _Printer, k: OuterKernel, i: int, col: str) -> str:
     plan = k.plan
     assert plan.rows is not None
     src = k.st.source
-    env = {**k.env, plan.rows: f"(a0 + {i})", plan.cols: col}
+    env = {**k.env, plan.rows: f"(a0 + {i})", **k.at(col)}
     return f"{cname(src.tensor)}[{p.linear(src.tensor, [env[v] for v in src.lhs])}]"
 
 
@@ -222,7 +250,7 @@ def _block(p: _Printer, k: OuterKernel, rows: int, d: int, *, staged: bool) -> N
     w, n = block.width, block.panel
     accs = [[f"c{i}_{j}" for j in range(block.vectors)] for i in range(rows)]
     if staged:
-        bhi = k.extent(plan.cols)[1]
+        bhi = k.columns[1]
         p.out(d, f"float _c[{rows * n}] {_aligned(block)};")
         for i in range(rows):
             old = _target(p, k, i, "(b0 + _l)")
@@ -261,7 +289,7 @@ def _block(p: _Printer, k: OuterKernel, rows: int, d: int, *, staged: bool) -> N
             else:
                 p.out(d, f"*(tc_vfu *)&{_target(p, k, i, f'(b0 + {j * w})')} = {acc};")
     if staged:
-        bhi = k.extent(plan.cols)[1]
+        bhi = k.columns[1]
         for i in range(rows):
             p.out(
                 d,
@@ -279,11 +307,11 @@ def _end(p: _Printer, k: OuterKernel, rows: int, d: int, *, staged: bool) -> Non
     assert plan.end is not None and plan.rows is not None
     end = plan.end
     rhi = k.extent(plan.red)[1]
-    limit = f"b0 + _l < {k.extent(plan.cols)[1]}" if staged else f"_l < {k.block.panel}"
+    limit = f"b0 + _l < {k.columns[1]}" if staged else f"_l < {k.block.panel}"
     p.out(d, f"if (k0 + kn == {rhi}) {{")
     p.out(d + 1, f"for (int _l = 0; {limit}; _l++) {{")
     for i in range(rows):
-        env = {**k.env, plan.rows: f"(a0 + {i})", plan.cols: "(b0 + _l)"}
+        env = {**k.env, plan.rows: f"(a0 + {i})", **k.lane("(b0 + _l)")}
         target = f"{cname(end.tensor)}[{p.linear(end.tensor, [env[v] for v in end.lhs])}]"
         p.out(
             d + 2,

@@ -38,6 +38,10 @@ class Contraction:
     inner: tuple[str, ...] = ()  # outer form: further reduction indices, inside `red`
     start: ir.Expr | None = None  # outer form: the sums' start (a bias), else 0 or T
     end: ir.Statement | None = None  # outer form: applied to each final block (a relu)
+    # Outer form: the left-hand index before `cols` whose rows lie contiguously with the
+    # columns (a convolution's output row): the columns run over span x cols as one
+    # flattened index, so no panel is cut short at the end of each row.
+    span: str | None = None
 
 
 def _unit_last(r: ir.Read, red: str) -> bool:
@@ -90,6 +94,7 @@ def plan(
     *,
     start: ir.Statement | None = None,
     end: ir.Statement | None = None,
+    dense: bool = False,
 ) -> Contraction | None:
     """The kernel-of-its-own form of st, given each iterator's trip count, or None: the
     outer-product form where it applies, except for dot products over few rows or a short
@@ -97,7 +102,9 @@ def plan(
     the statement before st setting its output region (scop._starts), becomes the
     outer form's starting value when it has a vector form along the columns (a bias);
     `end`, the elementwise statement after st on its output (scop._ends), is applied to
-    each block of outputs once its sums are final (an activation, a residual add)."""
+    each block of outputs once its sums are final (an activation, a residual add).
+    `dense`: the columns cover the output's whole last dimension (`_span` may flatten them
+    with the index before)."""
     if len(st.lhs) < 2:
         return None
     dot, outer = _dot_form(program, st), _outer_form(program, st)
@@ -117,16 +124,36 @@ def plan(
         start.rhs.dtype == "float32" and _vector_form(program, start.rhs, cols)
     ):
         start = None
+    first = start.rhs if start else None
+    span = _span(st, outer, first, dense) if outer is not None else None
     # The statements folded into this one do not count as other writers of its output.
     folded = [s for s in (start, end) if s is not None and s.tensor == st.tensor]
     writers = sum(s.tensor == st.tensor for s in program.statements) - len(folded)
-    if not own_kernel(extents[rows], depth, extents[cols], alone=writers == 1):
+    width = extents[cols] * (extents[span] if span else 1)
+    if not own_kernel(extents[rows], depth, width, alone=writers == 1):
         return None
     if not (_reused(st, red, rows) or _reused(st, red, cols)):
         return None
     if outer is not None:
-        return replace(outer, start=start.rhs if start else None, end=end)
+        return replace(outer, start=first, end=end, span=span)
     return Contraction(rows, cols, red)
+
+
+def _span(
+    st: ir.Statement, outer: Contraction, start: ir.Expr | None, dense: bool
+) -> str | None:
+    """The index before the columns to flatten them with: the left-hand index right
+    before them when the columns fill the output's last dimension, it is not the rows,
+    and neither X nor the start reads it or the columns (each stays one value per row
+    of a block)."""
+    if not dense or len(st.lhs) < 3 or st.lhs[-2] == outer.rows:
+        return None
+    span = st.lhs[-2]
+    assert outer.scalar is not None
+    lane = {span, outer.cols}
+    if lane & ir.index_names(outer.scalar) or (start is not None and lane & ir.index_names(start)):
+        return None
+    return span
 
 
 def own_kernel(rows: int, red: int, cols: int, *, alone: bool) -> bool:

@@ -232,11 +232,15 @@ def _prepared(
     return out
 
 
-def _contracts(program: ir.Program, prepared: Sequence[_Prepared]) -> dict[int, Contraction]:
+def _contracts(
+    program: ir.Program, prepared: Sequence[_Prepared], shapes: Mapping[str, tuple[int, ...]]
+) -> dict[int, Contraction]:
     """The kernel-of-its-own plan of each statement that has one, given the statement
     before it, which it may take as its accumulators' start (a bias: `plan`)."""
     out = {}
     for n, (st, ranges, trips) in enumerate(prepared):
+        shape = shapes[st.tensor]
+        dense = bool(st.lhs) and tuple(ranges[len(st.lhs) - 1]) == (0, shape[-1])
         start = end = None
         if n:
             prev, prev_ranges, _ = prepared[n - 1]
@@ -246,7 +250,7 @@ def _contracts(program: ir.Program, prepared: Sequence[_Prepared]) -> dict[int, 
             nxt, nxt_ranges, _ = prepared[n + 1]
             if _ends(st, ranges, nxt, nxt_ranges):
                 end = nxt
-        contract = plan(program, st, trips, start=start, end=end)
+        contract = plan(program, st, trips, start=start, end=end, dense=dense)
         if contract is not None:
             out[n] = contract
     return out
@@ -314,7 +318,7 @@ def build_scop(
     scheduler gives them one; isl's may fuse or skew them, so it is given none). A
     contract statement that starts from the statement before it (a bias) takes its place."""
     prepared = _prepared(program, sizes, shapes)
-    contracts = _contracts(program, prepared) if contractions and kernels else {}
+    contracts = _contracts(program, prepared, shapes) if contractions and kernels else {}
     folded = {n - 1 for n, c in contracts.items() if c.start is not None}
     folded |= {n + 1 for n, c in contracts.items() if c.end is not None}
     checks: list[ScopStmt] = []

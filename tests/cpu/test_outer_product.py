@@ -28,6 +28,11 @@ def convb(float(N,C,H,W) X, float(F,C,KH,KW) Wt, float(F) B) -> (Y) {
   Y(n,f,oh,ow) = B(f)
   Y(n,f,oh,ow) += X(n,c,oh+kh,ow+kw) * Wt(f,c,kh,kw)
 }
+def convr(float(N,C,H,W) X, float(F,C,KH,KW) Wt, float(F) B, float(N,F,OH,OW) R) -> (Y) {
+  Y(n,f,oh,ow) = B(f)
+  Y(n,f,oh,ow) += X(n,c,oh+kh,ow+kw) * Wt(f,c,kh,kw)
+  Y(n,f,oh,ow) = fmax(Y(n,f,oh,ow) + R(n,f,oh,ow), 0)
+}
 def mlp(float(M,K) A, float(K,N) B, float(N) C) -> (Y) {
   Y(m,n) = C(n)
   Y(m,n) += A(m,k) * B(k,n)
@@ -171,6 +176,23 @@ def test_an_elementwise_statement_after_ends_each_block() -> None:
     want = a.astype(np.float64) @ b
     _close(y, want)
     _close(z, 0.5 * want * (1 + scipy.special.erf(want * 0.70710678)) + r)
+
+
+@pytest.mark.parametrize("size", [9, 4])
+def test_convolution_rows_flattened_into_panels_match_numpy(size: int) -> None:
+    """Output rows narrower than a panel (7 and 2 wide) are flattened with the columns: a
+    panel spans several rows (its window packed lane by lane), the last one staged, the
+    bias start and the residual + relu end read at each lane's own row and column."""
+    rng = np.random.default_rng(size)
+    x, wt, bf = _rand(rng, 2, 8, size, size), _rand(rng, 40, 8, 3, 3), _rand(rng, 40)
+    r = _rand(rng, 2, 40, size - 2, size - 2)
+    kernel = tg.define(PROGRAMS).convr.compile(x, wt, bf, r)
+    assert kernel.source.count("omp parallel") == 1 and "_bp[" in kernel.source
+    windows = np.lib.stride_tricks.sliding_window_view(x.astype(np.float64), (3, 3), axis=(2, 3))
+    want = np.einsum("ncpqij,fcij->nfpq", windows, wt) + bf[:, None, None]
+    _close(kernel(x, wt, bf, r), np.maximum(want + r, 0))
+    (got,) = run_phases(kernel, [x, wt, bf, r], seed=size)
+    _close(got, np.maximum(want + r, 0))
 
 
 def test_phases_in_shuffled_chunks_match_numpy() -> None:

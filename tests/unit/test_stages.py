@@ -122,6 +122,8 @@ def _contraction(st: ScopStmt) -> dict[str, str]:
         out["start"] = ir.to_text(plan.start)
     if plan.end is not None:
         out["end"] = ir.to_text(plan.end.rhs)
+    if plan.span is not None:
+        out["span"] = plan.span
     return out
 
 
