@@ -139,9 +139,7 @@ def plan(
     return Contraction(rows, cols, red)
 
 
-def _span(
-    st: ir.Statement, outer: Contraction, start: ir.Expr | None, dense: bool
-) -> str | None:
+def _span(st: ir.Statement, outer: Contraction, start: ir.Expr | None, dense: bool) -> str | None:
     """The index before the columns to flatten them with: the left-hand index right
     before them when the columns fill the output's last dimension, it is not the rows,
     and neither X nor the start reads it or the columns (each stays one value per row
