@@ -22,7 +22,7 @@ from .. import ir
 from ..errors import TcError
 from ..lang.types import C_TYPES
 from ..options import AVX512, MappingOptions, VectorUnit
-from ..poly.contraction import Blocking, blocking, panels, window
+from ..poly.contraction import Blocking, blocking, panels, rows_in_order, window
 from ..poly.marks import Local, Loop, LoopMark, Mark, in_tree, is_loop, of_node
 from ..poly.proof import annotated_ast, children, loop_depth, loop_parallel, refuse
 from ..poly.scop import Scop, ScopStmt
@@ -465,7 +465,9 @@ class _Printer(StatementPrinter):
         names = {v: f"_o{k}" for k, v in enumerate(v for v in st.source.lhs if v not in env)}
         if plan.packed is not None:
             block, in_place = self.blocking(st)
-            kernel = OuterKernel(st, plan, block, ranges, {**env, **names}, in_place)
+            shape = self.scop.shapes[plan.packed.tensor]
+            ordered = rows_in_order(plan, shape, ranges[plan.cols][1])
+            kernel = OuterKernel(st, plan, block, ranges, {**env, **names}, in_place, ordered)
             print_kernel(self, kernel, outer, depth)
             return
         names.update({plan.rows: "_a", plan.cols: "_b", plan.red: "_r"})

@@ -35,6 +35,7 @@ class OuterKernel:
     ranges: Mapping[str, tuple[int, int]]
     env: Mapping[str, str]
     in_place: bool  # P is already packed as panels: read, not copied (contraction.panels)
+    ordered: bool = False  # P contiguous along the flattened columns (rows_in_order)
 
     def extent(self, v: str) -> tuple[int, int]:
         return self.ranges[v]
@@ -199,7 +200,8 @@ def _pack(p: _Printer, k: OuterKernel, d: int, *, staged: bool) -> None:
     row of NR values, one row per step of the reduction indices."""
     plan, n = k.plan, k.block.panel
     assert plan.packed is not None
-    value = p.expr(plan.packed, {**k.env, **k.lane("(b0 + _l)"), **k.reduction_env()})
+    lanes = k.at("(b0 + _l)") if k.ordered else k.lane("(b0 + _l)")
+    value = p.expr(plan.packed, {**k.env, **lanes, **k.reduction_env()})
     if staged:
         value = f"b0 + _l < {k.columns[1]} ? {value} : 0.0f"
     if not plan.inner and plan.red in ir.index_names(plan.packed.subscripts[-1]):

@@ -283,6 +283,33 @@ def panels(plan: Contraction, shape: tuple[int, ...], cols_from: int, block: Blo
     return False
 
 
+def rows_in_order(plan: Contraction, shape: tuple[int, ...], width: int) -> bool:
+    """P's last two subscripts are the span and the columns, each plus an offset of
+    neither (`oh + kh`, `ow + kw` with a 1x1 window), and its rows are as long as the
+    output's (`width` columns): along the flattened columns P is then contiguous too (a
+    1x1 convolution's input), so a panel is copied, not gathered lane by lane."""
+    p = plan.packed
+    if p is None or plan.span is None or len(p.subscripts) < 2 or shape[-1] != width:
+        return False
+    lanes = {plan.span, plan.cols}
+    return all(
+        _shifted(sub, name, lanes)
+        for sub, name in zip(p.subscripts[-2:], (plan.span, plan.cols), strict=True)
+    )
+
+
+def _shifted(sub: ir.Expr, name: str, lanes: set[str]) -> bool:
+    """sub is `name`, or `name` plus a term that reads none of `lanes`."""
+    if sub == ir.Index(name):
+        return True
+    if not (isinstance(sub, ir.Binary) and sub.op == "+"):
+        return False
+    for here, other in ((sub.left, sub.right), (sub.right, sub.left)):
+        if here == ir.Index(name) and not lanes & ir.index_names(other):
+            return True
+    return False
+
+
 def blocking(
     options: MappingOptions, unit: VectorUnit, red_extent: int, inner: int = 1
 ) -> Blocking:

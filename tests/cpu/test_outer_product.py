@@ -178,21 +178,25 @@ def test_an_elementwise_statement_after_ends_each_block() -> None:
     _close(z, 0.5 * want * (1 + scipy.special.erf(want * 0.70710678)) + r)
 
 
-@pytest.mark.parametrize("size", [9, 4])
-def test_convolution_rows_flattened_into_panels_match_numpy(size: int) -> None:
-    """Output rows narrower than a panel (7 and 2 wide) are flattened with the columns: a
-    panel spans several rows (its window packed lane by lane), the last one staged, the
-    bias start and the residual + relu end read at each lane's own row and column."""
+@pytest.mark.parametrize(("size", "window", "c"), [(9, 3, 8), (4, 3, 8), (7, 1, 64)])
+def test_convolution_rows_flattened_into_panels_match_numpy(size: int, window: int, c: int) -> None:
+    """Output rows narrower than a panel (7, 2 and 7 wide) are flattened with the columns:
+    a panel spans several rows (its window packed lane by lane, or copied where input rows
+    are as long: a 1x1 window), the last one staged, the bias start and the residual +
+    relu end read at each lane's own row and column."""
     rng = np.random.default_rng(size)
-    x, wt, bf = _rand(rng, 2, 8, size, size), _rand(rng, 40, 8, 3, 3), _rand(rng, 40)
-    r = _rand(rng, 2, 40, size - 2, size - 2)
+    x, wt, bf = _rand(rng, 2, c, size, size), _rand(rng, 40, c, window, window), _rand(rng, 40)
+    out = size - window + 1
+    r = _rand(rng, 2, 40, out, out)
     kernel = tg.define(PROGRAMS).convr.compile(x, wt, bf, r)
     assert kernel.source.count("omp parallel") == 1 and "_bp[" in kernel.source
-    windows = np.lib.stride_tricks.sliding_window_view(x.astype(np.float64), (3, 3), axis=(2, 3))
-    want = np.einsum("ncpqij,fcij->nfpq", windows, wt) + bf[:, None, None]
-    _close(kernel(x, wt, bf, r), np.maximum(want + r, 0))
+    windows = np.lib.stride_tricks.sliding_window_view(
+        x.astype(np.float64), (window, window), axis=(2, 3)
+    )
+    want = np.maximum(np.einsum("ncpqij,fcij->nfpq", windows, wt) + bf[:, None, None] + r, 0)
+    _close(kernel(x, wt, bf, r), want)
     (got,) = run_phases(kernel, [x, wt, bf, r], seed=size)
-    _close(got, np.maximum(want + r, 0))
+    _close(got, want)
 
 
 def test_phases_in_shuffled_chunks_match_numpy() -> None:

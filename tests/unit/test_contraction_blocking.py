@@ -3,10 +3,20 @@ from the vector unit (registers, lanes) and the cache sizes, and options overrid
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
+import tc_graph as tg
+from tc_graph import compiler
 from tc_graph.options import MappingOptions, VectorUnit
-from tc_graph.poly.contraction import L1_BYTES, L2_BYTES, Blocking, blocking
+from tc_graph.poly.contraction import (
+    L1_BYTES,
+    L2_BYTES,
+    Blocking,
+    Contraction,
+    blocking,
+    rows_in_order,
+)
 
 AVX2 = VectorUnit(floats=8, registers=16)
 AVX512 = VectorUnit(floats=16, registers=32)
@@ -39,3 +49,38 @@ def test_options_override_and_short_reductions_take_one_chunk() -> None:
     band = (L2_BYTES // 2) // (4 * 48) // 4 * 4  # rows of X, 48 floats each, in half of L2
     assert blocking(options, AVX2, 1000) == Blocking(4, 3, 8, 48, band)
     assert blocking(MappingOptions(vector_width=8), AVX2, 70).chunk == 70
+
+
+def _conv_plan(window: int, pad: bool) -> tuple[Contraction, tuple[int, ...], int]:
+    """The outer-product plan of a convolution (its input read directly, or through a
+    copy padded by one column on each side), the shape of the tensor its panels come
+    from, and the output's row length."""
+    read = "Xp(n, c, oh + kh, ow + kw)" if pad else "X(n, c, oh + kh, ow + kw)"
+    pad_stmt = (
+        "  Xp(n, c, h, w) = w >= 1 && w < W + 1 ? X(n, c, h, min(max(w - 1, 0), W - 1)) : 0.0"
+        " where w in 0:W + 2\n"
+        if pad
+        else ""
+    )
+    source = (
+        "def conv(float(N, C, H, W) X, float(F, C, KH, KW) Wt) -> (Y) {\n"
+        f"{pad_stmt}  Y(n, f, oh, ow) +=! {read} * Wt(f, c, kh, kw)\n}}"
+    )
+    args = [np.zeros((1, 64, 9, 9), np.float32), np.zeros((40, 64, window, window), np.float32)]
+    prepared = compiler.prepare(compiler.bind(tg.define(source).conv, args))
+    scop = compiler.scop(prepared, "cpu", MappingOptions())
+    (st,) = [s for s in scop.statements if s.kind == "contract"]
+    assert st.contraction is not None and st.contraction.packed is not None
+    return st.contraction, scop.shapes[st.contraction.packed.tensor], scop.shapes["Y"][-1]
+
+
+@pytest.mark.parametrize(("window", "pad", "ordered"), [(1, False, True), (3, False, False),
+                                                        (1, True, True), (3, True, False)])  # fmt: skip
+def test_a_panel_is_a_copy_where_input_rows_are_as_long_as_output_rows(
+    window: int, pad: bool, ordered: bool
+) -> None:
+    """Output rows flattened into panels (span oh); the input along them is contiguous only
+    when its rows are as long as the output's (a 1x1 window), else gathered lane by lane."""
+    plan, shape, width = _conv_plan(window, pad)
+    assert plan.span == "oh" and plan.cols == "ow"
+    assert rows_in_order(plan, shape, width) is ordered
