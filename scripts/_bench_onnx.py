@@ -18,7 +18,9 @@ import _bench_models as bm
 import onnx
 
 import tc_graph as tg
+from tc_graph.graph import cost
 from tc_graph.graph.bench_models import LAYERS, NAMES, build, sample_inputs
+from tc_graph.graph.model import Graph
 from tc_graph.onnx_domain import TC_OP
 
 __all__ = ["LAYERS", "NAMES", "PreparedModel", "prepared"]
@@ -33,6 +35,12 @@ class PreparedModel:
     compile_warm_ms: float
     tc_kernels: int
     note: str | None
+    flops: float  # the model's FLOPs, as the cost model counts them (multiply-adds two)
+
+
+def _flops(model: onnx.ModelProto) -> float:
+    g = Graph.from_model(model)
+    return sum(cost.node_work(g, n).flops for n in g.dag.nodes)
 
 
 def _optimized_session(model: onnx.ModelProto, threads: int, force: bool) -> tuple[object, int]:
@@ -71,5 +79,6 @@ def prepared(name: str, small: bool, threads: int, force: bool = False) -> Itera
             "tc_graph": partial(session.run, None, feeds),
             "ort": partial(ort_session.run, None, feeds),
         }
+        flops = _flops(model)
         del model, want, got  # 2LUT's tables are 512 MB: not needed while timing
-        yield PreparedModel(calls, cold_s, warm_ms, kernels, note)
+        yield PreparedModel(calls, cold_s, warm_ms, kernels, note, flops)

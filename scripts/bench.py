@@ -31,9 +31,18 @@ With --force, `models` and `layers` time `tg.optimize(model, force=True)`: every
 fused whatever its measurement (a machine too noisy for optimize's race still shows what
 the kernels do).
 
-`layers` runs single layers of real models the same way as `models`: attention's Softmax
-over 8x12x128x128, a residual Add with the LayerNormalization after it (1024x384), and Gelu
-as torch exports it (x * 0.5 * (1 + erf(x / sqrt 2)), 1024x1536).
+`layers` runs single layers of real models the same way as `models`: ResNet-50's stem
+(7x7/2), 3x3 64->64 at 56x56, 1x1 256->64 at 56x56, 3x3/2 128->128 and 1x1 1024->256 at
+14x14, and a MobileNet depthwise 3x3 (32 channels at 112x112), batch 1, each alone (with
+its bias) and with BatchNormalization + Relu after it (`_bn_relu`, against onnxruntime's
+own fused Conv); BERT-base's feed-forward MatMul + Add (128x768 by 768x3072) alone and with
+its Gelu; attention (8 sequences, 12 heads, 128 tokens, head size 64: MatMul, scale,
+Softmax, MatMul), without and with an additive padding mask; attention's Softmax over
+8x12x128x128, a residual Add with the LayerNormalization after it (1024x384), and Gelu as
+torch exports it (x * 0.5 * (1 + erf(x / sqrt 2)), 1024x1536). It first measures the FMA
+peak of --threads threads (scripts/_bench_peak.py) and prints each layer's GFLOP/s for
+both contenders (FLOPs as the cost model counts them: a multiply-add is two) and
+tc_graph's share of that peak.
 
 `zoo` runs models nobody here wrote: onnx's nine light_* models (shipped in the onnx wheel,
 with reference outputs) and the committed models/torch_*.onnx (small sizes), and with
@@ -241,11 +250,13 @@ def _models(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         f"threads={args.threads}, rounds={args.rounds}, {sizes}; "
         "times in µs per session.run: median [p10-p90] over rounds"
     )
+    peak = _peak_line(args.threads) if args.command == "layers" else None
     print(
         ROW.format(
             "model", "tc_graph", "onnxruntime", "numpy", "ORT/tc_graph [range]", "cold s", "warm ms"
         )
         + "  kernels"
+        + ("  GFLOP/s: tc_graph, ORT" if peak is not None else "")
     )
     rows = []
     for name in names:
@@ -258,11 +269,32 @@ def _models(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         )
         row["tc_kernels"] = prep.tc_kernels
         rows.append(row)
-        print(f"{_table_line(row, ratio_range)}  {prep.tc_kernels:>7}", flush=True)
+        line = f"{_table_line(row, ratio_range)}  {prep.tc_kernels:>7}"
+        if peak is not None:
+            line += _rates(row, prep.flops, peak)
+        print(line, flush=True)
         if prep.note:
             print(f"note ({name}): {prep.note}")
     _write_json(args.json, rows)
     return 0
+
+
+def _peak_line(threads: int) -> float:
+    """The FMA peak (FLOP/s) that the layers' rates are read against, printed."""
+    from _bench_peak import fma_peak
+
+    peak = fma_peak(threads)
+    print(f"FMA peak: {peak / 1e9:.1f} GFLOP/s ({threads} threads, a loop of vector FMAs)")
+    return peak
+
+
+def _rates(row: dict[str, object], flops: float, peak: float) -> str:
+    """GFLOP/s of both contenders (medians) and tc_graph's share of the peak; recorded in
+    the row too."""
+    tc, ort = (flops / (float(row[k]) * 1e-6) for k in ("tc_graph_us", "ort_us"))  # type: ignore[arg-type]
+    row.update(gflops_tc_graph=round(tc / 1e9, 2), gflops_ort=round(ort / 1e9, 2),
+               peak_gflops=round(peak / 1e9, 2))  # fmt: skip
+    return f"  {tc / 1e9:7.1f} {ort / 1e9:7.1f} GFLOP/s ({tc / peak:.0%} of peak)"
 
 
 def _zoo_models(full: Path | None) -> dict[str, str]:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import itertools
 import zlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -37,9 +37,31 @@ NAMES: tuple[str, ...] = (
     "tmm",
     "prodmodel",
 )
-# Single layers of real models (scripts/bench.py layers): the memory-bound operators of a
-# transformer encoder, at BERT-like sizes.
-LAYERS: tuple[str, ...] = ("softmax", "layernorm_add", "gelu")
+# Convolutions of real models: in and out channels, height = width, kernel, stride, pad,
+# groups. ResNet-50's stem and four of its layers at batch 1, and a MobileNet depthwise.
+CONVS: dict[str, tuple[int, int, int, int, int, int, int]] = {
+    "conv_stem": (3, 64, 224, 7, 2, 3, 1),
+    "conv3x3": (64, 64, 56, 3, 1, 1, 1),
+    "conv1x1": (256, 64, 56, 1, 1, 0, 1),
+    "conv3x3s2": (128, 128, 56, 3, 2, 1, 1),
+    "conv1x1_14": (1024, 256, 14, 1, 1, 0, 1),
+    "depthwise": (32, 32, 112, 3, 1, 1, 32),
+}
+# Single layers of real models (scripts/bench.py layers): each convolution alone and with
+# BatchNormalization + Relu after it, BERT-base's feed-forward product alone and with its
+# Gelu, attention (12 heads, 128 tokens, head size 64) without and with a padding mask, and
+# the memory-bound operators of a transformer encoder.
+LAYERS: tuple[str, ...] = (
+    *CONVS,
+    *(f"{name}_bn_relu" for name in CONVS),
+    "bert_gemm",
+    "bert_gemm_gelu",
+    "attention",
+    "attention_mask",
+    "softmax",
+    "layernorm_add",
+    "gelu",
+)
 
 InputSpec = tuple[np.dtype | type, Sequence[int]]
 
@@ -100,6 +122,9 @@ class Sizes:
     softmax: tuple[int, int, int, int]  # batch, heads, queries, keys (softmax over keys)
     layernorm: tuple[int, int]  # rows (tokens), hidden
     gelu: tuple[int, int]  # rows, width
+    conv_scale: int  # CONVS' channels (but 3 inputs) and sizes divided by this
+    ffn: tuple[int, int, int]  # tokens, hidden, feed-forward width
+    attention: tuple[int, int, int, int]  # batch, heads, tokens, head size
 
 
 FULL = Sizes(
@@ -114,6 +139,9 @@ FULL = Sizes(
     softmax=(8, 12, 128, 128),
     layernorm=(1024, 384),
     gelu=(1024, 1536),
+    conv_scale=1,
+    ffn=(128, 768, 3072),
+    attention=(8, 12, 128, 64),
 )
 SMALL = Sizes(
     batch=16,
@@ -127,6 +155,9 @@ SMALL = Sizes(
     softmax=(2, 3, 32, 32),
     layernorm=(128, 48),
     gelu=(128, 192),
+    conv_scale=8,
+    ffn=(16, 96, 384),
+    attention=(2, 3, 16, 8),
 )
 
 
@@ -285,13 +316,79 @@ def _build_layernorm_add(g: _Graph, s: Sizes) -> None:
 
 
 def _build_gelu(g: _Graph, s: Sizes) -> None:
+    """Gelu on its own."""
+    g.output(_gelu_of(g, g.input("X", np.float32, s.gelu), "Y"), s.gelu)
+
+
+def _conv_layer(name: str, epilogue: bool) -> Callable[[_Graph, Sizes], None]:
+    """The builder of convolution `name` (CONVS), with a bias, then with `epilogue`
+    BatchNormalization (inference statistics) and Relu."""
+
+    def build_conv(g: _Graph, s: Sizes) -> None:
+        c, f, size, k, stride, pad, groups = CONVS[name]
+        scale = s.conv_scale
+        c, f, groups = (c if c == 3 else c // scale), f // scale, max(1, groups // scale)
+        size = size // scale
+        x = g.input("X", np.float32, (1, c, size, size))
+        w = g.const("conv_w", weight(g.rng, (f, c // groups, k, k), c // groups * k * k))
+        b = g.const("conv_b", normal(g.rng, (f,), 0.1))
+        out = (size + 2 * pad - k) // stride + 1
+        y = g.node(
+            "Conv", [x, w, b], None if epilogue else "Y", group=groups, kernel_shape=[k, k],
+            pads=[pad] * 4, strides=[stride] * 2,
+        )  # fmt: skip
+        if epilogue:
+            stats = [
+                g.const("bn_scale", 1.0 + normal(g.rng, (f,), 0.1)),
+                g.const("bn_bias", normal(g.rng, (f,), 0.1)),
+                g.const("bn_mean", normal(g.rng, (f,), 0.1)),
+                g.const("bn_var", 1.0 + np.abs(normal(g.rng, (f,), 0.1))),
+            ]
+            y = g.node("Relu", [g.node("BatchNormalization", [y, *stats], epsilon=1e-5)], "Y")
+        g.output(y, (1, f, out, out))
+
+    return build_conv
+
+
+def _gelu_of(g: _Graph, x: str, out: str) -> str:
     """Gelu as torch exports it before opset 20: x * 0.5 * (1 + erf(x / sqrt(2)))."""
-    x = g.input("X", np.float32, s.gelu)
     root2 = g.const("sqrt2", np.array(np.sqrt(2.0), np.float32))
     one = g.const("one", np.array(1.0, np.float32))
     half = g.const("half", np.array(0.5, np.float32))
     inner = g.node("Add", [g.node("Erf", [g.node("Div", [x, root2])]), one])
-    g.output(g.node("Mul", [g.node("Mul", [x, inner]), half], "Y"), s.gelu)
+    return g.node("Mul", [g.node("Mul", [x, inner]), half], out)
+
+
+def _ffn_layer(gelu: bool) -> Callable[[_Graph, Sizes], None]:
+    """BERT's feed-forward product (MatMul + Add, weights (in, out)), with `gelu` its Gelu."""
+
+    def build_ffn(g: _Graph, s: Sizes) -> None:
+        tokens, hidden, width = s.ffn
+        x = g.input("X", np.float32, (tokens, hidden))
+        w = g.const("ffn_w", weight(g.rng, (hidden, width), hidden))
+        b = g.const("ffn_b", normal(g.rng, (width,), 0.1))
+        y = g.node("Add", [g.node("MatMul", [x, w]), b], None if gelu else "Y")
+        g.output(_gelu_of(g, y, "Y") if gelu else y, (tokens, width))
+
+    return build_ffn
+
+
+def _attention_layer(mask: bool) -> Callable[[_Graph, Sizes], None]:
+    """softmax(Q K^T / sqrt(d) [+ mask]) V per head, K given as (.., tokens, d) and
+    transposed; the mask is additive, one row per sequence (padding), broadcast."""
+
+    def build_attention(g: _Graph, s: Sizes) -> None:
+        batch, heads, tokens, d = s.attention
+        shape = (batch, heads, tokens, d)
+        q, k, v = (g.input(n, np.float32, shape) for n in "QKV")
+        scores = g.node("MatMul", [q, g.node("Transpose", [k], perm=[0, 1, 3, 2])])
+        scaled = g.node("Mul", [scores, g.const("scale", np.array(d**-0.5, np.float32))])
+        if mask:
+            scaled = g.node("Add", [scaled, g.input("M", np.float32, (batch, 1, 1, tokens))])
+        probs = g.node("Softmax", [scaled], axis=-1)
+        g.output(g.node("MatMul", [probs, v], "Y"), shape)
+
+    return build_attention
 
 
 _BUILDERS = {
@@ -307,6 +404,12 @@ _BUILDERS = {
     "softmax": _build_softmax,
     "layernorm_add": _build_layernorm_add,
     "gelu": _build_gelu,
+    **{name: _conv_layer(name, False) for name in CONVS},
+    **{f"{name}_bn_relu": _conv_layer(name, True) for name in CONVS},
+    "bert_gemm": _ffn_layer(False),
+    "bert_gemm_gelu": _ffn_layer(True),
+    "attention": _attention_layer(False),
+    "attention_mask": _attention_layer(True),
 }
 
 

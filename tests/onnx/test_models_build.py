@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import math
 import os
 import subprocess
 import sys
@@ -101,7 +102,38 @@ def _gelu(x: np.ndarray) -> np.ndarray:
     return x * 0.5 * (1 + erf(x.astype(np.float64) / np.sqrt(2)))
 
 
+def _conv_layer(name: str, epilogue: bool) -> Callable[[Weights, Feeds], list[np.ndarray]]:
+    """The convolution (padded, strided, grouped as CONVS says) plus its bias, and with
+    `epilogue` BatchNormalization and Relu."""
+    _, _, _, _, stride, pad, groups = bench_models.CONVS[name]
+
+    def reference(w: Weights, f: Feeds) -> list[np.ndarray]:
+        x = np.pad(f["X"], ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+        channels = f["X"].shape[1]
+        y = _gconv(x, w["conv_w"], min(groups, channels))[:, :, ::stride, ::stride]
+        y = y + w["conv_b"][:, None, None]
+        if epilogue:
+            inv = w["bn_scale"] / np.sqrt(w["bn_var"].astype(np.float64) + 1e-5)
+            y = np.maximum((y - w["bn_mean"][:, None, None]) * inv[:, None, None]
+                           + w["bn_bias"][:, None, None], 0)  # fmt: skip
+        return [y]
+
+    return reference
+
+
+def _attention(w: Weights, f: Feeds) -> list[np.ndarray]:
+    q, k, v = (f[n].astype(np.float64) for n in "QKV")
+    scores = q @ k.swapaxes(-1, -2) * np.float32(q.shape[-1] ** -0.5) + f.get("M", 0.0)
+    return [_softmax(scores) @ v]
+
+
 LAYER_REFERENCES: dict[str, Callable[[Weights, Feeds], list[np.ndarray]]] = {
+    **{name: _conv_layer(name, False) for name in bench_models.CONVS},
+    **{f"{name}_bn_relu": _conv_layer(name, True) for name in bench_models.CONVS},
+    "bert_gemm": lambda w, f: [f["X"].astype(np.float64) @ w["ffn_w"] + w["ffn_b"]],
+    "bert_gemm_gelu": lambda w, f: [_gelu(f["X"].astype(np.float64) @ w["ffn_w"] + w["ffn_b"])],
+    "attention": _attention,
+    "attention_mask": _attention,
     "softmax": lambda w, f: [_softmax(f["X"].astype(np.float64))],
     "layernorm_add": _layernorm_add,
     "gelu": lambda w, f: [_gelu(f["X"])],
@@ -277,6 +309,10 @@ def test_bench_models_runs(tmp_path: Path) -> None:
 def test_bench_layers_runs(tmp_path: Path) -> None:
     (row,) = _bench(tmp_path, "layers", "softmax")
     assert row["name"] == "softmax" and row["tc_graph_us"] > 0 and row["ort_us"] > 0
+    # Softmax counts one FLOP per element: its rate follows from the median time.
+    flops = math.prod(bench_models.SMALL.softmax) / (row["tc_graph_us"] * 1e-6) / 1e9
+    assert row["gflops_tc_graph"] == pytest.approx(flops, rel=0.01, abs=0.006)  # 2 decimals
+    assert row["peak_gflops"] > row["gflops_tc_graph"]
 
 
 def test_bench_layers_forced_times_the_tc_kernels(tmp_path: Path) -> None:
