@@ -22,7 +22,14 @@ from .. import ir
 from ..errors import TcError
 from ..lang.types import C_TYPES
 from ..options import AVX512, MappingOptions, VectorUnit
-from ..poly.contraction import Blocking, blocking, panels, rows_in_order, window
+from ..poly.contraction import (
+    Blocking,
+    blocking,
+    lane_offsets,
+    panels,
+    rows_in_order,
+    window,
+)
 from ..poly.marks import Local, Loop, LoopMark, Mark, in_tree, is_loop, of_node
 from ..poly.proof import annotated_ast, children, loop_depth, loop_parallel, refuse
 from ..poly.scop import Scop, ScopStmt
@@ -467,7 +474,10 @@ class _Printer(StatementPrinter):
             block, in_place = self.blocking(st)
             shape = self.scop.shapes[plan.packed.tensor]
             ordered = rows_in_order(plan, shape, ranges[plan.cols][1])
-            kernel = OuterKernel(st, plan, block, ranges, {**env, **names}, in_place, ordered)
+            offsets = lane_offsets(plan)
+            kernel = OuterKernel(
+                st, plan, block, ranges, {**env, **names}, in_place, ordered, offsets
+            )
             print_kernel(self, kernel, outer, depth)
             return
         names.update({plan.rows: "_a", plan.cols: "_b", plan.red: "_r"})

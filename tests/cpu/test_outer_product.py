@@ -178,12 +178,12 @@ def test_an_elementwise_statement_after_ends_each_block() -> None:
     _close(z, 0.5 * want * (1 + scipy.special.erf(want * 0.70710678)) + r)
 
 
-@pytest.mark.parametrize(("size", "window", "c"), [(9, 3, 8), (4, 3, 8), (7, 1, 64)])
+@pytest.mark.parametrize(("size", "window", "c"), [(9, 3, 8), (4, 3, 8), (20, 3, 8), (7, 1, 64)])
 def test_convolution_rows_flattened_into_panels_match_numpy(size: int, window: int, c: int) -> None:
-    """Output rows narrower than a panel (7, 2 and 7 wide) are flattened with the columns:
-    a panel spans several rows (its window packed lane by lane, or copied where input rows
-    are as long: a 1x1 window), the last one staged, the bias start and the residual +
-    relu end read at each lane's own row and column."""
+    """Output rows (7, 2, 18 and 7 wide) flattened with the columns: a panel spans
+    several rows (its window gathered by lane offsets; copied where its lanes lie in one
+    row of 18, or where input rows are as long: a 1x1 window), the last one staged, the
+    bias start and the residual + relu end read at each lane's own row and column."""
     rng = np.random.default_rng(size)
     x, wt, bf = _rand(rng, 2, c, size, size), _rand(rng, 40, c, window, window), _rand(rng, 40)
     out = size - window + 1

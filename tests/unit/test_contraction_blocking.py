@@ -15,6 +15,7 @@ from tc_graph.poly.contraction import (
     Blocking,
     Contraction,
     blocking,
+    lane_offsets,
     rows_in_order,
 )
 
@@ -51,11 +52,13 @@ def test_options_override_and_short_reductions_take_one_chunk() -> None:
     assert blocking(MappingOptions(vector_width=8), AVX2, 70).chunk == 70
 
 
-def _conv_plan(window: int, pad: bool) -> tuple[Contraction, tuple[int, ...], int]:
+def _conv_plan(
+    window: int, pad: bool, read: str | None = None, where: str = ""
+) -> tuple[Contraction, tuple[int, ...], int]:
     """The outer-product plan of a convolution (its input read directly, or through a
     copy padded by one column on each side), the shape of the tensor its panels come
     from, and the output's row length."""
-    read = "Xp(n, c, oh + kh, ow + kw)" if pad else "X(n, c, oh + kh, ow + kw)"
+    read = read or ("Xp(n, c, oh + kh, ow + kw)" if pad else "X(n, c, oh + kh, ow + kw)")
     pad_stmt = (
         "  Xp(n, c, h, w) = w >= 1 && w < W + 1 ? X(n, c, h, min(max(w - 1, 0), W - 1)) : 0.0"
         " where w in 0:W + 2\n"
@@ -64,7 +67,7 @@ def _conv_plan(window: int, pad: bool) -> tuple[Contraction, tuple[int, ...], in
     )
     source = (
         "def conv(float(N, C, H, W) X, float(F, C, KH, KW) Wt) -> (Y) {\n"
-        f"{pad_stmt}  Y(n, f, oh, ow) +=! {read} * Wt(f, c, kh, kw)\n}}"
+        f"{pad_stmt}  Y(n, f, oh, ow) +=! {read} * Wt(f, c, kh, kw){where}\n}}"
     )
     args = [np.zeros((1, 64, 9, 9), np.float32), np.zeros((40, 64, window, window), np.float32)]
     prepared = compiler.prepare(compiler.bind(tg.define(source).conv, args))
@@ -84,3 +87,10 @@ def test_a_panel_is_a_copy_where_input_rows_are_as_long_as_output_rows(
     plan, shape, width = _conv_plan(window, pad)
     assert plan.span == "oh" and plan.cols == "ow"
     assert rows_in_order(plan, shape, width) is ordered
+    assert lane_offsets(plan), "oh + kh, ow + kw: a lane's offset plus a step's address"
+
+
+def test_a_window_not_linear_in_the_indices_is_gathered_lane_by_lane() -> None:
+    """kh * kw is not a sum of indices times constants: no offsets are taken."""
+    plan, _, _ = _conv_plan(3, False, "X(n, c, oh + kh * kw, ow + kw)", " where oh in 0:5")
+    assert plan.span == "oh" and not lane_offsets(plan)
