@@ -23,7 +23,7 @@ from onnx import numpy_helper
 
 from ..onnx_domain import ONNX_DOMAINS
 from . import external
-from .model import node_inputs
+from .model import declare_initializers, node_inputs, overridable
 
 _FLOATS = frozenset({onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE})
 
@@ -43,9 +43,9 @@ def batch_norms_folded(model: onnx.ModelProto) -> onnx.ModelProto:
     A pair folds when the BatchNormalization is in inference mode (one output), the
     Conv's output has no other reader and is not a graph output, and the weights, the
     bias and the four normalization tensors are float initializers in the model (not
-    graph inputs, not external data) of matching shapes."""
+    overridable by a graph input, not external data) of matching shapes."""
     graph = model.graph
-    inits = _initializers(graph)
+    inits = _initializers(model)
     pairs = [p for p in _pairs(graph) if _foldable(p, inits)]
     if not pairs:
         return model
@@ -69,13 +69,14 @@ def batch_norms_folded(model: onnx.ModelProto) -> onnx.ModelProto:
     out.graph.initializer.extend(new_inits)
     old = {name for p in pairs for name in (*p.conv.input[1:], *p.norm.input[1:]) if name}
     _drop_unused(out.graph, old, replaced)
+    declare_initializers(out, (t.name for t in graph.initializer))
     return out
 
 
-def _initializers(graph: onnx.GraphProto) -> dict[str, onnx.TensorProto]:
+def _initializers(model: onnx.ModelProto) -> dict[str, onnx.TensorProto]:
     """The initializers a node may treat as constants: not overridden by a graph input."""
-    inputs = {v.name for v in graph.input}
-    return {t.name: t for t in graph.initializer if t.name not in inputs}
+    inputs = overridable(model)
+    return {t.name: t for t in model.graph.initializer if t.name not in inputs}
 
 
 def _pairs(graph: onnx.GraphProto) -> list[_Pair]:

@@ -287,6 +287,43 @@ def _check(
         ) from exc
 
 
+# The first IR version in which a graph input overrides the initializer of its name: before
+# it every initializer was also listed as an input, and onnxruntime treats those as
+# constants (its Graph::CanOverrideInitializer).
+OVERRIDE_IR_VERSION = 4
+
+
+def overridable(proto: onnx.ModelProto) -> frozenset[str]:
+    """The initializers a run may override by feeding a graph input of their name: those
+    listed as graph inputs, from IR version 4 on; none before (onnx's light_* models list
+    every weight as an input, and onnxruntime folds them as constants all the same)."""
+    if proto.ir_version < OVERRIDE_IR_VERSION:
+        return frozenset()
+    inputs = {v.name for v in proto.graph.input}
+    return frozenset(t.name for t in proto.graph.initializer if t.name in inputs)
+
+
+def declare_initializers(proto: onnx.ModelProto, before: Iterable[str]) -> None:
+    """Before IR version 4 every initializer must also be a graph input (the checker says
+    so): in place, declare the graph's initializers that are not inputs as inputs, and
+    drop the inputs named in `before` (the initializers the graph had) that are no
+    longer initializers. Nothing from IR version 4 on."""
+    if proto.ir_version >= OVERRIDE_IR_VERSION:
+        return
+    graph = proto.graph
+    inits = {t.name: t for t in graph.initializer}
+    gone = set(before) - set(inits)
+    kept = [v for v in graph.input if v.name not in gone]
+    listed = {v.name for v in kept}
+    kept += [
+        onnx.helper.make_tensor_value_info(t.name, t.data_type, t.dims)
+        for name, t in inits.items()
+        if name not in listed
+    ]
+    del graph.input[:]
+    graph.input.extend(kept)
+
+
 def copy_without_initializers(proto: onnx.ModelProto) -> onnx.ModelProto:
     """A copy of everything but `graph.initializer` (cheap even for huge models)."""
     out = onnx.ModelProto()
@@ -533,7 +570,7 @@ class Graph:
 
     `dag` keys are indices into `model.graph.node` (which ONNX keeps topologically
     sorted); `types` holds only values whose shape is fully static; `constants` holds
-    initializers (except those that are also graph inputs: callers may override them),
+    initializers (except those a graph input overrides: `overridable`),
     Constant node outputs and the outputs of small all-constant nodes folded here.
     """
 
@@ -565,9 +602,9 @@ class Graph:
         if not isinstance(model, onnx.ModelProto):
             base_dir = str(Path(model).resolve().parent)
         constants = _Constants(base_dir)
-        graph_input_names = {v.name for v in proto.graph.input}
+        inputs = overridable(proto)
         for tensor in proto.graph.initializer:
-            if tensor.name not in graph_input_names:
+            if tensor.name not in inputs:
                 constants.add_proto(tensor)
         types: dict[str, ValueType] = {}
         for tensor in proto.graph.initializer:
@@ -619,10 +656,10 @@ class Graph:
 
     @cached_property
     def defaults(self) -> Mapping[str, onnx.TensorProto]:
-        """Graph inputs that have an initializer, by name: not constants (a caller may
-        override them), but a model cut out of this one, or a run that does not feed
+        """Graph inputs that have an initializer a caller may override (`overridable`), by
+        name: not constants, but a model cut out of this one, or a run that does not feed
         them, needs their default (inception's Reshape shapes are such inputs)."""
-        inputs = set(self.graph_inputs)
+        inputs = overridable(self.model)
         return {t.name: t for t in self.model.graph.initializer if t.name in inputs}
 
     def is_static(self, name: str) -> bool:

@@ -25,7 +25,7 @@ import onnx
 from ..errors import TcError
 from ..onnx_domain import ONNX_DOMAINS, TC_DOMAIN, TC_DOMAIN_VERSION, TC_OP
 from .model import check as check_model
-from .model import copy_without_initializers, node_inputs
+from .model import copy_without_initializers, declare_initializers, node_inputs, overridable
 from .partition import Group
 
 # The kernel_key rule, shared with ort_op.c (check_key): a key names what the node computes.
@@ -211,7 +211,9 @@ def rewrite(
 
     del graph.node[:]
     graph.node.extend(ordered)
-    _add_used_initializers(graph, [*model.graph.initializer, *new_inits])
+    interface = overridable(model)
+    _add_used_initializers(graph, [*model.graph.initializer, *new_inits], interface)
+    declare_initializers(out, (t.name for t in model.graph.initializer))
     _tidy_value_info(graph, replacements)
     if not any(o.domain == TC_DOMAIN for o in out.opset_import):
         out.opset_import.append(onnx.helper.make_opsetid(TC_DOMAIN, TC_DOMAIN_VERSION))
@@ -339,10 +341,12 @@ def _drop_dead(
         nodes = [node for i, node in enumerate(nodes) if i not in dead_set]
 
 
-def _add_used_initializers(graph: onnx.GraphProto, initializers: list[onnx.TensorProto]) -> None:
-    """Copy in the initializers some node still reads (graph inputs with defaults stay
-    too: they are part of the model's interface); the others are dropped uncopied."""
-    read = {v.name for v in graph.output} | {v.name for v in graph.input}
+def _add_used_initializers(
+    graph: onnx.GraphProto, initializers: list[onnx.TensorProto], interface: frozenset[str]
+) -> None:
+    """Copy in the initializers some node still reads (graph inputs with defaults, the
+    `interface`, stay too: a caller may feed them); the others are dropped uncopied."""
+    read = {v.name for v in graph.output} | set(interface)
     for node in graph.node:
         read.update(node_inputs(node))
     graph.initializer.extend(t for t in initializers if t.name in read)

@@ -120,3 +120,69 @@ def test_optimize_fuses_conv_batch_norm_relu_as_one_conv_kernel() -> None:
     assert "BatchNormalization" not in source and "var" not in source
     got = tg.InferenceSession(fused).run(None, {"x": _x()})
     np.testing.assert_allclose(got[0], _run(model, _x())[0], RTOL, ATOL)
+
+
+def _ir3(model: onnx.ModelProto) -> onnx.ModelProto:
+    """The model as IR version 3 writes it (onnx's light_* models): every initializer
+    also a graph input, which onnxruntime then treats as a constant, not an input."""
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    out.ir_version = 3
+    del out.opset_import[:]
+    out.opset_import.extend([helper.make_opsetid("", 9)])
+    for t in out.graph.initializer:
+        out.graph.input.append(helper.make_tensor_value_info(t.name, t.data_type, t.dims))
+    onnx.checker.check_model(out)
+    return out
+
+
+def test_initializers_listed_as_inputs_before_ir_4_are_constants() -> None:
+    """Before IR version 4 an initializer was also a graph input and onnxruntime does not
+    let a feed override it: the pair folds, the model stays valid (its new initializers
+    declared as inputs, the folded ones gone from the inputs too) and runs the same."""
+    model = _ir3(_conv_bn())
+    folded = batch_norms_folded(model)
+    assert [n.op_type for n in folded.graph.node] == ["Conv", "Relu"]
+    onnx.checker.check_model(folded)
+    inits = {t.name for t in folded.graph.initializer}
+    assert {v.name for v in folded.graph.input} == inits | {"x"}
+    np.testing.assert_allclose(_run(folded, _x())[0], _run(model, _x())[0], RTOL, ATOL)
+    fused = tg.optimize(model, force=True)
+    onnx.checker.check_model(fused)
+    assert [n.op_type for n in fused.graph.node] == ["TcKernel"]
+    got = tg.InferenceSession(fused).run(None, {"x": _x()})
+    np.testing.assert_allclose(got[0], _run(model, _x())[0], RTOL, ATOL)
+
+
+def test_initializers_listed_as_inputs_from_ir_4_on_are_inputs() -> None:
+    """From IR version 4 on a graph input overrides its initializer: no fold."""
+    model = _conv_bn()
+    for t in model.graph.initializer:
+        model.graph.input.append(helper.make_tensor_value_info(t.name, t.data_type, t.dims))
+    assert batch_norms_folded(model) is model
+
+
+def test_weights_of_an_ir_3_model_are_packed_and_declared() -> None:
+    """A Gemm's constant weight in an IR version 3 model is packed as panels like any
+    other: the new initializer is declared as an input (the checker requires it), the
+    weight it replaces leaves both lists, and the model runs as onnxruntime runs it."""
+    rng = np.random.default_rng(5)
+    w = rng.standard_normal((256, 50)).astype(np.float32)
+    c = rng.standard_normal(50).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("Gemm", ["x", "W", "c"], ["y"])],  # opset 9: C is required
+        "gemm",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [33, 256])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [33, 50])],
+        [numpy_helper.from_array(w, "W"), numpy_helper.from_array(c, "c")],
+    )
+    model = _ir3(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 9)]))
+    fused = tg.optimize(model, force=True)
+    onnx.checker.check_model(fused)
+    inits = {t.name for t in fused.graph.initializer}
+    assert "W" not in inits and any(name.startswith("W__tc_p") for name in inits)
+    assert {v.name for v in fused.graph.input} == inits | {"x"}
+    x = rng.standard_normal((33, 256)).astype(np.float32)
+    want = ort.InferenceSession(model.SerializeToString()).run(None, {"x": x})[0]
+    got = tg.InferenceSession(fused).run(None, {"x": x})[0]
+    np.testing.assert_allclose(got, want, RTOL, ATOL)
