@@ -14,8 +14,9 @@ channel, computed in float64 and rounded once to the weights' type.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 import onnx
@@ -45,7 +46,7 @@ def batch_norms_folded(model: onnx.ModelProto) -> onnx.ModelProto:
     bias and the four normalization tensors are float initializers in the model (not
     overridable by a graph input, not external data) of matching shapes."""
     graph = model.graph
-    inits = _initializers(model)
+    inits = _constants(model)
     pairs = [p for p in _pairs(graph) if _foldable(p, inits)]
     if not pairs:
         return model
@@ -73,10 +74,36 @@ def batch_norms_folded(model: onnx.ModelProto) -> onnx.ModelProto:
     return out
 
 
-def _initializers(model: onnx.ModelProto) -> dict[str, onnx.TensorProto]:
-    """The initializers a node may treat as constants: not overridden by a graph input."""
+@dataclass(frozen=True)
+class _Constant:
+    """A value known before the model runs: its ONNX element type, its shape, and how to
+    read it (only for the pairs that fold: onnx's light_* models make every weight with
+    a ConstantOfShape, hundreds of MB in all)."""
+
+    data_type: int
+    dims: tuple[int, ...]
+    read: Callable[[], np.ndarray]
+
+
+def _constants(model: onnx.ModelProto) -> dict[str, _Constant]:
+    """The initializers a node may treat as constants (not overridden by a graph input,
+    not external data), and the outputs of ConstantOfShape nodes of a constant shape."""
     inputs = overridable(model)
-    return {t.name: t for t in model.graph.initializer if t.name not in inputs}
+    out = {
+        t.name: _Constant(t.data_type, tuple(t.dims), partial(numpy_helper.to_array, t))
+        for t in model.graph.initializer
+        if t.name not in inputs and not external.is_external(t)
+    }
+    for node in model.graph.node:
+        shape = out.get(node.input[0]) if node.input else None
+        if node.op_type != "ConstantOfShape" or node.domain not in ONNX_DOMAINS or shape is None:
+            continue
+        dims = tuple(int(d) for d in shape.read())
+        value = next((a.t for a in node.attribute if a.name == "value"), None)
+        fill = numpy_helper.to_array(value).reshape(-1) if value else np.zeros(1, np.float32)
+        data_type = value.data_type if value else onnx.TensorProto.FLOAT
+        out[node.output[0]] = _Constant(data_type, dims, partial(np.full, dims, fill[0]))
+    return out
 
 
 def _pairs(graph: onnx.GraphProto) -> list[_Pair]:
@@ -99,8 +126,8 @@ def _pairs(graph: onnx.GraphProto) -> list[_Pair]:
     return pairs
 
 
-def _foldable(pair: _Pair, inits: Mapping[str, onnx.TensorProto]) -> bool:
-    """Whether the pair's tensors are all float initializers of one type and agreeing
+def _foldable(pair: _Pair, inits: Mapping[str, _Constant]) -> bool:
+    """Whether the pair's tensors are all float constants of one type and agreeing
     shapes, and the normalization is in inference mode."""
     norm, conv = pair.norm, pair.conv
     attrs = {a.name: a for a in norm.attribute}
@@ -113,7 +140,7 @@ def _foldable(pair: _Pair, inits: Mapping[str, onnx.TensorProto]) -> bool:
     tensors = [inits.get(name) for name in names if name]
     if len(tensors) != len([n for n in names if n]) or len(conv.input) < 2:
         return False
-    if any(t is None or external.is_external(t) for t in tensors):
+    if any(t is None for t in tensors):
         return False
     if len({t.data_type for t in tensors}) != 1 or tensors[0].data_type not in _FLOATS:
         return False
@@ -122,17 +149,15 @@ def _foldable(pair: _Pair, inits: Mapping[str, onnx.TensorProto]) -> bool:
 
 
 def _folded(
-    pair: _Pair, inits: Mapping[str, onnx.TensorProto]
+    pair: _Pair, inits: Mapping[str, _Constant]
 ) -> tuple[onnx.TensorProto, onnx.TensorProto]:
     """The folded weights and bias (unnamed)."""
     conv, norm = pair.conv, pair.norm
-    weight = numpy_helper.to_array(inits[conv.input[1]])
-    scale, shift, mean, var = (
-        numpy_helper.to_array(inits[name]).astype(np.float64) for name in norm.input[1:]
-    )
+    weight = inits[conv.input[1]].read()
+    scale, shift, mean, var = (inits[name].read().astype(np.float64) for name in norm.input[1:])
     bias = np.zeros(weight.shape[0])
     if len(conv.input) > 2 and conv.input[2]:
-        bias = numpy_helper.to_array(inits[conv.input[2]]).astype(np.float64)
+        bias = inits[conv.input[2]].read().astype(np.float64)
     epsilon = next((a.f for a in norm.attribute if a.name == "epsilon"), 1e-5)
     s = scale / np.sqrt(var + epsilon)
     w = weight.astype(np.float64) * s.reshape((-1,) + (1,) * (weight.ndim - 1))
@@ -176,9 +201,18 @@ def _replace_nodes(graph: onnx.GraphProto, convs: Mapping[str, onnx.NodeProto]) 
 def _drop_unused(
     graph: onnx.GraphProto, old: set[str], convs: Mapping[str, onnx.NodeProto]
 ) -> None:
-    """The `old` initializers that no node reads any more (the weights and normalization
-    tensors folded, unless something else shares them), and the value_info of the Conv
-    outputs that no longer exist."""
+    """The `old` constants that no node reads any more (the weights and normalization
+    tensors folded, unless something else shares them: initializers, and the
+    ConstantOfShape nodes that made them, whose shapes go too when unread), and the
+    value_info of the Conv outputs that no longer exist."""
+    used = {name for node in graph.node for name in node_inputs(node)}
+    used |= {v.name for v in graph.output}
+    dead = [n for n in graph.node if n.op_type == "ConstantOfShape"
+            and n.output[0] in old and n.output[0] not in used]  # fmt: skip
+    old = old | {name for n in dead for name in n.input}
+    nodes = [n for n in graph.node if n not in dead]
+    del graph.node[:]
+    graph.node.extend(nodes)
     used = {name for node in graph.node for name in node_inputs(node)}
     used |= {v.name for v in graph.output}
     kept = [t for t in graph.initializer if t.name in used or t.name not in old]

@@ -186,3 +186,18 @@ def test_weights_of_an_ir_3_model_are_packed_and_declared() -> None:
     want = ort.InferenceSession(model.SerializeToString()).run(None, {"x": x})[0]
     got = tg.InferenceSession(fused).run(None, {"x": x})[0]
     np.testing.assert_allclose(got, want, RTOL, ATOL)
+
+
+def test_weights_made_by_constant_of_shape_fold() -> None:
+    """onnx's light_* models make each weight with a ConstantOfShape of a constant shape:
+    such a weight is a constant too; the node and its shape go with the fold."""
+    model = _conv_bn()
+    (w,) = [t for t in model.graph.initializer if t.name == "w"]
+    fill = helper.make_tensor("fill", TensorProto.FLOAT, [1], [0.25])
+    model.graph.node.insert(0, helper.make_node("ConstantOfShape", ["w_shape"], ["w"], value=fill))
+    model.graph.initializer.remove(w)
+    model.graph.initializer.append(numpy_helper.from_array(np.array(w.dims, np.int64), "w_shape"))
+    folded = batch_norms_folded(model)
+    assert [n.op_type for n in folded.graph.node] == ["Conv", "Relu"]
+    assert "w_shape" not in {t.name for t in folded.graph.initializer}
+    np.testing.assert_allclose(_run(folded, _x())[0], _run(model, _x())[0], RTOL, ATOL)
