@@ -42,8 +42,8 @@ ERF = "def e(float32(N) X) -> (Y) { Y(i) = erf(X(i)) }"
 
 
 def test_erf_is_within_three_ulp_of_scipys() -> None:
-    """The prelude's tc_erff: the series near 0 (relative error), the fit up to 3.92 and
-    +-1 beyond (absolute error against the spacing of floats near 1)."""
+    """The prelude's tc_erff, x P(x^2) / Q(x^2) up to 3.92 and +-1 beyond: relative error
+    near 0, absolute error against the spacing of floats near 1."""
     from scipy.special import erf
 
     x = np.concatenate([

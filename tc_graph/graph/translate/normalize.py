@@ -53,10 +53,14 @@ def _softmax(node: onnx.NodeProto, ctx: Context) -> Call:
         ek=", ".join(k_idx),
         Y=ref("Y", all_idx),
         result=string.Template(table()[op]["result"]).substitute(fields),
+        before="".join(
+            f"  {string.Template(line).substitute(fields)}\n"
+            for line in table()[op].get("before", [])
+        ),
         **{k: v for k, v in fields.items() if k != "Xi"},
     )
     # 0-d temporaries (every axis reduced) are written without parentheses.
-    text = text.replace("mx()", "mx").replace("s()", "s")
+    text = text.replace("mx()", "mx").replace("s()", "s").replace("r()", "r")
     return Call(op, text, (x,), (out,))
 
 
