@@ -63,8 +63,10 @@ def _unit_last(r: ir.Read, red: str) -> bool:
 LONG_REDUCTION = 256
 MIN_REDUCTION = 64
 MIN_TILE = 4
-# Dot products with at least this many rows (and a long reduction) take the outer form:
-# C3's 128 x 1000 x 1024 ran 1.6x faster so, tbmm's 26 x 72 x 26 blocks 1.25x slower.
+# Dot products with at least this many rows (and a LONG_REDUCTION, or MIN_REDUCTION where
+# nothing else writes their output) take the outer form: C3's 128 x 1000 x 1024 ran 1.6x
+# faster so, attention's Q K^T (128 x 64 x 128 per head) 1.4x (the whole attention, on
+# one Zen 3 core), tbmm's 26 x 72 x 26 blocks 1.25x slower.
 # So do convolutions (several reduction indices) with this many output channels: ResNet's
 # 3x3 and 1x1 layers ran 1.0-4.9x faster, gconv's groups of 16 channels 1.25x slower.
 OUTER_ROWS = 32
@@ -97,8 +99,8 @@ def plan(
     dense: bool = False,
 ) -> Contraction | None:
     """The kernel-of-its-own form of st, given each iterator's trip count, or None: the
-    outer-product form where it applies, except for dot products over few rows or a short
-    reduction (tbmm's 26 x 72 blocks), where packing costs more than it saves. `start`,
+    outer-product form where it applies, except for dot products over few rows (tbmm's
+    26 x 72 blocks) or a short reduction, where packing costs more than it saves. `start`,
     the statement before st setting its output region (scop._starts), becomes the
     outer form's starting value when it has a vector form along the columns (a bias);
     `end`, the elementwise statement after st on its output (scop._ends), is applied to
@@ -112,7 +114,11 @@ def plan(
     many_rows = outer is not None and extents[outer.rows or ""] >= OUTER_ROWS
     if outer is not None and outer.inner and not many_rows:
         outer = None  # a window packed per output row, reused by few rows: gconv's 16
-    if outer is not None and (dot is None or (depth >= LONG_REDUCTION and many_rows)):
+    # A dot product with a shorter reduction keeps its place in the fused nests unless
+    # it is alone in its output anyway (MLP3's layers stay one parallel region).
+    alone = sum(s.tensor == st.tensor for s in program.statements) == 1
+    reach = LONG_REDUCTION if not alone else MIN_REDUCTION
+    if outer is not None and (dot is None or (depth >= reach and many_rows)):
         rows, cols, red = outer.rows or "", outer.cols, outer.red
     elif dot is not None:
         (cols, red), outer, rows = dot, None, st.lhs[-2]
