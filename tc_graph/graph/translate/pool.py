@@ -141,11 +141,12 @@ def _padded(
 
 @translator("MaxPool", "AveragePool")
 def _pool(node: onnx.NodeProto, ctx: Context) -> Call:
-    """MaxPool and AveragePool over any number of spatial dimensions. A window position
-    outside the input is skipped by a select (its read clamped, since subscripts are
-    checked whatever guards them); AveragePool divides by the count of positions inside
-    the input, or inside the padded input with count_include_pad, computed by a second
-    reduction over the windows when padding or ceil_mode make it vary."""
+    """MaxPool and AveragePool over any number of spatial dimensions. Where a window
+    leaves the input, the windows read a copy of it padded with the lowest float (max)
+    or 0 (average) as far as they reach (`_padded`); AveragePool divides by the count of
+    positions inside the input, or inside the padded input with count_include_pad,
+    computed by a second reduction over the windows when padding or ceil_mode make it
+    vary."""
     op = node.op_type
     x, sx, at = _pool_input(node, ctx)
     size = sx[2:]
