@@ -15,8 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from .. import ir
-from ..poly.contraction import Blocking, Contraction, window
+from ..poly.contraction import Blocking, Contraction, along_reduction, window
 from ..poly.scop import ScopStmt
 from .expr import cname, store
 
@@ -215,7 +214,7 @@ def _pack(p: _Printer, k: OuterKernel, d: int, *, staged: bool) -> None:
         value = "_s0[_off[_l]]"
     if staged:
         value = f"b0 + _l < {k.columns[1]} ? {value} : 0.0f"
-    if not plan.inner and plan.red in ir.index_names(plan.packed.subscripts[-1]):
+    if along_reduction(plan):
         # P read along the reduction: copy its rows with unit stride
         p.out(d, f"for (int _l = 0; _l < {n}; _l++) {{")
         p.out(d + 1, f"for (int _k = 0; _k < kn; _k++) _bp[_k * {n} + _l] = {value};")

@@ -309,9 +309,19 @@ def lane_offsets(plan: Contraction) -> bool:
     address at a lane and a reduction step is then the address at the step for column 0
     plus the lane's offset, fixed for a work item. The panel is packed with one load per
     lane, not with each lane's row and column worked out again at each step (a division
-    by the row length per lane: a third of a 3x3 convolution's time over 64 channels)."""
+    by the row length per lane: a third of a 3x3 convolution's time over 64 channels).
+    Not for P read along the reduction, which is copied lane by lane."""
     p = plan.packed
-    return p is not None and plan.span is not None and all(map(_integer_linear, p.subscripts))
+    if p is None or plan.span is None or along_reduction(plan):
+        return False
+    return all(map(_integer_linear, p.subscripts))
+
+
+def along_reduction(plan: Contraction) -> bool:
+    """P is read along the reduction (its last subscript reads the first reduction index,
+    and there are no others): a panel is copied lane by lane, a run of steps each."""
+    p = plan.packed
+    return p is not None and not plan.inner and plan.red in ir.index_names(p.subscripts[-1])
 
 
 def _integer_linear(e: ir.Expr) -> bool:

@@ -33,6 +33,9 @@ def convr(float(N,C,H,W) X, float(F,C,KH,KW) Wt, float(F) B, float(N,F,OH,OW) R)
   Y(n,f,oh,ow) += X(n,c,oh+kh,ow+kw) * Wt(f,c,kh,kw)
   Y(n,f,oh,ow) = fmax(Y(n,f,oh,ow) + R(n,f,oh,ow), 0)
 }
+def nhwc(float(N,H,W,C) X, float(F,C) Wt) -> (Y) {
+  Y(n,f,oh,ow) +=! X(n,oh,ow,c) * Wt(f,c)
+}
 def mlp(float(M,K) A, float(K,N) B, float(N) C) -> (Y) {
   Y(m,n) = C(n)
   Y(m,n) += A(m,k) * B(k,n)
@@ -197,6 +200,16 @@ def test_convolution_rows_flattened_into_panels_match_numpy(size: int, window: i
     _close(kernel(x, wt, bf, r), want)
     (got,) = run_phases(kernel, [x, wt, bf, r], seed=size)
     _close(got, want)
+
+
+def test_a_channels_last_input_is_copied_along_its_channels() -> None:
+    """P read along the reduction (channels last) over flattened output rows: each lane's
+    run of channels is copied with unit stride, at the lane's own row and column."""
+    rng = np.random.default_rng(14)
+    x, wt = _rand(rng, 2, 5, 7, 70), _rand(rng, 40, 70)
+    kernel = tg.define(PROGRAMS).nhwc.compile(x, wt)
+    assert "_bp[" in kernel.source
+    _close(kernel(x, wt), np.einsum("nhwc,fc->nfhw", x.astype(np.float64), wt))
 
 
 def test_phases_in_shuffled_chunks_match_numpy() -> None:
