@@ -43,8 +43,9 @@ def batch_norms_folded(model: onnx.ModelProto) -> onnx.ModelProto:
 
     A pair folds when the BatchNormalization is in inference mode (one output), the
     Conv's output has no other reader and is not a graph output, and the weights, the
-    bias and the four normalization tensors are float initializers in the model (not
-    overridable by a graph input, not external data) of matching shapes."""
+    bias and the four normalization tensors are float constants of matching shapes
+    (`_constants`: initializers no graph input overrides and not in external data, or
+    made by a ConstantOfShape)."""
     graph = model.graph
     inits = _constants(model)
     pairs = [p for p in _pairs(graph) if _foldable(p, inits)]
