@@ -70,6 +70,10 @@ MIN_TILE = 4
 # So do convolutions (several reduction indices) with this many output channels: ResNet's
 # 3x3 and 1x1 layers ran 1.0-4.9x faster, gconv's groups of 16 channels 1.25x slower.
 OUTER_ROWS = 32
+# Convolutions whose output rows flatten into panels (`_span`) need only this many: gconv's
+# groups of 16 output channels (12 x 12 outputs) ran 2x faster so on two Zen 3 cores; with
+# a panel per output row (12 of 16 lanes used) they had run 1.25x slower.
+OUTER_FLAT_ROWS = 16
 
 
 def _dot_form(program: ir.Program, st: ir.Statement) -> tuple[str, str] | None:
@@ -111,9 +115,10 @@ def plan(
         return None
     dot, outer = _dot_form(program, st), _outer_form(program, st)
     depth = math.prod(extents[r] for r in st.reduction_vars)
-    many_rows = outer is not None and extents[outer.rows or ""] >= OUTER_ROWS
-    if outer is not None and outer.inner and not many_rows:
-        outer = None  # a window packed per output row, reused by few rows: gconv's 16
+    rows_n = extents[outer.rows or ""] if outer is not None else 0
+    many_rows = rows_n >= OUTER_ROWS
+    if outer is not None and outer.inner and rows_n < (OUTER_FLAT_ROWS if dense else OUTER_ROWS):
+        outer = None  # a window packed per panel, reused by too few rows
     # A dot product with a shorter reduction keeps its place in the fused nests unless
     # it is alone in its output anyway (MLP3's layers stay one parallel region).
     alone = sum(s.tensor == st.tensor for s in program.statements) == 1
