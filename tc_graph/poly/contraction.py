@@ -120,9 +120,9 @@ def plan(
     if outer is not None and outer.inner and rows_n < (OUTER_FLAT_ROWS if dense else OUTER_ROWS):
         outer = None  # a window packed per panel, reused by too few rows
     # A dot product with a shorter reduction keeps its place in the fused nests unless
-    # it is alone in its output anyway (MLP3's layers stay one parallel region).
-    alone = sum(s.tensor == st.tensor for s in program.statements) == 1
-    reach = LONG_REDUCTION if not alone else MIN_REDUCTION
+    # it is the only writer of its output anyway (MLP3's layers stay one parallel region).
+    sole = sum(s.tensor == st.tensor for s in program.statements) == 1
+    reach = MIN_REDUCTION if sole else LONG_REDUCTION
     if outer is not None and (dot is None or (depth >= reach and many_rows)):
         rows, cols, red = outer.rows or "", outer.cols, outer.red
     elif dot is not None:
@@ -330,6 +330,8 @@ def along_reduction(plan: Contraction) -> bool:
 
 
 def _integer_linear(e: ir.Expr) -> bool:
+    """e is a sum of indices and constants, each maybe times a constant (no division,
+    modulo, clamp or product of indices)."""
     match e:
         case ir.Index() | ir.Const():
             return True

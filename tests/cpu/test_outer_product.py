@@ -36,6 +36,9 @@ def convr(float(N,C,H,W) X, float(F,C,KH,KW) Wt, float(F) B, float(N,F,OH,OW) R)
 def nhwc(float(N,H,W,C) X, float(F,C) Wt) -> (Y) {
   Y(n,f,oh,ow) +=! X(n,oh,ow,c) * Wt(f,c)
 }
+def gconv(float(N,G,C,H,W) I, float(G,F,C,KH,KW) W1) -> (O) {
+  O(n,g,f,h,w) +=! I(n,g,c,h+kh,w+kw) * W1(g,f,c,kh,kw)
+}
 def mlp(float(M,K) A, float(K,N) B, float(N) C) -> (Y) {
   Y(m,n) = C(n)
   Y(m,n) += A(m,k) * B(k,n)
@@ -200,6 +203,17 @@ def test_convolution_rows_flattened_into_panels_match_numpy(size: int, window: i
     _close(kernel(x, wt, bf, r), want)
     (got,) = run_phases(kernel, [x, wt, bf, r], seed=size)
     _close(got, want)
+
+
+def test_grouped_convolution_of_16_channels_a_group_matches_numpy() -> None:
+    """16 output channels a group (OUTER_FLAT_ROWS) over flattened 4 x 5 outputs: two
+    full blocks of 6 rows and one of 4 per group, the group an outer index."""
+    rng = np.random.default_rng(15)
+    x, wt = _rand(rng, 2, 3, 8, 6, 7), _rand(rng, 3, 16, 8, 3, 3)
+    kernel = tg.define(PROGRAMS).gconv.compile(x, wt)
+    assert "_bp[" in kernel.source
+    windows = np.lib.stride_tricks.sliding_window_view(x.astype(np.float64), (3, 3), axis=(3, 4))
+    _close(kernel(x, wt), np.einsum("ngcpqij,gfcij->ngfpq", windows, wt))
 
 
 def test_a_channels_last_input_is_copied_along_its_channels() -> None:
