@@ -22,14 +22,7 @@ from .. import ir
 from ..errors import TcError
 from ..lang.types import C_TYPES
 from ..options import AVX512, MappingOptions, VectorUnit
-from ..poly.contraction import (
-    Blocking,
-    blocking,
-    lane_offsets,
-    panels,
-    rows_in_order,
-    window,
-)
+from ..poly.contraction import Blocking, Packing, blocking, packing, window
 from ..poly.marks import Local, Loop, LoopMark, Mark, in_tree, is_loop, of_node
 from ..poly.proof import annotated_ast, children, loop_depth, loop_parallel, refuse
 from ..poly.scop import Scop, ScopStmt
@@ -469,13 +462,8 @@ class _Printer(StatementPrinter):
         assert plan is not None
         names = {v: f"_o{k}" for k, v in enumerate(v for v in st.source.lhs if v not in env)}
         if plan.packed is not None:
-            block, in_place = self.blocking(st)
-            shape = self.scop.shapes[plan.packed.tensor]
-            ordered = rows_in_order(plan, shape, ranges[plan.cols][1])
-            offsets = lane_offsets(plan)
-            kernel = OuterKernel(
-                st, plan, block, ranges, {**env, **names}, in_place, ordered, offsets
-            )
+            block, packed = self.blocking(st)
+            kernel = OuterKernel(st, plan, block, ranges, {**env, **names}, packed)
             print_kernel(self, kernel, outer, depth)
             return
         names.update({plan.rows: "_a", plan.cols: "_b", plan.red: "_r"})
@@ -518,16 +506,15 @@ class _Printer(StatementPrinter):
             self.out(d, "}")
         self.out(depth, "}")
 
-    def blocking(self, st: ScopStmt) -> tuple[Blocking, bool]:
-        """The register block and chunks of an outer-product contraction, and whether its
-        P is read in place (already packed as panels of the block's width)."""
+    def blocking(self, st: ScopStmt) -> tuple[Blocking, Packing]:
+        """The register block and chunks of an outer-product contraction, and how its
+        panels of P are had (contraction.packing)."""
         plan = st.contraction
         assert plan is not None and plan.packed is not None
         ranges = self.ranges(st)
         lo, hi = ranges[plan.red]
         block = blocking(self.options, self.unit, hi - lo, window(plan, ranges))
-        shape = self.scop.shapes[plan.packed.tensor]
-        return block, panels(plan, shape, ranges[plan.cols][0], block)
+        return block, packing(plan, self.scop.shapes[plan.packed.tensor], ranges, block)
 
     def contraction_nest(
         self, node: isl.AstNode

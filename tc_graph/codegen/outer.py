@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..poly.contraction import Blocking, Contraction, along_reduction, window
+from ..poly.contraction import Blocking, Contraction, Packing, along_reduction, window
 from ..poly.scop import ScopStmt
 from .expr import cname, store
 
@@ -33,9 +33,7 @@ class OuterKernel:
     block: Blocking
     ranges: Mapping[str, tuple[int, int]]
     env: Mapping[str, str]
-    in_place: bool  # P is already packed as panels: read, not copied (contraction.panels)
-    ordered: bool = False  # P contiguous along the flattened columns (rows_in_order)
-    offsets: bool = False  # P's address: a step's plus a lane's offset (lane_offsets)
+    packing: Packing  # how its panels of P are had (contraction.packing)
 
     def extent(self, v: str) -> tuple[int, int]:
         return self.ranges[v]
@@ -45,10 +43,12 @@ class OuterKernel:
         return _columns(self.plan, self.ranges)
 
     @property
+    def in_place(self) -> bool:
+        return self.packing == "in_place"
+
+    @property
     def gathers(self) -> bool:
-        """A panel is packed by per-lane offsets (flattened columns whose P is not in
-        order but linear in the indices)."""
-        return self.offsets and not self.ordered and not self.in_place
+        return self.packing == "offsets"
 
     def at(self, col: str) -> dict[str, str]:
         """The C values of the column indices at flattened column `col`, for an address in
@@ -208,10 +208,11 @@ def _pack(p: _Printer, k: OuterKernel, d: int, *, staged: bool) -> None:
     row of NR values, one row per step of the reduction indices."""
     plan, n = k.plan, k.block.panel
     assert plan.packed is not None
-    lanes = k.at("(b0 + _l)") if k.ordered else k.lane("(b0 + _l)")
-    value = p.expr(plan.packed, {**k.env, **lanes, **k.reduction_env()})
     if k.gathers:
         value = "_s0[_off[_l]]"
+    else:
+        lanes = k.at("(b0 + _l)") if k.packing == "runs" else k.lane("(b0 + _l)")
+        value = p.expr(plan.packed, {**k.env, **lanes, **k.reduction_env()})
     if staged:
         value = f"b0 + _l < {k.columns[1]} ? {value} : 0.0f"
     if along_reduction(plan):
@@ -267,7 +268,7 @@ def _lane_offsets(p: _Printer, k: OuterKernel, d: int) -> None:
     """Each lane's offset from the panel's column 0 in P, for the work item (the address
     at the lane less the address at column 0, the reduction indices at 0), and whether
     the lanes lie one after the other in P (`_along`: then the panel is a plain copy)."""
-    zero = {v: "0" for v in (k.plan.red, *k.plan.inner)}
+    zero = dict.fromkeys(k.reduction_env(), "0")
     at = _address(p, k, {**k.lane("(b0 + _l)"), **zero})
     first = _address(p, k, {**k.at("0"), **zero})
     n = k.block.panel

@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from typing import Literal
 
 from .. import ir
 from ..options import MappingOptions, VectorUnit
@@ -353,6 +354,26 @@ def _shifted(sub: ir.Expr, name: str, lanes: set[str]) -> bool:
         if here == ir.Index(name) and not lanes & ir.index_names(other):
             return True
     return False
+
+
+# How an outer kernel gets its panels of P, decided once (`packing`): read where they lie
+# (`panels`), copied a run of lanes at a time (`rows_in_order`), gathered by per-lane
+# offsets (`lane_offsets`), or each lane's element computed from its row and column.
+Packing = Literal["in_place", "runs", "offsets", "lanes"]
+
+
+def packing(
+    plan: Contraction,
+    shape: tuple[int, ...],
+    ranges: Mapping[str, tuple[int, int]],
+    block: Blocking,
+) -> Packing:
+    """How the kernel of `plan` gets its panels, P being of `shape`."""
+    if panels(plan, shape, ranges[plan.cols][0], block):
+        return "in_place"
+    if rows_in_order(plan, shape, ranges[plan.cols][1]):
+        return "runs"
+    return "offsets" if lane_offsets(plan) else "lanes"
 
 
 def blocking(
