@@ -10,7 +10,7 @@ import onnx
 from .context import Call, Context, Untranslatable, attrs, inputs
 from .library import instantiate
 from .registry import translator
-from .text import accumulator, scaled, tc_type, wide
+from .text import accumulator, padded_subscript, scaled, tc_type, wide
 
 
 def _conv_pads(at: dict[str, Any], size: Sequence[int], kernel: Sequence[int], stride, dilation):
@@ -44,13 +44,8 @@ def _conv_padding(pt: int, pl: int, pb: int, pr: int) -> str:
         return ""
     conds, subs = [], []
     for i, size, lo, hi in (("h", "H", pt, pb), ("w", "W", pl, pr)):
-        sub = f"{i} - {lo}" if lo else i
-        if lo:
-            conds.append(f"{i} >= {lo}")
-            sub = f"max({sub}, 0)"
-        if hi:
-            conds.append(f"{i} < {lo} + {size}" if lo else f"{i} < {size}")
-            sub = f"min({sub}, {size} - 1)"
+        tests, sub = padded_subscript(i, size, lo, bool(hi))
+        conds += tests
         subs.append(sub)
     return (
         f"  Xp(n, c, h, w) = {' && '.join(conds)} ? X(n, c, {subs[0]}, {subs[1]}) : 0.0\n"

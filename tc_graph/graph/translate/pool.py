@@ -11,7 +11,7 @@ import onnx
 from .context import Call, Context, Untranslatable, attrs, inputs
 from .library import instantiate
 from .registry import translator
-from .text import FLOAT16, decl, lit, ref, scaled, tc_type, wide
+from .text import FLOAT16, decl, lit, padded_subscript, ref, scaled, tc_type, wide
 
 
 def _pool_geometry(
@@ -113,7 +113,7 @@ def _padded(
     reach, and the window's read of it: affine, without a select or a clamp per window
     element (a clamped, strided read vectorized as a gather: ResNet's 3x3/2 MaxPool ran
     at 0.2x onnxruntime so; the copy costs one pass over the input). Only for pools with
-    padding; the copy's own reads are clamped, as every read is checked."""
+    padding (text.padded_subscript, as the convolutions' copy)."""
     n = len(size)
     extent = [
         (o - 1) * s + (k - 1) * d + 1
@@ -121,12 +121,11 @@ def _padded(
     ]
     conds, subs = [], []
     for j in range(n):
-        h, b = f"h{j}", begin[j]
-        if b:
-            conds.append(f"{h} >= {b}")
-        if extent[j] > b + size[j]:
-            conds.append(f"{h} < {b + size[j]}")
-        subs.append(f"min(max({h} - {b}, 0), {size[j] - 1})" if b else f"min({h}, {size[j] - 1})")
+        tests, sub = padded_subscript(
+            f"h{j}", str(size[j]), begin[j], extent[j] > begin[j] + size[j]
+        )
+        conds += tests
+        subs.append(sub)
     hs = [f"h{j}" for j in range(n)]
     read = ref("X", ["n", "c", *subs])
     value = f"{' && '.join(conds)} ? {read} : {fill}" if conds else read

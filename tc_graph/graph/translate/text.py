@@ -52,6 +52,21 @@ def scaled(factor: int, index: str) -> str:
     return index if factor == 1 else f"{factor} * {index}"
 
 
+def padded_subscript(index: str, size: str, before: int, after: bool) -> tuple[list[str], str]:
+    """For a copy of an input dimension of `size` padded by `before` positions in front
+    (and some behind where `after`): the tests that keep position `index` of the copy
+    inside the input, and the input's subscript there, clamped on each padded side (a
+    read is checked whatever guards it)."""
+    conds, sub = [], f"{index} - {before}" if before else index
+    if before:
+        conds.append(f"{index} >= {before}")
+        sub = f"max({sub}, 0)"
+    if after:
+        conds.append(f"{index} < {before} + {size}" if before else f"{index} < {size}")
+        sub = f"min({sub}, {size} - 1)"
+    return conds, sub
+
+
 def normalize_axis(axis: int, rank: int, what: str) -> int:
     if not -rank <= axis < rank:
         raise Untranslatable(f"{what} {axis} is out of range for rank {rank}")
