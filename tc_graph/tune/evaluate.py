@@ -388,7 +388,9 @@ class Evaluator:
         """The search's fastest candidates, each timed again against the default in
         interleaved rounds: (chosen options, their seconds, the default's seconds). The
         one that beats the default by the most wins; the default stays if none does. A
-        single noisy timing can make a candidate the search's best, so several go on."""
+        single noisy timing can make a candidate the search's best, so several go on.
+        The default's seconds are the chosen ones times the median per-round ratio that
+        chose them: the median of each side's rounds alone can disagree with it."""
         default_call = functools.partial(self.default_kernel, *self.args)
         chosen: tuple[MappingOptions, float, float] | None = None
         score = 0.0
@@ -404,7 +406,8 @@ class Evaluator:
             ratio = statistics.median(ratios)
             if ratio >= CONFIRM_MARGIN and ratios[len(ratios) // 4] > 1.0 and ratio > score:
                 score = ratio
-                chosen = (c, statistics.median(times["c"]), statistics.median(times["default"]))
+                best_s = statistics.median(times["c"])
+                chosen = (c, best_s, best_s * ratio)
         if chosen is not None:
             return chosen
         t = statistics.median(timing.median_runs(default_call) for _ in range(CONFIRM_ROUNDS))

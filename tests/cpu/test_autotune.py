@@ -411,3 +411,26 @@ def test_confirmation_times_the_finalists_again_and_keeps_the_best(
     assert ev.confirm([lucky, good]) == (good, 0.9, 1.0)
     assert ev.confirm([lucky]) == (ev.default, 1.0, 1.0)  # a tie keeps the default
     ev.close()
+
+
+def test_the_confirmed_speedup_is_the_one_reported(
+    cache: Path, threads: cf.Executor, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The finalist wins by the median of its per-round ratios; the seconds reported
+    must say the same, though the medians of each side's rounds can disagree (a round
+    where the whole machine slowed counts for both sides)."""
+    a, b = data(7)
+    fn = tg.define(MM).mm
+    ev = EV.Evaluator(fn, (a, b), "cpu", threads, None, lambda fail: None)
+    faster = MappingOptions(unroll=4)
+    # Rounds as (default, finalist): seven where the finalist is 1.11x faster at two
+    # machine speeds, two slow outliers of the finalist's.
+    pairs = [(10.0, 9.0)] * 3 + [(1.0, 0.9)] * 4 + [(0.5, 10.0)] * 2
+    turns = {ev.default: iter(d for d, _ in pairs), faster: iter(c for _, c in pairs)}
+    monkeypatch.setattr(
+        timing, "median_runs", lambda call, slow_s=None: next(turns[call.func.options])
+    )
+    chosen, best_s, default_s = ev.confirm([faster])
+    assert chosen == faster
+    assert default_s / best_s == pytest.approx(10.0 / 9.0)
+    ev.close()
