@@ -368,11 +368,14 @@ def _end(p: _Printer, k: OuterKernel, rows: int, d: int, *, staged: bool) -> Non
     assert plan.end is not None and plan.rows is not None
     end = plan.end
     rhi = k.extent(plan.red)[1]
-    limit = f"b0 + _l < {k.columns[1]}" if staged else f"_l < {k.block.panel}"
+    limit = f"_l < {k.columns[1]} - b0" if staged else f"_l < {k.block.panel}"
+    columns = k.at("(b0 + _l)") if plan.flat_end else k.lane("(b0 + _l)")
     p.out(d, f"if (k0 + kn == {rhi}) {{")
+    if plan.flat_end:
+        p.out(d + 1, "#pragma omp simd")
     p.out(d + 1, f"for (int _l = 0; {limit}; _l++) {{")
     for i in range(rows):
-        env = {**k.env, plan.rows: f"(a0 + {i})", **k.lane("(b0 + _l)")}
+        env = {**k.env, plan.rows: f"(a0 + {i})", **columns}
         target = f"{cname(end.tensor)}[{p.linear(end.tensor, [env[v] for v in end.lhs])}]"
         p.out(
             d + 2,

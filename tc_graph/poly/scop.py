@@ -250,7 +250,8 @@ def _contracts(
             nxt, nxt_ranges, _ = prepared[n + 1]
             if _ends(st, ranges, nxt, nxt_ranges):
                 end = nxt
-        contract = plan(program, st, trips, start=start, end=end, dense=dense)
+        flat = end is not None and _flat(st, end, shapes)
+        contract = plan(program, st, trips, start=start, end=end, dense=dense, flat_end=flat)
         if contract is not None:
             out[n] = contract
     return out
@@ -301,6 +302,31 @@ def _ends(
             if r.tensor in (st.tensor, nxt.tensor)
         )
         and (nxt.tensor == st.tensor or all(r.tensor != nxt.tensor for r in ir.reads(nxt.rhs)))
+    )
+
+
+def _flat(st: ir.Statement, end: ir.Statement, shapes: Mapping[str, tuple[int, ...]]) -> bool:
+    """Every access of `end` to st's last two output indices takes them as its last two
+    subscripts, in a tensor whose last two dimensions are the output's: at one flattened
+    column (`contraction._span`) those elements lie one after the other, as the output's
+    do, and need no division back into a row and a column."""
+    if len(st.lhs) < 2:
+        return False
+    last = (ir.Index(st.lhs[-2]), ir.Index(st.lhs[-1]))
+    dims = shapes[st.tensor][-2:]
+
+    def fits(tensor: str, subscripts: Sequence[ir.Expr]) -> bool:
+        head = set().union(*(ir.index_names(x) for x in subscripts[:-2]))
+        if not {st.lhs[-2], st.lhs[-1]} & set().union(*(ir.index_names(x) for x in subscripts)):
+            return True
+        return (
+            tuple(subscripts[-2:]) == last
+            and not head & set(st.lhs[-2:])
+            and shapes[tensor][-2:] == dims
+        )
+
+    return fits(end.tensor, [ir.Index(v) for v in end.lhs]) and all(
+        fits(r.tensor, r.subscripts) for r in ir.reads(end.rhs)
     )
 
 

@@ -33,6 +33,14 @@ def convr(float(N,C,H,W) X, float(F,C,KH,KW) Wt, float(F) B, float(N,F,OH,OW) R)
   Y(n,f,oh,ow) += X(n,c,oh+kh,ow+kw) * Wt(f,c,kh,kw)
   Y(n,f,oh,ow) = fmax(Y(n,f,oh,ow) + R(n,f,oh,ow), 0)
 }
+def stem(float(N,C,H,W) X, float(F,C,KH,KW) Wt, float(F) B, float(OW) M) -> (Y, Z) {
+  Y(n,f,oh,ow) = B(f)
+  Y(n,f,oh,ow) += X(n,c,2*oh+kh,2*ow+kw) * Wt(f,c,kh,kw)
+  Y(n,f,oh,ow) = fmax(Y(n,f,oh,ow), 0)
+  Z(n,f,oh,ow) = B(f)
+  Z(n,f,oh,ow) += X(n,c,2*oh+kh,2*ow+kw) * Wt(f,c,kh,kw)
+  Z(n,f,oh,ow) = fmax(Z(n,f,oh,ow) * M(ow), 0)
+}
 def nhwc(float(N,H,W,C) X, float(F,C) Wt) -> (Y) {
   Y(n,f,oh,ow) +=! X(n,oh,ow,c) * Wt(f,c)
 }
@@ -203,6 +211,25 @@ def test_convolution_rows_flattened_into_panels_match_numpy(size: int, window: i
     _close(kernel(x, wt, bf, r), want)
     (got,) = run_phases(kernel, [x, wt, bf, r], seed=size)
     _close(got, want)
+
+
+def test_a_stride_2_convolution_over_three_channels_matches_numpy() -> None:
+    """An image's stem: 27 reduction steps and 40 output channels take the outer form
+    (MIN_OUTER_REDUCTION); outputs 7 x 13 wide flatten into panels, the last staged. Y's
+    relu runs on whole vectors of the flattened columns; Z's reads M along the columns
+    only, so each lane at its own row and column."""
+    rng = np.random.default_rng(16)
+    x, wt, bf = _rand(rng, 1, 3, 15, 27), _rand(rng, 40, 3, 3, 3), _rand(rng, 40)
+    m = _rand(rng, 13)
+    kernel = tg.define(PROGRAMS).stem.compile(x, wt, bf, m)
+    assert "_bp[" in kernel.source
+    windows = np.lib.stride_tricks.sliding_window_view(x.astype(np.float64), (3, 3), axis=(2, 3))
+    conv = np.einsum("ncpqij,fcij->nfpq", windows[:, :, ::2, ::2], wt) + bf[:, None, None]
+    want = (np.maximum(conv, 0), np.maximum(conv * m, 0))
+    for got, w in zip(kernel(x, wt, bf, m), want, strict=True):
+        _close(got, w)
+    for got, w in zip(run_phases(kernel, [x, wt, bf, m], seed=16), want, strict=True):
+        _close(got, w)
 
 
 def test_grouped_convolution_of_16_channels_a_group_matches_numpy() -> None:

@@ -124,6 +124,8 @@ def _contraction(st: ScopStmt) -> dict[str, str]:
         out["end"] = ir.to_text(plan.end.rhs)
     if plan.span is not None:
         out["span"] = plan.span
+    if plan.flat_end:
+        out["flat_end"] = "yes"
     return out
 
 

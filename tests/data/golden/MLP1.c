@@ -340,7 +340,7 @@ int tc_kernel(void *const *args, int check, int64_t *err) {
             for (int _l = 0; b0 + _l < 16; _l++) t_O1[((int64_t)((a0 + 10)) * 16 + (int64_t)((b0 + _l)))] = _c[320 + _l];
             for (int _l = 0; b0 + _l < 16; _l++) t_O1[((int64_t)((a0 + 11)) * 16 + (int64_t)((b0 + _l)))] = _c[352 + _l];
             if (k0 + kn == 250) {
-              for (int _l = 0; b0 + _l < 16; _l++) {
+              for (int _l = 0; _l < 16 - b0; _l++) {
                 t_O1[((int64_t)((a0 + 0)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(t_O1[((int64_t)(((int32_t)((a0 + 0)))) * 16 + (int64_t)(((int32_t)((b0 + _l)))))]), (float)(((int32_t)(0))))));
                 t_O1[((int64_t)((a0 + 1)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(t_O1[((int64_t)(((int32_t)((a0 + 1)))) * 16 + (int64_t)(((int32_t)((b0 + _l)))))]), (float)(((int32_t)(0))))));
                 t_O1[((int64_t)((a0 + 2)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(t_O1[((int64_t)(((int32_t)((a0 + 2)))) * 16 + (int64_t)(((int32_t)((b0 + _l)))))]), (float)(((int32_t)(0))))));
@@ -393,7 +393,7 @@ int tc_kernel(void *const *args, int check, int64_t *err) {
             for (int _l = 0; b0 + _l < 16; _l++) t_O1[((int64_t)((a0 + 2)) * 16 + (int64_t)((b0 + _l)))] = _c[64 + _l];
             for (int _l = 0; b0 + _l < 16; _l++) t_O1[((int64_t)((a0 + 3)) * 16 + (int64_t)((b0 + _l)))] = _c[96 + _l];
             if (k0 + kn == 250) {
-              for (int _l = 0; b0 + _l < 16; _l++) {
+              for (int _l = 0; _l < 16 - b0; _l++) {
                 t_O1[((int64_t)((a0 + 0)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(t_O1[((int64_t)(((int32_t)((a0 + 0)))) * 16 + (int64_t)(((int32_t)((b0 + _l)))))]), (float)(((int32_t)(0))))));
                 t_O1[((int64_t)((a0 + 1)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(t_O1[((int64_t)(((int32_t)((a0 + 1)))) * 16 + (int64_t)(((int32_t)((b0 + _l)))))]), (float)(((int32_t)(0))))));
                 t_O1[((int64_t)((a0 + 2)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(t_O1[((int64_t)(((int32_t)((a0 + 2)))) * 16 + (int64_t)(((int32_t)((b0 + _l)))))]), (float)(((int32_t)(0))))));
@@ -670,7 +670,7 @@ int tc_phase(int32_t phase, void *const *args, void *const *temps, int64_t lo, i
               for (int _l = 0; b0 + _l < 16; _l++) t_O1[((int64_t)((a0 + 10)) * 16 + (int64_t)((b0 + _l)))] = _c[320 + _l];
               for (int _l = 0; b0 + _l < 16; _l++) t_O1[((int64_t)((a0 + 11)) * 16 + (int64_t)((b0 + _l)))] = _c[352 + _l];
               if (k0 + kn == 250) {
-                for (int _l = 0; b0 + _l < 16; _l++) {
+                for (int _l = 0; _l < 16 - b0; _l++) {
                   t_O1[((int64_t)((a0 + 0)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(t_O1[((int64_t)(((int32_t)((a0 + 0)))) * 16 + (int64_t)(((int32_t)((b0 + _l)))))]), (float)(((int32_t)(0))))));
                   t_O1[((int64_t)((a0 + 1)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(t_O1[((int64_t)(((int32_t)((a0 + 1)))) * 16 + (int64_t)(((int32_t)((b0 + _l)))))]), (float)(((int32_t)(0))))));
                   t_O1[((int64_t)((a0 + 2)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(t_O1[((int64_t)(((int32_t)((a0 + 2)))) * 16 + (int64_t)(((int32_t)((b0 + _l)))))]), (float)(((int32_t)(0))))));
@@ -723,7 +723,7 @@ int tc_phase(int32_t phase, void *const *args, void *const *temps, int64_t lo, i
               for (int _l = 0; b0 + _l < 16; _l++) t_O1[((int64_t)((a0 + 2)) * 16 + (int64_t)((b0 + _l)))] = _c[64 + _l];
               for (int _l = 0; b0 + _l < 16; _l++) t_O1[((int64_t)((a0 + 3)) * 16 + (int64_t)((b0 + _l)))] = _c[96 + _l];
               if (k0 + kn == 250) {
-                for (int _l = 0; b0 + _l < 16; _l++) {
+                for (int _l = 0; _l < 16 - b0; _l++) {
                   t_O1[((int64_t)((a0 + 0)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(t_O1[((int64_t)(((int32_t)((a0 + 0)))) * 16 + (int64_t)(((int32_t)((b0 + _l)))))]), (float)(((int32_t)(0))))));
                   t_O1[((int64_t)((a0 + 1)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(t_O1[((int64_t)(((int32_t)((a0 + 1)))) * 16 + (int64_t)(((int32_t)((b0 + _l)))))]), (float)(((int32_t)(0))))));
                   t_O1[((int64_t)((a0 + 2)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(t_O1[((int64_t)(((int32_t)((a0 + 2)))) * 16 + (int64_t)(((int32_t)((b0 + _l)))))]), (float)(((int32_t)(0))))));
