@@ -168,8 +168,9 @@ C_OPENMP = Dialect()
 
 class ExprPrinter:
     """Expressions as C text, with a dialect's hooks. `private` maps a temporary in a local
-    array to its box's offsets (C) and sizes (set by the statement printer); `tmp`
-    numbers the locals of statement expressions."""
+    array to its box's offsets (C) and sizes (set by the statement printer), `renamed`
+    such an array to its C name where that is not the tensor's; `tmp` numbers the locals
+    of statement expressions."""
 
     def __init__(self, scop: Scop, dialect: Dialect) -> None:
         self.scop = scop
@@ -177,6 +178,8 @@ class ExprPrinter:
         self.program = scop.program
         self.tmp = 0
         self.private: dict[str, tuple[tuple[str, ...], tuple[int, ...]]] = {}
+        # A private box held in a buffer of another name (an outer kernel's block).
+        self.renamed: dict[str, str] = {}
 
     def linear(self, tensor: str, subs: Sequence[str]) -> str:
         shape = self.scop.shapes[tensor]
@@ -208,7 +211,7 @@ class ExprPrinter:
                 raise AssertionError("sizes are specialized before printing")
             case ir.Read(tensor=t, subscripts=subs):
                 idx = self.linear(t, [self.expr(s, env) for s in subs])
-                return f"{cname(t)}[{idx}]"
+                return f"{self.renamed.get(t, cname(t))}[{idx}]"
             case ir.Unary(op="!", operand=x):
                 return f"(!({self.expr(x, env)}))"
             case ir.Unary(operand=x):

@@ -222,9 +222,12 @@ def _pack(p: _Printer, k: OuterKernel, d: int, *, staged: bool) -> None:
         p.out(d, "}")
         return
     if k.gathers and not staged:
-        # lanes in one row of P (a panel inside an output row, stride 1): a plain copy
+        # lanes in one row of P (a panel inside an output row): a plain copy at stride 1,
+        # every other element of twice as many at stride 2
         p.out(d, "if (_along) {")
         _steps(p, k, d + 1, None)
+        p.out(d, "} else if (_even) {")
+        _steps(p, k, d + 1, None, stride=2)
         p.out(d, "} else {")
         _steps(p, k, d + 1, value)
         p.out(d, "}")
@@ -232,10 +235,10 @@ def _pack(p: _Printer, k: OuterKernel, d: int, *, staged: bool) -> None:
         _steps(p, k, d, value)
 
 
-def _steps(p: _Printer, k: OuterKernel, d: int, value: str | None) -> None:
+def _steps(p: _Printer, k: OuterKernel, d: int, value: str | None, *, stride: int = 1) -> None:
     """The panel's rows, one per step of the reduction indices: `value` at lane `_l`, or
-    (None) the lanes' run from `_off[0]` on, copied a vector at a time (gcc's own
-    vectorization of that copy shuffled pairs across the window's steps: a fifth of a
+    (None) the lanes' run from `_off[0]` on at `stride`, copied a vector at a time (gcc's
+    own vectorization of that copy shuffled pairs across the window's steps: a fifth of a
     3x3 convolution's time over 64 channels)."""
     plan, n = k.plan, k.block.panel
     assert plan.packed is not None
@@ -245,7 +248,9 @@ def _steps(p: _Printer, k: OuterKernel, d: int, value: str | None) -> None:
     if k.gathers:
         start = _address(p, k, {**k.at("0"), **k.reduction_env()})
         p.out(dd, f"const float *_s0 = &{cname(plan.packed.tensor)}[{start}];")
-    if value is None:
+    if value is None and stride == 2:
+        _evens(p, k, dd)
+    elif value is None:
         w = k.block.width
         for j in range(0, n, w):
             p.out(dd, f"*(tc_vf *)&_dst[{j}] = *(const tc_vfu *)&_s0[_off[0] + {j}];")
@@ -254,6 +259,19 @@ def _steps(p: _Printer, k: OuterKernel, d: int, value: str | None) -> None:
     p.out(dd, f"_dst += {n};")
     k.close_inner(p, d + 1)
     p.out(d, "}")
+
+
+def _evens(p: _Printer, k: OuterKernel, d: int) -> None:
+    """A vector of lanes at stride 2 from two loads and a shuffle: the first load's even
+    elements, then the second's odd ones, the second load starting one element early so
+    that neither reads past the last lane's element (the end of P, at the last step)."""
+    w = k.block.width
+    picks = [2 * i for i in range(w // 2)] + [w + 2 * i + 1 for i in range(w // 2)]
+    mask = "(tc_vi){" + ", ".join(map(str, picks)) + "}"
+    for j in range(0, k.block.panel, w):
+        lo = f"*(const tc_vfu *)&_s0[_off[0] + {2 * j}]"
+        hi = f"*(const tc_vfu *)&_s0[_off[0] + {2 * j + w - 1}]"
+        p.out(d, f"*(tc_vf *)&_dst[{j}] = __builtin_shuffle({lo}, {hi}, {mask});")
 
 
 def _address(p: _Printer, k: OuterKernel, env: Mapping[str, str]) -> str:
@@ -267,15 +285,17 @@ def _address(p: _Printer, k: OuterKernel, env: Mapping[str, str]) -> str:
 def _lane_offsets(p: _Printer, k: OuterKernel, d: int) -> None:
     """Each lane's offset from the panel's column 0 in P, for the work item (the address
     at the lane less the address at column 0, the reduction indices at 0), and whether
-    the lanes lie one after the other in P (`_along`: then the panel is a plain copy)."""
+    the lanes lie one after the other in P (`_along`: then the panel is a plain copy) or
+    at every other element (`_even`: a stride-2 window, copied by shuffles)."""
     zero = dict.fromkeys(k.reduction_env(), "0")
     at = _address(p, k, {**k.lane("(b0 + _l)"), **zero})
     first = _address(p, k, {**k.at("0"), **zero})
     n = k.block.panel
     p.out(d, f"int64_t _off[{n}];")
     p.out(d, f"for (int _l = 0; _l < {n}; _l++) _off[_l] = {at} - {first};")
-    p.out(d, "int _along = 1;")
+    p.out(d, "int _along = 1, _even = 1;")
     p.out(d, f"for (int _l = 1; _l < {n}; _l++) _along &= _off[_l] == _off[0] + _l;")
+    p.out(d, f"for (int _l = 1; _l < {n}; _l++) _even &= _off[_l] == _off[0] + 2 * _l;")
 
 
 def _run(p: _Printer, k: OuterKernel, d: int, *, staged: bool) -> None:
@@ -343,13 +363,8 @@ def _block(p: _Printer, k: OuterKernel, rows: int, d: int, *, staged: bool) -> N
     p.out(dd, f"_src += {n};")
     k.close_inner(p, d + 1)
     p.out(d, "}")
-    for i, row in enumerate(accs):
-        for j, acc in enumerate(row):
-            if staged:
-                p.out(d, f"*(tc_vf *)&_c[{i * n + j * w}] = {acc};")
-            else:
-                p.out(d, f"*(tc_vfu *)&{_target(p, k, i, f'(b0 + {j * w})')} = {acc};")
     if staged:
+        _store(p, k, accs, d, "_c")
         bhi = k.columns[1]
         for i in range(rows):
             p.out(
@@ -357,29 +372,78 @@ def _block(p: _Printer, k: OuterKernel, rows: int, d: int, *, staged: bool) -> N
                 f"for (int _l = 0; b0 + _l < {bhi}; _l++) "
                 f"{_target(p, k, i, '(b0 + _l)')} = _c[{i * n} + _l];",
             )
-    if plan.end is not None:
-        _end(p, k, rows, d, staged=staged)
+        if plan.end is not None:
+            p.out(d, f"if (k0 + kn == {k.extent(plan.red)[1]}) {{")
+            _end(p, k, rows, d + 1, staged=True, held="_c" if plan.end_on_block else None)
+            p.out(d, "}")
+    elif plan.end_on_block:
+        # the final sums go through the block's buffer, which the end reads by vectors
+        p.out(d, f"if (k0 + kn == {k.extent(plan.red)[1]}) {{")
+        p.out(d + 1, f"float _e[{rows * n}] {_aligned(block)};")
+        _store(p, k, accs, d + 1, "_e")
+        if plan.keep:
+            _store(p, k, accs, d + 1, None)
+        _end(p, k, rows, d + 1, staged=False, held="_e")
+        p.out(d, "} else {")
+        _store(p, k, accs, d + 1, None)
+        p.out(d, "}")
+    else:
+        _store(p, k, accs, d, None)
+        if plan.end is not None:
+            p.out(d, f"if (k0 + kn == {k.extent(plan.red)[1]}) {{")
+            _end(p, k, rows, d + 1, staged=False, held=None)
+            p.out(d, "}")
 
 
-def _end(p: _Printer, k: OuterKernel, rows: int, d: int, *, staged: bool) -> None:
-    """After the last chunk, the elementwise statement that follows the contraction, on
-    the block's outputs while they are in L1."""
+def _store(p: _Printer, k: OuterKernel, accs: list[list[str]], d: int, buffer: str | None) -> None:
+    """The accumulators into `buffer` (rows x NR, row after row), or (None) the output."""
+    n, w = k.block.panel, k.block.width
+    for i, row in enumerate(accs):
+        for j, acc in enumerate(row):
+            if buffer is not None:
+                p.out(d, f"*(tc_vf *)&{buffer}[{i * n + j * w}] = {acc};")
+            else:
+                p.out(d, f"*(tc_vfu *)&{_target(p, k, i, f'(b0 + {j * w})')} = {acc};")
+
+
+def _end(p: _Printer, k: OuterKernel, rows: int, d: int, *, staged: bool, held: str | None) -> None:
+    """The elementwise statement that follows the contraction, on the block's final sums
+    while they are in L1 (the caller tests that this chunk is the last): read from
+    `held`, the block's buffer (rows x NR, a vector of columns at a time), or else from
+    the output, lane by lane."""
     plan = k.plan
     assert plan.end is not None and plan.rows is not None
-    end = plan.end
-    rhi = k.extent(plan.red)[1]
+    end, src = plan.end, k.st.source
     limit = f"_l < {k.columns[1]} - b0" if staged else f"_l < {k.block.panel}"
-    columns = k.at("(b0 + _l)") if plan.flat_end else k.lane("(b0 + _l)")
-    p.out(d, f"if (k0 + kn == {rhi}) {{")
-    if plan.flat_end:
-        p.out(d + 1, "#pragma omp simd")
-    p.out(d + 1, f"for (int _l = 0; {limit}; _l++) {{")
+    columns = k.at("(b0 + _l)") if held is not None else k.lane("(b0 + _l)")
+    saved = p.private.get(src.tensor), p.renamed.get(src.tensor)
+    if held is not None:
+        sizes = {plan.rows: rows, plan.cols: k.block.panel}
+        offsets = {plan.rows: "a0", plan.cols: "b0"}
+        p.private[src.tensor] = (
+            tuple(offsets.get(v, "0") for v in src.lhs),
+            tuple(sizes.get(v, 1) for v in src.lhs),
+        )
+        p.renamed[src.tensor] = held
+        p.out(d, "#pragma omp simd")
+    p.out(d, f"for (int _l = 0; {limit}; _l++) {{")
     for i in range(rows):
         env = {**k.env, plan.rows: f"(a0 + {i})", **columns}
-        target = f"{cname(end.tensor)}[{p.linear(end.tensor, [env[v] for v in end.lhs])}]"
-        p.out(
-            d + 2,
-            f"{target} = {store(p.expr(end.rhs, env), p.program.tensors[end.tensor].dtype, end.rhs.dtype)};",
-        )
-    p.out(d + 1, "}")
+        target = f"{cname(end.tensor)}[{_output(p, end.tensor, [env[v] for v in end.lhs])}]"
+        value = store(p.expr(end.rhs, env), p.program.tensors[end.tensor].dtype, end.rhs.dtype)
+        p.out(d + 1, f"{target} = {value};")
     p.out(d, "}")
+    for table, old in zip((p.private, p.renamed), saved, strict=True):
+        table.pop(src.tensor, None)
+        if old is not None:
+            table[src.tensor] = old  # type: ignore[index]
+
+
+def _output(p: _Printer, tensor: str, subs: list[str]) -> str:
+    """The linear index of an element of `tensor` in the tensor itself, not in a buffer
+    that holds a box of it for reading."""
+    box = p.private.pop(tensor, None)
+    text = p.linear(tensor, subs)
+    if box is not None:
+        p.private[tensor] = box
+    return text

@@ -46,6 +46,15 @@ class Contraction:
     # Outer form with a span: `end` reads and writes only elements that lie along the
     # flattened columns as the output's do (scop._flat), so it runs on whole vectors.
     flat_end: bool = False
+    # Outer form: whether the final sums are stored as they are (not where `end` writes
+    # them over, nor where only `end` reads them: an ONNX Conv's output before its Relu).
+    keep: bool = True
+
+    @property
+    def end_on_block(self) -> bool:
+        """`end` reads the final sums from the block's own buffer, a vector of columns at
+        a time (every lane's element lies where the block holds it)."""
+        return self.end is not None and (self.span is None or self.flat_end)
 
 
 def _unit_last(r: ir.Read, red: str) -> bool:
@@ -111,6 +120,7 @@ def plan(
     end: ir.Statement | None = None,
     dense: bool = False,
     flat_end: bool = False,
+    read_elsewhere: bool = True,
 ) -> Contraction | None:
     """The kernel-of-its-own form of st, given each iterator's trip count, or None: the
     outer-product form where it applies, except for dot products over few rows (tbmm's
@@ -121,7 +131,8 @@ def plan(
     each block of outputs once its sums are final (an activation, a residual add).
     `dense`: the columns cover the output's whole last dimension (`_span` may flatten them
     with the index before). `flat_end`: `end` reads along them as the output lies
-    (scop._flat)."""
+    (scop._flat). `read_elsewhere`: st's output is a result, or read by a statement
+    besides st, start and end."""
     if len(st.lhs) < 2:
         return None
     dot, outer = _dot_form(program, st), _outer_form(program, st)
@@ -160,7 +171,8 @@ def plan(
         return None
     if outer is not None:
         flat = span is not None and end is not None and flat_end
-        return replace(outer, start=first, end=end, span=span, flat_end=flat)
+        keep = end is None or (end.tensor != st.tensor and read_elsewhere)
+        return replace(outer, start=first, end=end, span=span, flat_end=flat, keep=keep)
     return Contraction(rows, cols, red)
 
 

@@ -251,7 +251,22 @@ def _contracts(
             if _ends(st, ranges, nxt, nxt_ranges):
                 end = nxt
         flat = end is not None and _flat(st, end, shapes)
-        contract = plan(program, st, trips, start=start, end=end, dense=dense, flat_end=flat)
+        folded = {n - 1, n, n + 1} if start is not None else {n, n + 1}
+        elsewhere = program.tensors[st.tensor].role != "temp" or any(
+            st.tensor in {r.tensor for r in ir.reads(s.rhs)}
+            for m, (s, _, _) in enumerate(prepared)
+            if m not in folded
+        )
+        contract = plan(
+            program,
+            st,
+            trips,
+            start=start,
+            end=end,
+            dense=dense,
+            flat_end=flat,
+            read_elsewhere=elsewhere,
+        )
         if contract is not None:
             out[n] = contract
     return out

@@ -41,6 +41,11 @@ def stem(float(N,C,H,W) X, float(F,C,KH,KW) Wt, float(F) B, float(OW) M) -> (Y, 
   Z(n,f,oh,ow) += X(n,c,2*oh+kh,2*ow+kw) * Wt(f,c,kh,kw)
   Z(n,f,oh,ow) = fmax(Z(n,f,oh,ow) * M(ow), 0)
 }
+def convt(float(N,C,H,W) X, float(F,C,KH,KW) Wt, float(F) B) -> (Y) {
+  T(n,f,oh,ow) = B(f)
+  T(n,f,oh,ow) += X(n,c,oh+kh,ow+kw) * Wt(f,c,kh,kw)
+  Y(n,f,oh,ow) = fmax(T(n,f,oh,ow), 0)
+}
 def nhwc(float(N,H,W,C) X, float(F,C) Wt) -> (Y) {
   Y(n,f,oh,ow) +=! X(n,oh,ow,c) * Wt(f,c)
 }
@@ -215,12 +220,13 @@ def test_convolution_rows_flattened_into_panels_match_numpy(size: int, window: i
 
 def test_a_stride_2_convolution_over_three_channels_matches_numpy() -> None:
     """An image's stem: 27 reduction steps and 40 output channels take the outer form
-    (MIN_OUTER_REDUCTION); outputs 7 x 13 wide flatten into panels, the last staged. Y's
-    relu runs on whole vectors of the flattened columns; Z's reads M along the columns
-    only, so each lane at its own row and column."""
+    (MIN_OUTER_REDUCTION); outputs 7 x 21 wide flatten into panels, the last staged, and
+    a panel inside one output row reads every other input element (`_even`). Y's relu
+    runs on whole vectors of the flattened columns; Z's reads M along the columns only,
+    so each lane at its own row and column."""
     rng = np.random.default_rng(16)
-    x, wt, bf = _rand(rng, 1, 3, 15, 27), _rand(rng, 40, 3, 3, 3), _rand(rng, 40)
-    m = _rand(rng, 13)
+    x, wt, bf = _rand(rng, 1, 3, 15, 43), _rand(rng, 40, 3, 3, 3), _rand(rng, 40)
+    m = _rand(rng, 21)
     kernel = tg.define(PROGRAMS).stem.compile(x, wt, bf, m)
     assert "_bp[" in kernel.source
     windows = np.lib.stride_tricks.sliding_window_view(x.astype(np.float64), (3, 3), axis=(2, 3))
@@ -230,6 +236,24 @@ def test_a_stride_2_convolution_over_three_channels_matches_numpy() -> None:
         _close(got, w)
     for got, w in zip(run_phases(kernel, [x, wt, bf, m], seed=16), want, strict=True):
         _close(got, w)
+
+
+@pytest.mark.parametrize("chunk", [None, 3])
+def test_sums_only_the_end_reads_are_kept_only_between_chunks(chunk: int | None) -> None:
+    """A Conv and its Relu as ONNX translates them: the sums in a temporary T that only
+    the relu reads. The last chunk's sums go from the block's buffer through the relu
+    into Y (T is not stored); earlier chunks (8 channels in chunks of 3) keep their
+    partial sums in T. Rows 7 x 11 wide, the last panel staged."""
+    rng = np.random.default_rng(17)
+    x, wt, bf = _rand(rng, 1, 8, 9, 13), _rand(rng, 40, 8, 3, 3), _rand(rng, 40)
+    options = tg.MappingOptions(reduction_chunk=chunk) if chunk else None
+    kernel = tg.define(PROGRAMS).convt.compile(x, wt, bf, options=options)
+    assert "_bp[" in kernel.source
+    windows = np.lib.stride_tricks.sliding_window_view(x.astype(np.float64), (3, 3), axis=(2, 3))
+    want = np.maximum(np.einsum("ncpqij,fcij->nfpq", windows, wt) + bf[:, None, None], 0)
+    _close(kernel(x, wt, bf), want)
+    (got,) = run_phases(kernel, [x, wt, bf], seed=17)
+    _close(got, want)
 
 
 def test_grouped_convolution_of_16_channels_a_group_matches_numpy() -> None:

@@ -126,6 +126,8 @@ def _contraction(st: ScopStmt) -> dict[str, str]:
         out["span"] = plan.span
     if plan.flat_end:
         out["flat_end"] = "yes"
+    if not plan.keep:
+        out["keep"] = "no"
     return out
 
 

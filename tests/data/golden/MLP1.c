@@ -163,45 +163,72 @@ int tc_kernel(void *const *args, int check, int64_t *err) {
               { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 11)))) * 250 + (int64_t)(((int32_t)((k0 + _k)))))]); c11_0 += _s * _v0; c11_1 += _s * _v1; }
               _src += 32;
             }
-            *(tc_vfu *)&t_O1[((int64_t)((a0 + 0)) * 16 + (int64_t)((b0 + 0)))] = c0_0;
-            *(tc_vfu *)&t_O1[((int64_t)((a0 + 0)) * 16 + (int64_t)((b0 + 16)))] = c0_1;
-            *(tc_vfu *)&t_O1[((int64_t)((a0 + 1)) * 16 + (int64_t)((b0 + 0)))] = c1_0;
-            *(tc_vfu *)&t_O1[((int64_t)((a0 + 1)) * 16 + (int64_t)((b0 + 16)))] = c1_1;
-            *(tc_vfu *)&t_O1[((int64_t)((a0 + 2)) * 16 + (int64_t)((b0 + 0)))] = c2_0;
-            *(tc_vfu *)&t_O1[((int64_t)((a0 + 2)) * 16 + (int64_t)((b0 + 16)))] = c2_1;
-            *(tc_vfu *)&t_O1[((int64_t)((a0 + 3)) * 16 + (int64_t)((b0 + 0)))] = c3_0;
-            *(tc_vfu *)&t_O1[((int64_t)((a0 + 3)) * 16 + (int64_t)((b0 + 16)))] = c3_1;
-            *(tc_vfu *)&t_O1[((int64_t)((a0 + 4)) * 16 + (int64_t)((b0 + 0)))] = c4_0;
-            *(tc_vfu *)&t_O1[((int64_t)((a0 + 4)) * 16 + (int64_t)((b0 + 16)))] = c4_1;
-            *(tc_vfu *)&t_O1[((int64_t)((a0 + 5)) * 16 + (int64_t)((b0 + 0)))] = c5_0;
-            *(tc_vfu *)&t_O1[((int64_t)((a0 + 5)) * 16 + (int64_t)((b0 + 16)))] = c5_1;
-            *(tc_vfu *)&t_O1[((int64_t)((a0 + 6)) * 16 + (int64_t)((b0 + 0)))] = c6_0;
-            *(tc_vfu *)&t_O1[((int64_t)((a0 + 6)) * 16 + (int64_t)((b0 + 16)))] = c6_1;
-            *(tc_vfu *)&t_O1[((int64_t)((a0 + 7)) * 16 + (int64_t)((b0 + 0)))] = c7_0;
-            *(tc_vfu *)&t_O1[((int64_t)((a0 + 7)) * 16 + (int64_t)((b0 + 16)))] = c7_1;
-            *(tc_vfu *)&t_O1[((int64_t)((a0 + 8)) * 16 + (int64_t)((b0 + 0)))] = c8_0;
-            *(tc_vfu *)&t_O1[((int64_t)((a0 + 8)) * 16 + (int64_t)((b0 + 16)))] = c8_1;
-            *(tc_vfu *)&t_O1[((int64_t)((a0 + 9)) * 16 + (int64_t)((b0 + 0)))] = c9_0;
-            *(tc_vfu *)&t_O1[((int64_t)((a0 + 9)) * 16 + (int64_t)((b0 + 16)))] = c9_1;
-            *(tc_vfu *)&t_O1[((int64_t)((a0 + 10)) * 16 + (int64_t)((b0 + 0)))] = c10_0;
-            *(tc_vfu *)&t_O1[((int64_t)((a0 + 10)) * 16 + (int64_t)((b0 + 16)))] = c10_1;
-            *(tc_vfu *)&t_O1[((int64_t)((a0 + 11)) * 16 + (int64_t)((b0 + 0)))] = c11_0;
-            *(tc_vfu *)&t_O1[((int64_t)((a0 + 11)) * 16 + (int64_t)((b0 + 16)))] = c11_1;
             if (k0 + kn == 250) {
+              float _e[384] __attribute__((aligned(64)));
+              *(tc_vf *)&_e[0] = c0_0;
+              *(tc_vf *)&_e[16] = c0_1;
+              *(tc_vf *)&_e[32] = c1_0;
+              *(tc_vf *)&_e[48] = c1_1;
+              *(tc_vf *)&_e[64] = c2_0;
+              *(tc_vf *)&_e[80] = c2_1;
+              *(tc_vf *)&_e[96] = c3_0;
+              *(tc_vf *)&_e[112] = c3_1;
+              *(tc_vf *)&_e[128] = c4_0;
+              *(tc_vf *)&_e[144] = c4_1;
+              *(tc_vf *)&_e[160] = c5_0;
+              *(tc_vf *)&_e[176] = c5_1;
+              *(tc_vf *)&_e[192] = c6_0;
+              *(tc_vf *)&_e[208] = c6_1;
+              *(tc_vf *)&_e[224] = c7_0;
+              *(tc_vf *)&_e[240] = c7_1;
+              *(tc_vf *)&_e[256] = c8_0;
+              *(tc_vf *)&_e[272] = c8_1;
+              *(tc_vf *)&_e[288] = c9_0;
+              *(tc_vf *)&_e[304] = c9_1;
+              *(tc_vf *)&_e[320] = c10_0;
+              *(tc_vf *)&_e[336] = c10_1;
+              *(tc_vf *)&_e[352] = c11_0;
+              *(tc_vf *)&_e[368] = c11_1;
+              #pragma omp simd
               for (int _l = 0; _l < 32; _l++) {
-                t_O1[((int64_t)((a0 + 0)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(t_O1[((int64_t)(((int32_t)((a0 + 0)))) * 16 + (int64_t)(((int32_t)((b0 + _l)))))]), (float)(((int32_t)(0))))));
-                t_O1[((int64_t)((a0 + 1)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(t_O1[((int64_t)(((int32_t)((a0 + 1)))) * 16 + (int64_t)(((int32_t)((b0 + _l)))))]), (float)(((int32_t)(0))))));
-                t_O1[((int64_t)((a0 + 2)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(t_O1[((int64_t)(((int32_t)((a0 + 2)))) * 16 + (int64_t)(((int32_t)((b0 + _l)))))]), (float)(((int32_t)(0))))));
-                t_O1[((int64_t)((a0 + 3)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(t_O1[((int64_t)(((int32_t)((a0 + 3)))) * 16 + (int64_t)(((int32_t)((b0 + _l)))))]), (float)(((int32_t)(0))))));
-                t_O1[((int64_t)((a0 + 4)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(t_O1[((int64_t)(((int32_t)((a0 + 4)))) * 16 + (int64_t)(((int32_t)((b0 + _l)))))]), (float)(((int32_t)(0))))));
-                t_O1[((int64_t)((a0 + 5)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(t_O1[((int64_t)(((int32_t)((a0 + 5)))) * 16 + (int64_t)(((int32_t)((b0 + _l)))))]), (float)(((int32_t)(0))))));
-                t_O1[((int64_t)((a0 + 6)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(t_O1[((int64_t)(((int32_t)((a0 + 6)))) * 16 + (int64_t)(((int32_t)((b0 + _l)))))]), (float)(((int32_t)(0))))));
-                t_O1[((int64_t)((a0 + 7)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(t_O1[((int64_t)(((int32_t)((a0 + 7)))) * 16 + (int64_t)(((int32_t)((b0 + _l)))))]), (float)(((int32_t)(0))))));
-                t_O1[((int64_t)((a0 + 8)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(t_O1[((int64_t)(((int32_t)((a0 + 8)))) * 16 + (int64_t)(((int32_t)((b0 + _l)))))]), (float)(((int32_t)(0))))));
-                t_O1[((int64_t)((a0 + 9)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(t_O1[((int64_t)(((int32_t)((a0 + 9)))) * 16 + (int64_t)(((int32_t)((b0 + _l)))))]), (float)(((int32_t)(0))))));
-                t_O1[((int64_t)((a0 + 10)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(t_O1[((int64_t)(((int32_t)((a0 + 10)))) * 16 + (int64_t)(((int32_t)((b0 + _l)))))]), (float)(((int32_t)(0))))));
-                t_O1[((int64_t)((a0 + 11)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(t_O1[((int64_t)(((int32_t)((a0 + 11)))) * 16 + (int64_t)(((int32_t)((b0 + _l)))))]), (float)(((int32_t)(0))))));
+                t_O1[((int64_t)((a0 + 0)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_e[((int64_t)((((int32_t)((a0 + 0)))) - (a0)) * 32 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
+                t_O1[((int64_t)((a0 + 1)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_e[((int64_t)((((int32_t)((a0 + 1)))) - (a0)) * 32 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
+                t_O1[((int64_t)((a0 + 2)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_e[((int64_t)((((int32_t)((a0 + 2)))) - (a0)) * 32 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
+                t_O1[((int64_t)((a0 + 3)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_e[((int64_t)((((int32_t)((a0 + 3)))) - (a0)) * 32 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
+                t_O1[((int64_t)((a0 + 4)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_e[((int64_t)((((int32_t)((a0 + 4)))) - (a0)) * 32 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
+                t_O1[((int64_t)((a0 + 5)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_e[((int64_t)((((int32_t)((a0 + 5)))) - (a0)) * 32 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
+                t_O1[((int64_t)((a0 + 6)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_e[((int64_t)((((int32_t)((a0 + 6)))) - (a0)) * 32 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
+                t_O1[((int64_t)((a0 + 7)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_e[((int64_t)((((int32_t)((a0 + 7)))) - (a0)) * 32 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
+                t_O1[((int64_t)((a0 + 8)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_e[((int64_t)((((int32_t)((a0 + 8)))) - (a0)) * 32 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
+                t_O1[((int64_t)((a0 + 9)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_e[((int64_t)((((int32_t)((a0 + 9)))) - (a0)) * 32 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
+                t_O1[((int64_t)((a0 + 10)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_e[((int64_t)((((int32_t)((a0 + 10)))) - (a0)) * 32 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
+                t_O1[((int64_t)((a0 + 11)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_e[((int64_t)((((int32_t)((a0 + 11)))) - (a0)) * 32 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
               }
+            } else {
+              *(tc_vfu *)&t_O1[((int64_t)((a0 + 0)) * 16 + (int64_t)((b0 + 0)))] = c0_0;
+              *(tc_vfu *)&t_O1[((int64_t)((a0 + 0)) * 16 + (int64_t)((b0 + 16)))] = c0_1;
+              *(tc_vfu *)&t_O1[((int64_t)((a0 + 1)) * 16 + (int64_t)((b0 + 0)))] = c1_0;
+              *(tc_vfu *)&t_O1[((int64_t)((a0 + 1)) * 16 + (int64_t)((b0 + 16)))] = c1_1;
+              *(tc_vfu *)&t_O1[((int64_t)((a0 + 2)) * 16 + (int64_t)((b0 + 0)))] = c2_0;
+              *(tc_vfu *)&t_O1[((int64_t)((a0 + 2)) * 16 + (int64_t)((b0 + 16)))] = c2_1;
+              *(tc_vfu *)&t_O1[((int64_t)((a0 + 3)) * 16 + (int64_t)((b0 + 0)))] = c3_0;
+              *(tc_vfu *)&t_O1[((int64_t)((a0 + 3)) * 16 + (int64_t)((b0 + 16)))] = c3_1;
+              *(tc_vfu *)&t_O1[((int64_t)((a0 + 4)) * 16 + (int64_t)((b0 + 0)))] = c4_0;
+              *(tc_vfu *)&t_O1[((int64_t)((a0 + 4)) * 16 + (int64_t)((b0 + 16)))] = c4_1;
+              *(tc_vfu *)&t_O1[((int64_t)((a0 + 5)) * 16 + (int64_t)((b0 + 0)))] = c5_0;
+              *(tc_vfu *)&t_O1[((int64_t)((a0 + 5)) * 16 + (int64_t)((b0 + 16)))] = c5_1;
+              *(tc_vfu *)&t_O1[((int64_t)((a0 + 6)) * 16 + (int64_t)((b0 + 0)))] = c6_0;
+              *(tc_vfu *)&t_O1[((int64_t)((a0 + 6)) * 16 + (int64_t)((b0 + 16)))] = c6_1;
+              *(tc_vfu *)&t_O1[((int64_t)((a0 + 7)) * 16 + (int64_t)((b0 + 0)))] = c7_0;
+              *(tc_vfu *)&t_O1[((int64_t)((a0 + 7)) * 16 + (int64_t)((b0 + 16)))] = c7_1;
+              *(tc_vfu *)&t_O1[((int64_t)((a0 + 8)) * 16 + (int64_t)((b0 + 0)))] = c8_0;
+              *(tc_vfu *)&t_O1[((int64_t)((a0 + 8)) * 16 + (int64_t)((b0 + 16)))] = c8_1;
+              *(tc_vfu *)&t_O1[((int64_t)((a0 + 9)) * 16 + (int64_t)((b0 + 0)))] = c9_0;
+              *(tc_vfu *)&t_O1[((int64_t)((a0 + 9)) * 16 + (int64_t)((b0 + 16)))] = c9_1;
+              *(tc_vfu *)&t_O1[((int64_t)((a0 + 10)) * 16 + (int64_t)((b0 + 0)))] = c10_0;
+              *(tc_vfu *)&t_O1[((int64_t)((a0 + 10)) * 16 + (int64_t)((b0 + 16)))] = c10_1;
+              *(tc_vfu *)&t_O1[((int64_t)((a0 + 11)) * 16 + (int64_t)((b0 + 0)))] = c11_0;
+              *(tc_vfu *)&t_O1[((int64_t)((a0 + 11)) * 16 + (int64_t)((b0 + 16)))] = c11_1;
             }
           }
           if (a0 < a_hi) {
@@ -223,21 +250,32 @@ int tc_kernel(void *const *args, int check, int64_t *err) {
               { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 3)))) * 250 + (int64_t)(((int32_t)((k0 + _k)))))]); c3_0 += _s * _v0; c3_1 += _s * _v1; }
               _src += 32;
             }
-            *(tc_vfu *)&t_O1[((int64_t)((a0 + 0)) * 16 + (int64_t)((b0 + 0)))] = c0_0;
-            *(tc_vfu *)&t_O1[((int64_t)((a0 + 0)) * 16 + (int64_t)((b0 + 16)))] = c0_1;
-            *(tc_vfu *)&t_O1[((int64_t)((a0 + 1)) * 16 + (int64_t)((b0 + 0)))] = c1_0;
-            *(tc_vfu *)&t_O1[((int64_t)((a0 + 1)) * 16 + (int64_t)((b0 + 16)))] = c1_1;
-            *(tc_vfu *)&t_O1[((int64_t)((a0 + 2)) * 16 + (int64_t)((b0 + 0)))] = c2_0;
-            *(tc_vfu *)&t_O1[((int64_t)((a0 + 2)) * 16 + (int64_t)((b0 + 16)))] = c2_1;
-            *(tc_vfu *)&t_O1[((int64_t)((a0 + 3)) * 16 + (int64_t)((b0 + 0)))] = c3_0;
-            *(tc_vfu *)&t_O1[((int64_t)((a0 + 3)) * 16 + (int64_t)((b0 + 16)))] = c3_1;
             if (k0 + kn == 250) {
+              float _e[128] __attribute__((aligned(64)));
+              *(tc_vf *)&_e[0] = c0_0;
+              *(tc_vf *)&_e[16] = c0_1;
+              *(tc_vf *)&_e[32] = c1_0;
+              *(tc_vf *)&_e[48] = c1_1;
+              *(tc_vf *)&_e[64] = c2_0;
+              *(tc_vf *)&_e[80] = c2_1;
+              *(tc_vf *)&_e[96] = c3_0;
+              *(tc_vf *)&_e[112] = c3_1;
+              #pragma omp simd
               for (int _l = 0; _l < 32; _l++) {
-                t_O1[((int64_t)((a0 + 0)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(t_O1[((int64_t)(((int32_t)((a0 + 0)))) * 16 + (int64_t)(((int32_t)((b0 + _l)))))]), (float)(((int32_t)(0))))));
-                t_O1[((int64_t)((a0 + 1)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(t_O1[((int64_t)(((int32_t)((a0 + 1)))) * 16 + (int64_t)(((int32_t)((b0 + _l)))))]), (float)(((int32_t)(0))))));
-                t_O1[((int64_t)((a0 + 2)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(t_O1[((int64_t)(((int32_t)((a0 + 2)))) * 16 + (int64_t)(((int32_t)((b0 + _l)))))]), (float)(((int32_t)(0))))));
-                t_O1[((int64_t)((a0 + 3)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(t_O1[((int64_t)(((int32_t)((a0 + 3)))) * 16 + (int64_t)(((int32_t)((b0 + _l)))))]), (float)(((int32_t)(0))))));
+                t_O1[((int64_t)((a0 + 0)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_e[((int64_t)((((int32_t)((a0 + 0)))) - (a0)) * 32 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
+                t_O1[((int64_t)((a0 + 1)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_e[((int64_t)((((int32_t)((a0 + 1)))) - (a0)) * 32 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
+                t_O1[((int64_t)((a0 + 2)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_e[((int64_t)((((int32_t)((a0 + 2)))) - (a0)) * 32 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
+                t_O1[((int64_t)((a0 + 3)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_e[((int64_t)((((int32_t)((a0 + 3)))) - (a0)) * 32 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
               }
+            } else {
+              *(tc_vfu *)&t_O1[((int64_t)((a0 + 0)) * 16 + (int64_t)((b0 + 0)))] = c0_0;
+              *(tc_vfu *)&t_O1[((int64_t)((a0 + 0)) * 16 + (int64_t)((b0 + 16)))] = c0_1;
+              *(tc_vfu *)&t_O1[((int64_t)((a0 + 1)) * 16 + (int64_t)((b0 + 0)))] = c1_0;
+              *(tc_vfu *)&t_O1[((int64_t)((a0 + 1)) * 16 + (int64_t)((b0 + 16)))] = c1_1;
+              *(tc_vfu *)&t_O1[((int64_t)((a0 + 2)) * 16 + (int64_t)((b0 + 0)))] = c2_0;
+              *(tc_vfu *)&t_O1[((int64_t)((a0 + 2)) * 16 + (int64_t)((b0 + 16)))] = c2_1;
+              *(tc_vfu *)&t_O1[((int64_t)((a0 + 3)) * 16 + (int64_t)((b0 + 0)))] = c3_0;
+              *(tc_vfu *)&t_O1[((int64_t)((a0 + 3)) * 16 + (int64_t)((b0 + 16)))] = c3_1;
             }
           }
         } else {
@@ -340,19 +378,20 @@ int tc_kernel(void *const *args, int check, int64_t *err) {
             for (int _l = 0; b0 + _l < 16; _l++) t_O1[((int64_t)((a0 + 10)) * 16 + (int64_t)((b0 + _l)))] = _c[320 + _l];
             for (int _l = 0; b0 + _l < 16; _l++) t_O1[((int64_t)((a0 + 11)) * 16 + (int64_t)((b0 + _l)))] = _c[352 + _l];
             if (k0 + kn == 250) {
+              #pragma omp simd
               for (int _l = 0; _l < 16 - b0; _l++) {
-                t_O1[((int64_t)((a0 + 0)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(t_O1[((int64_t)(((int32_t)((a0 + 0)))) * 16 + (int64_t)(((int32_t)((b0 + _l)))))]), (float)(((int32_t)(0))))));
-                t_O1[((int64_t)((a0 + 1)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(t_O1[((int64_t)(((int32_t)((a0 + 1)))) * 16 + (int64_t)(((int32_t)((b0 + _l)))))]), (float)(((int32_t)(0))))));
-                t_O1[((int64_t)((a0 + 2)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(t_O1[((int64_t)(((int32_t)((a0 + 2)))) * 16 + (int64_t)(((int32_t)((b0 + _l)))))]), (float)(((int32_t)(0))))));
-                t_O1[((int64_t)((a0 + 3)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(t_O1[((int64_t)(((int32_t)((a0 + 3)))) * 16 + (int64_t)(((int32_t)((b0 + _l)))))]), (float)(((int32_t)(0))))));
-                t_O1[((int64_t)((a0 + 4)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(t_O1[((int64_t)(((int32_t)((a0 + 4)))) * 16 + (int64_t)(((int32_t)((b0 + _l)))))]), (float)(((int32_t)(0))))));
-                t_O1[((int64_t)((a0 + 5)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(t_O1[((int64_t)(((int32_t)((a0 + 5)))) * 16 + (int64_t)(((int32_t)((b0 + _l)))))]), (float)(((int32_t)(0))))));
-                t_O1[((int64_t)((a0 + 6)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(t_O1[((int64_t)(((int32_t)((a0 + 6)))) * 16 + (int64_t)(((int32_t)((b0 + _l)))))]), (float)(((int32_t)(0))))));
-                t_O1[((int64_t)((a0 + 7)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(t_O1[((int64_t)(((int32_t)((a0 + 7)))) * 16 + (int64_t)(((int32_t)((b0 + _l)))))]), (float)(((int32_t)(0))))));
-                t_O1[((int64_t)((a0 + 8)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(t_O1[((int64_t)(((int32_t)((a0 + 8)))) * 16 + (int64_t)(((int32_t)((b0 + _l)))))]), (float)(((int32_t)(0))))));
-                t_O1[((int64_t)((a0 + 9)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(t_O1[((int64_t)(((int32_t)((a0 + 9)))) * 16 + (int64_t)(((int32_t)((b0 + _l)))))]), (float)(((int32_t)(0))))));
-                t_O1[((int64_t)((a0 + 10)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(t_O1[((int64_t)(((int32_t)((a0 + 10)))) * 16 + (int64_t)(((int32_t)((b0 + _l)))))]), (float)(((int32_t)(0))))));
-                t_O1[((int64_t)((a0 + 11)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(t_O1[((int64_t)(((int32_t)((a0 + 11)))) * 16 + (int64_t)(((int32_t)((b0 + _l)))))]), (float)(((int32_t)(0))))));
+                t_O1[((int64_t)((a0 + 0)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_c[((int64_t)((((int32_t)((a0 + 0)))) - (a0)) * 32 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
+                t_O1[((int64_t)((a0 + 1)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_c[((int64_t)((((int32_t)((a0 + 1)))) - (a0)) * 32 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
+                t_O1[((int64_t)((a0 + 2)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_c[((int64_t)((((int32_t)((a0 + 2)))) - (a0)) * 32 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
+                t_O1[((int64_t)((a0 + 3)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_c[((int64_t)((((int32_t)((a0 + 3)))) - (a0)) * 32 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
+                t_O1[((int64_t)((a0 + 4)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_c[((int64_t)((((int32_t)((a0 + 4)))) - (a0)) * 32 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
+                t_O1[((int64_t)((a0 + 5)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_c[((int64_t)((((int32_t)((a0 + 5)))) - (a0)) * 32 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
+                t_O1[((int64_t)((a0 + 6)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_c[((int64_t)((((int32_t)((a0 + 6)))) - (a0)) * 32 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
+                t_O1[((int64_t)((a0 + 7)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_c[((int64_t)((((int32_t)((a0 + 7)))) - (a0)) * 32 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
+                t_O1[((int64_t)((a0 + 8)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_c[((int64_t)((((int32_t)((a0 + 8)))) - (a0)) * 32 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
+                t_O1[((int64_t)((a0 + 9)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_c[((int64_t)((((int32_t)((a0 + 9)))) - (a0)) * 32 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
+                t_O1[((int64_t)((a0 + 10)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_c[((int64_t)((((int32_t)((a0 + 10)))) - (a0)) * 32 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
+                t_O1[((int64_t)((a0 + 11)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_c[((int64_t)((((int32_t)((a0 + 11)))) - (a0)) * 32 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
               }
             }
           }
@@ -393,11 +432,12 @@ int tc_kernel(void *const *args, int check, int64_t *err) {
             for (int _l = 0; b0 + _l < 16; _l++) t_O1[((int64_t)((a0 + 2)) * 16 + (int64_t)((b0 + _l)))] = _c[64 + _l];
             for (int _l = 0; b0 + _l < 16; _l++) t_O1[((int64_t)((a0 + 3)) * 16 + (int64_t)((b0 + _l)))] = _c[96 + _l];
             if (k0 + kn == 250) {
+              #pragma omp simd
               for (int _l = 0; _l < 16 - b0; _l++) {
-                t_O1[((int64_t)((a0 + 0)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(t_O1[((int64_t)(((int32_t)((a0 + 0)))) * 16 + (int64_t)(((int32_t)((b0 + _l)))))]), (float)(((int32_t)(0))))));
-                t_O1[((int64_t)((a0 + 1)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(t_O1[((int64_t)(((int32_t)((a0 + 1)))) * 16 + (int64_t)(((int32_t)((b0 + _l)))))]), (float)(((int32_t)(0))))));
-                t_O1[((int64_t)((a0 + 2)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(t_O1[((int64_t)(((int32_t)((a0 + 2)))) * 16 + (int64_t)(((int32_t)((b0 + _l)))))]), (float)(((int32_t)(0))))));
-                t_O1[((int64_t)((a0 + 3)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(t_O1[((int64_t)(((int32_t)((a0 + 3)))) * 16 + (int64_t)(((int32_t)((b0 + _l)))))]), (float)(((int32_t)(0))))));
+                t_O1[((int64_t)((a0 + 0)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_c[((int64_t)((((int32_t)((a0 + 0)))) - (a0)) * 32 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
+                t_O1[((int64_t)((a0 + 1)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_c[((int64_t)((((int32_t)((a0 + 1)))) - (a0)) * 32 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
+                t_O1[((int64_t)((a0 + 2)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_c[((int64_t)((((int32_t)((a0 + 2)))) - (a0)) * 32 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
+                t_O1[((int64_t)((a0 + 3)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_c[((int64_t)((((int32_t)((a0 + 3)))) - (a0)) * 32 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
               }
             }
           }
@@ -493,45 +533,72 @@ int tc_phase(int32_t phase, void *const *args, void *const *temps, int64_t lo, i
                 { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 11)))) * 250 + (int64_t)(((int32_t)((k0 + _k)))))]); c11_0 += _s * _v0; c11_1 += _s * _v1; }
                 _src += 32;
               }
-              *(tc_vfu *)&t_O1[((int64_t)((a0 + 0)) * 16 + (int64_t)((b0 + 0)))] = c0_0;
-              *(tc_vfu *)&t_O1[((int64_t)((a0 + 0)) * 16 + (int64_t)((b0 + 16)))] = c0_1;
-              *(tc_vfu *)&t_O1[((int64_t)((a0 + 1)) * 16 + (int64_t)((b0 + 0)))] = c1_0;
-              *(tc_vfu *)&t_O1[((int64_t)((a0 + 1)) * 16 + (int64_t)((b0 + 16)))] = c1_1;
-              *(tc_vfu *)&t_O1[((int64_t)((a0 + 2)) * 16 + (int64_t)((b0 + 0)))] = c2_0;
-              *(tc_vfu *)&t_O1[((int64_t)((a0 + 2)) * 16 + (int64_t)((b0 + 16)))] = c2_1;
-              *(tc_vfu *)&t_O1[((int64_t)((a0 + 3)) * 16 + (int64_t)((b0 + 0)))] = c3_0;
-              *(tc_vfu *)&t_O1[((int64_t)((a0 + 3)) * 16 + (int64_t)((b0 + 16)))] = c3_1;
-              *(tc_vfu *)&t_O1[((int64_t)((a0 + 4)) * 16 + (int64_t)((b0 + 0)))] = c4_0;
-              *(tc_vfu *)&t_O1[((int64_t)((a0 + 4)) * 16 + (int64_t)((b0 + 16)))] = c4_1;
-              *(tc_vfu *)&t_O1[((int64_t)((a0 + 5)) * 16 + (int64_t)((b0 + 0)))] = c5_0;
-              *(tc_vfu *)&t_O1[((int64_t)((a0 + 5)) * 16 + (int64_t)((b0 + 16)))] = c5_1;
-              *(tc_vfu *)&t_O1[((int64_t)((a0 + 6)) * 16 + (int64_t)((b0 + 0)))] = c6_0;
-              *(tc_vfu *)&t_O1[((int64_t)((a0 + 6)) * 16 + (int64_t)((b0 + 16)))] = c6_1;
-              *(tc_vfu *)&t_O1[((int64_t)((a0 + 7)) * 16 + (int64_t)((b0 + 0)))] = c7_0;
-              *(tc_vfu *)&t_O1[((int64_t)((a0 + 7)) * 16 + (int64_t)((b0 + 16)))] = c7_1;
-              *(tc_vfu *)&t_O1[((int64_t)((a0 + 8)) * 16 + (int64_t)((b0 + 0)))] = c8_0;
-              *(tc_vfu *)&t_O1[((int64_t)((a0 + 8)) * 16 + (int64_t)((b0 + 16)))] = c8_1;
-              *(tc_vfu *)&t_O1[((int64_t)((a0 + 9)) * 16 + (int64_t)((b0 + 0)))] = c9_0;
-              *(tc_vfu *)&t_O1[((int64_t)((a0 + 9)) * 16 + (int64_t)((b0 + 16)))] = c9_1;
-              *(tc_vfu *)&t_O1[((int64_t)((a0 + 10)) * 16 + (int64_t)((b0 + 0)))] = c10_0;
-              *(tc_vfu *)&t_O1[((int64_t)((a0 + 10)) * 16 + (int64_t)((b0 + 16)))] = c10_1;
-              *(tc_vfu *)&t_O1[((int64_t)((a0 + 11)) * 16 + (int64_t)((b0 + 0)))] = c11_0;
-              *(tc_vfu *)&t_O1[((int64_t)((a0 + 11)) * 16 + (int64_t)((b0 + 16)))] = c11_1;
               if (k0 + kn == 250) {
+                float _e[384] __attribute__((aligned(64)));
+                *(tc_vf *)&_e[0] = c0_0;
+                *(tc_vf *)&_e[16] = c0_1;
+                *(tc_vf *)&_e[32] = c1_0;
+                *(tc_vf *)&_e[48] = c1_1;
+                *(tc_vf *)&_e[64] = c2_0;
+                *(tc_vf *)&_e[80] = c2_1;
+                *(tc_vf *)&_e[96] = c3_0;
+                *(tc_vf *)&_e[112] = c3_1;
+                *(tc_vf *)&_e[128] = c4_0;
+                *(tc_vf *)&_e[144] = c4_1;
+                *(tc_vf *)&_e[160] = c5_0;
+                *(tc_vf *)&_e[176] = c5_1;
+                *(tc_vf *)&_e[192] = c6_0;
+                *(tc_vf *)&_e[208] = c6_1;
+                *(tc_vf *)&_e[224] = c7_0;
+                *(tc_vf *)&_e[240] = c7_1;
+                *(tc_vf *)&_e[256] = c8_0;
+                *(tc_vf *)&_e[272] = c8_1;
+                *(tc_vf *)&_e[288] = c9_0;
+                *(tc_vf *)&_e[304] = c9_1;
+                *(tc_vf *)&_e[320] = c10_0;
+                *(tc_vf *)&_e[336] = c10_1;
+                *(tc_vf *)&_e[352] = c11_0;
+                *(tc_vf *)&_e[368] = c11_1;
+                #pragma omp simd
                 for (int _l = 0; _l < 32; _l++) {
-                  t_O1[((int64_t)((a0 + 0)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(t_O1[((int64_t)(((int32_t)((a0 + 0)))) * 16 + (int64_t)(((int32_t)((b0 + _l)))))]), (float)(((int32_t)(0))))));
-                  t_O1[((int64_t)((a0 + 1)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(t_O1[((int64_t)(((int32_t)((a0 + 1)))) * 16 + (int64_t)(((int32_t)((b0 + _l)))))]), (float)(((int32_t)(0))))));
-                  t_O1[((int64_t)((a0 + 2)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(t_O1[((int64_t)(((int32_t)((a0 + 2)))) * 16 + (int64_t)(((int32_t)((b0 + _l)))))]), (float)(((int32_t)(0))))));
-                  t_O1[((int64_t)((a0 + 3)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(t_O1[((int64_t)(((int32_t)((a0 + 3)))) * 16 + (int64_t)(((int32_t)((b0 + _l)))))]), (float)(((int32_t)(0))))));
-                  t_O1[((int64_t)((a0 + 4)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(t_O1[((int64_t)(((int32_t)((a0 + 4)))) * 16 + (int64_t)(((int32_t)((b0 + _l)))))]), (float)(((int32_t)(0))))));
-                  t_O1[((int64_t)((a0 + 5)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(t_O1[((int64_t)(((int32_t)((a0 + 5)))) * 16 + (int64_t)(((int32_t)((b0 + _l)))))]), (float)(((int32_t)(0))))));
-                  t_O1[((int64_t)((a0 + 6)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(t_O1[((int64_t)(((int32_t)((a0 + 6)))) * 16 + (int64_t)(((int32_t)((b0 + _l)))))]), (float)(((int32_t)(0))))));
-                  t_O1[((int64_t)((a0 + 7)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(t_O1[((int64_t)(((int32_t)((a0 + 7)))) * 16 + (int64_t)(((int32_t)((b0 + _l)))))]), (float)(((int32_t)(0))))));
-                  t_O1[((int64_t)((a0 + 8)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(t_O1[((int64_t)(((int32_t)((a0 + 8)))) * 16 + (int64_t)(((int32_t)((b0 + _l)))))]), (float)(((int32_t)(0))))));
-                  t_O1[((int64_t)((a0 + 9)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(t_O1[((int64_t)(((int32_t)((a0 + 9)))) * 16 + (int64_t)(((int32_t)((b0 + _l)))))]), (float)(((int32_t)(0))))));
-                  t_O1[((int64_t)((a0 + 10)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(t_O1[((int64_t)(((int32_t)((a0 + 10)))) * 16 + (int64_t)(((int32_t)((b0 + _l)))))]), (float)(((int32_t)(0))))));
-                  t_O1[((int64_t)((a0 + 11)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(t_O1[((int64_t)(((int32_t)((a0 + 11)))) * 16 + (int64_t)(((int32_t)((b0 + _l)))))]), (float)(((int32_t)(0))))));
+                  t_O1[((int64_t)((a0 + 0)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_e[((int64_t)((((int32_t)((a0 + 0)))) - (a0)) * 32 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
+                  t_O1[((int64_t)((a0 + 1)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_e[((int64_t)((((int32_t)((a0 + 1)))) - (a0)) * 32 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
+                  t_O1[((int64_t)((a0 + 2)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_e[((int64_t)((((int32_t)((a0 + 2)))) - (a0)) * 32 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
+                  t_O1[((int64_t)((a0 + 3)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_e[((int64_t)((((int32_t)((a0 + 3)))) - (a0)) * 32 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
+                  t_O1[((int64_t)((a0 + 4)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_e[((int64_t)((((int32_t)((a0 + 4)))) - (a0)) * 32 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
+                  t_O1[((int64_t)((a0 + 5)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_e[((int64_t)((((int32_t)((a0 + 5)))) - (a0)) * 32 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
+                  t_O1[((int64_t)((a0 + 6)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_e[((int64_t)((((int32_t)((a0 + 6)))) - (a0)) * 32 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
+                  t_O1[((int64_t)((a0 + 7)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_e[((int64_t)((((int32_t)((a0 + 7)))) - (a0)) * 32 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
+                  t_O1[((int64_t)((a0 + 8)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_e[((int64_t)((((int32_t)((a0 + 8)))) - (a0)) * 32 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
+                  t_O1[((int64_t)((a0 + 9)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_e[((int64_t)((((int32_t)((a0 + 9)))) - (a0)) * 32 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
+                  t_O1[((int64_t)((a0 + 10)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_e[((int64_t)((((int32_t)((a0 + 10)))) - (a0)) * 32 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
+                  t_O1[((int64_t)((a0 + 11)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_e[((int64_t)((((int32_t)((a0 + 11)))) - (a0)) * 32 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
                 }
+              } else {
+                *(tc_vfu *)&t_O1[((int64_t)((a0 + 0)) * 16 + (int64_t)((b0 + 0)))] = c0_0;
+                *(tc_vfu *)&t_O1[((int64_t)((a0 + 0)) * 16 + (int64_t)((b0 + 16)))] = c0_1;
+                *(tc_vfu *)&t_O1[((int64_t)((a0 + 1)) * 16 + (int64_t)((b0 + 0)))] = c1_0;
+                *(tc_vfu *)&t_O1[((int64_t)((a0 + 1)) * 16 + (int64_t)((b0 + 16)))] = c1_1;
+                *(tc_vfu *)&t_O1[((int64_t)((a0 + 2)) * 16 + (int64_t)((b0 + 0)))] = c2_0;
+                *(tc_vfu *)&t_O1[((int64_t)((a0 + 2)) * 16 + (int64_t)((b0 + 16)))] = c2_1;
+                *(tc_vfu *)&t_O1[((int64_t)((a0 + 3)) * 16 + (int64_t)((b0 + 0)))] = c3_0;
+                *(tc_vfu *)&t_O1[((int64_t)((a0 + 3)) * 16 + (int64_t)((b0 + 16)))] = c3_1;
+                *(tc_vfu *)&t_O1[((int64_t)((a0 + 4)) * 16 + (int64_t)((b0 + 0)))] = c4_0;
+                *(tc_vfu *)&t_O1[((int64_t)((a0 + 4)) * 16 + (int64_t)((b0 + 16)))] = c4_1;
+                *(tc_vfu *)&t_O1[((int64_t)((a0 + 5)) * 16 + (int64_t)((b0 + 0)))] = c5_0;
+                *(tc_vfu *)&t_O1[((int64_t)((a0 + 5)) * 16 + (int64_t)((b0 + 16)))] = c5_1;
+                *(tc_vfu *)&t_O1[((int64_t)((a0 + 6)) * 16 + (int64_t)((b0 + 0)))] = c6_0;
+                *(tc_vfu *)&t_O1[((int64_t)((a0 + 6)) * 16 + (int64_t)((b0 + 16)))] = c6_1;
+                *(tc_vfu *)&t_O1[((int64_t)((a0 + 7)) * 16 + (int64_t)((b0 + 0)))] = c7_0;
+                *(tc_vfu *)&t_O1[((int64_t)((a0 + 7)) * 16 + (int64_t)((b0 + 16)))] = c7_1;
+                *(tc_vfu *)&t_O1[((int64_t)((a0 + 8)) * 16 + (int64_t)((b0 + 0)))] = c8_0;
+                *(tc_vfu *)&t_O1[((int64_t)((a0 + 8)) * 16 + (int64_t)((b0 + 16)))] = c8_1;
+                *(tc_vfu *)&t_O1[((int64_t)((a0 + 9)) * 16 + (int64_t)((b0 + 0)))] = c9_0;
+                *(tc_vfu *)&t_O1[((int64_t)((a0 + 9)) * 16 + (int64_t)((b0 + 16)))] = c9_1;
+                *(tc_vfu *)&t_O1[((int64_t)((a0 + 10)) * 16 + (int64_t)((b0 + 0)))] = c10_0;
+                *(tc_vfu *)&t_O1[((int64_t)((a0 + 10)) * 16 + (int64_t)((b0 + 16)))] = c10_1;
+                *(tc_vfu *)&t_O1[((int64_t)((a0 + 11)) * 16 + (int64_t)((b0 + 0)))] = c11_0;
+                *(tc_vfu *)&t_O1[((int64_t)((a0 + 11)) * 16 + (int64_t)((b0 + 16)))] = c11_1;
               }
             }
             if (a0 < a_hi) {
@@ -553,21 +620,32 @@ int tc_phase(int32_t phase, void *const *args, void *const *temps, int64_t lo, i
                 { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 3)))) * 250 + (int64_t)(((int32_t)((k0 + _k)))))]); c3_0 += _s * _v0; c3_1 += _s * _v1; }
                 _src += 32;
               }
-              *(tc_vfu *)&t_O1[((int64_t)((a0 + 0)) * 16 + (int64_t)((b0 + 0)))] = c0_0;
-              *(tc_vfu *)&t_O1[((int64_t)((a0 + 0)) * 16 + (int64_t)((b0 + 16)))] = c0_1;
-              *(tc_vfu *)&t_O1[((int64_t)((a0 + 1)) * 16 + (int64_t)((b0 + 0)))] = c1_0;
-              *(tc_vfu *)&t_O1[((int64_t)((a0 + 1)) * 16 + (int64_t)((b0 + 16)))] = c1_1;
-              *(tc_vfu *)&t_O1[((int64_t)((a0 + 2)) * 16 + (int64_t)((b0 + 0)))] = c2_0;
-              *(tc_vfu *)&t_O1[((int64_t)((a0 + 2)) * 16 + (int64_t)((b0 + 16)))] = c2_1;
-              *(tc_vfu *)&t_O1[((int64_t)((a0 + 3)) * 16 + (int64_t)((b0 + 0)))] = c3_0;
-              *(tc_vfu *)&t_O1[((int64_t)((a0 + 3)) * 16 + (int64_t)((b0 + 16)))] = c3_1;
               if (k0 + kn == 250) {
+                float _e[128] __attribute__((aligned(64)));
+                *(tc_vf *)&_e[0] = c0_0;
+                *(tc_vf *)&_e[16] = c0_1;
+                *(tc_vf *)&_e[32] = c1_0;
+                *(tc_vf *)&_e[48] = c1_1;
+                *(tc_vf *)&_e[64] = c2_0;
+                *(tc_vf *)&_e[80] = c2_1;
+                *(tc_vf *)&_e[96] = c3_0;
+                *(tc_vf *)&_e[112] = c3_1;
+                #pragma omp simd
                 for (int _l = 0; _l < 32; _l++) {
-                  t_O1[((int64_t)((a0 + 0)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(t_O1[((int64_t)(((int32_t)((a0 + 0)))) * 16 + (int64_t)(((int32_t)((b0 + _l)))))]), (float)(((int32_t)(0))))));
-                  t_O1[((int64_t)((a0 + 1)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(t_O1[((int64_t)(((int32_t)((a0 + 1)))) * 16 + (int64_t)(((int32_t)((b0 + _l)))))]), (float)(((int32_t)(0))))));
-                  t_O1[((int64_t)((a0 + 2)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(t_O1[((int64_t)(((int32_t)((a0 + 2)))) * 16 + (int64_t)(((int32_t)((b0 + _l)))))]), (float)(((int32_t)(0))))));
-                  t_O1[((int64_t)((a0 + 3)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(t_O1[((int64_t)(((int32_t)((a0 + 3)))) * 16 + (int64_t)(((int32_t)((b0 + _l)))))]), (float)(((int32_t)(0))))));
+                  t_O1[((int64_t)((a0 + 0)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_e[((int64_t)((((int32_t)((a0 + 0)))) - (a0)) * 32 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
+                  t_O1[((int64_t)((a0 + 1)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_e[((int64_t)((((int32_t)((a0 + 1)))) - (a0)) * 32 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
+                  t_O1[((int64_t)((a0 + 2)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_e[((int64_t)((((int32_t)((a0 + 2)))) - (a0)) * 32 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
+                  t_O1[((int64_t)((a0 + 3)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_e[((int64_t)((((int32_t)((a0 + 3)))) - (a0)) * 32 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
                 }
+              } else {
+                *(tc_vfu *)&t_O1[((int64_t)((a0 + 0)) * 16 + (int64_t)((b0 + 0)))] = c0_0;
+                *(tc_vfu *)&t_O1[((int64_t)((a0 + 0)) * 16 + (int64_t)((b0 + 16)))] = c0_1;
+                *(tc_vfu *)&t_O1[((int64_t)((a0 + 1)) * 16 + (int64_t)((b0 + 0)))] = c1_0;
+                *(tc_vfu *)&t_O1[((int64_t)((a0 + 1)) * 16 + (int64_t)((b0 + 16)))] = c1_1;
+                *(tc_vfu *)&t_O1[((int64_t)((a0 + 2)) * 16 + (int64_t)((b0 + 0)))] = c2_0;
+                *(tc_vfu *)&t_O1[((int64_t)((a0 + 2)) * 16 + (int64_t)((b0 + 16)))] = c2_1;
+                *(tc_vfu *)&t_O1[((int64_t)((a0 + 3)) * 16 + (int64_t)((b0 + 0)))] = c3_0;
+                *(tc_vfu *)&t_O1[((int64_t)((a0 + 3)) * 16 + (int64_t)((b0 + 16)))] = c3_1;
               }
             }
           } else {
@@ -670,19 +748,20 @@ int tc_phase(int32_t phase, void *const *args, void *const *temps, int64_t lo, i
               for (int _l = 0; b0 + _l < 16; _l++) t_O1[((int64_t)((a0 + 10)) * 16 + (int64_t)((b0 + _l)))] = _c[320 + _l];
               for (int _l = 0; b0 + _l < 16; _l++) t_O1[((int64_t)((a0 + 11)) * 16 + (int64_t)((b0 + _l)))] = _c[352 + _l];
               if (k0 + kn == 250) {
+                #pragma omp simd
                 for (int _l = 0; _l < 16 - b0; _l++) {
-                  t_O1[((int64_t)((a0 + 0)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(t_O1[((int64_t)(((int32_t)((a0 + 0)))) * 16 + (int64_t)(((int32_t)((b0 + _l)))))]), (float)(((int32_t)(0))))));
-                  t_O1[((int64_t)((a0 + 1)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(t_O1[((int64_t)(((int32_t)((a0 + 1)))) * 16 + (int64_t)(((int32_t)((b0 + _l)))))]), (float)(((int32_t)(0))))));
-                  t_O1[((int64_t)((a0 + 2)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(t_O1[((int64_t)(((int32_t)((a0 + 2)))) * 16 + (int64_t)(((int32_t)((b0 + _l)))))]), (float)(((int32_t)(0))))));
-                  t_O1[((int64_t)((a0 + 3)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(t_O1[((int64_t)(((int32_t)((a0 + 3)))) * 16 + (int64_t)(((int32_t)((b0 + _l)))))]), (float)(((int32_t)(0))))));
-                  t_O1[((int64_t)((a0 + 4)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(t_O1[((int64_t)(((int32_t)((a0 + 4)))) * 16 + (int64_t)(((int32_t)((b0 + _l)))))]), (float)(((int32_t)(0))))));
-                  t_O1[((int64_t)((a0 + 5)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(t_O1[((int64_t)(((int32_t)((a0 + 5)))) * 16 + (int64_t)(((int32_t)((b0 + _l)))))]), (float)(((int32_t)(0))))));
-                  t_O1[((int64_t)((a0 + 6)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(t_O1[((int64_t)(((int32_t)((a0 + 6)))) * 16 + (int64_t)(((int32_t)((b0 + _l)))))]), (float)(((int32_t)(0))))));
-                  t_O1[((int64_t)((a0 + 7)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(t_O1[((int64_t)(((int32_t)((a0 + 7)))) * 16 + (int64_t)(((int32_t)((b0 + _l)))))]), (float)(((int32_t)(0))))));
-                  t_O1[((int64_t)((a0 + 8)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(t_O1[((int64_t)(((int32_t)((a0 + 8)))) * 16 + (int64_t)(((int32_t)((b0 + _l)))))]), (float)(((int32_t)(0))))));
-                  t_O1[((int64_t)((a0 + 9)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(t_O1[((int64_t)(((int32_t)((a0 + 9)))) * 16 + (int64_t)(((int32_t)((b0 + _l)))))]), (float)(((int32_t)(0))))));
-                  t_O1[((int64_t)((a0 + 10)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(t_O1[((int64_t)(((int32_t)((a0 + 10)))) * 16 + (int64_t)(((int32_t)((b0 + _l)))))]), (float)(((int32_t)(0))))));
-                  t_O1[((int64_t)((a0 + 11)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(t_O1[((int64_t)(((int32_t)((a0 + 11)))) * 16 + (int64_t)(((int32_t)((b0 + _l)))))]), (float)(((int32_t)(0))))));
+                  t_O1[((int64_t)((a0 + 0)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_c[((int64_t)((((int32_t)((a0 + 0)))) - (a0)) * 32 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
+                  t_O1[((int64_t)((a0 + 1)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_c[((int64_t)((((int32_t)((a0 + 1)))) - (a0)) * 32 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
+                  t_O1[((int64_t)((a0 + 2)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_c[((int64_t)((((int32_t)((a0 + 2)))) - (a0)) * 32 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
+                  t_O1[((int64_t)((a0 + 3)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_c[((int64_t)((((int32_t)((a0 + 3)))) - (a0)) * 32 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
+                  t_O1[((int64_t)((a0 + 4)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_c[((int64_t)((((int32_t)((a0 + 4)))) - (a0)) * 32 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
+                  t_O1[((int64_t)((a0 + 5)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_c[((int64_t)((((int32_t)((a0 + 5)))) - (a0)) * 32 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
+                  t_O1[((int64_t)((a0 + 6)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_c[((int64_t)((((int32_t)((a0 + 6)))) - (a0)) * 32 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
+                  t_O1[((int64_t)((a0 + 7)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_c[((int64_t)((((int32_t)((a0 + 7)))) - (a0)) * 32 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
+                  t_O1[((int64_t)((a0 + 8)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_c[((int64_t)((((int32_t)((a0 + 8)))) - (a0)) * 32 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
+                  t_O1[((int64_t)((a0 + 9)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_c[((int64_t)((((int32_t)((a0 + 9)))) - (a0)) * 32 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
+                  t_O1[((int64_t)((a0 + 10)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_c[((int64_t)((((int32_t)((a0 + 10)))) - (a0)) * 32 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
+                  t_O1[((int64_t)((a0 + 11)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_c[((int64_t)((((int32_t)((a0 + 11)))) - (a0)) * 32 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
                 }
               }
             }
@@ -723,11 +802,12 @@ int tc_phase(int32_t phase, void *const *args, void *const *temps, int64_t lo, i
               for (int _l = 0; b0 + _l < 16; _l++) t_O1[((int64_t)((a0 + 2)) * 16 + (int64_t)((b0 + _l)))] = _c[64 + _l];
               for (int _l = 0; b0 + _l < 16; _l++) t_O1[((int64_t)((a0 + 3)) * 16 + (int64_t)((b0 + _l)))] = _c[96 + _l];
               if (k0 + kn == 250) {
+                #pragma omp simd
                 for (int _l = 0; _l < 16 - b0; _l++) {
-                  t_O1[((int64_t)((a0 + 0)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(t_O1[((int64_t)(((int32_t)((a0 + 0)))) * 16 + (int64_t)(((int32_t)((b0 + _l)))))]), (float)(((int32_t)(0))))));
-                  t_O1[((int64_t)((a0 + 1)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(t_O1[((int64_t)(((int32_t)((a0 + 1)))) * 16 + (int64_t)(((int32_t)((b0 + _l)))))]), (float)(((int32_t)(0))))));
-                  t_O1[((int64_t)((a0 + 2)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(t_O1[((int64_t)(((int32_t)((a0 + 2)))) * 16 + (int64_t)(((int32_t)((b0 + _l)))))]), (float)(((int32_t)(0))))));
-                  t_O1[((int64_t)((a0 + 3)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(t_O1[((int64_t)(((int32_t)((a0 + 3)))) * 16 + (int64_t)(((int32_t)((b0 + _l)))))]), (float)(((int32_t)(0))))));
+                  t_O1[((int64_t)((a0 + 0)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_c[((int64_t)((((int32_t)((a0 + 0)))) - (a0)) * 32 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
+                  t_O1[((int64_t)((a0 + 1)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_c[((int64_t)((((int32_t)((a0 + 1)))) - (a0)) * 32 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
+                  t_O1[((int64_t)((a0 + 2)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_c[((int64_t)((((int32_t)((a0 + 2)))) - (a0)) * 32 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
+                  t_O1[((int64_t)((a0 + 3)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_c[((int64_t)((((int32_t)((a0 + 3)))) - (a0)) * 32 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
                 }
               }
             }
