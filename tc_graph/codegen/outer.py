@@ -223,11 +223,11 @@ def _pack(p: _Printer, k: OuterKernel, d: int, *, staged: bool) -> None:
         return
     if k.gathers and not staged:
         # lanes in one row of P (a panel inside an output row): a plain copy at stride 1,
-        # every other element of twice as many at stride 2
-        p.out(d, "if (_along) {")
-        _steps(p, k, d + 1, None)
-        p.out(d, "} else if (_even) {")
-        _steps(p, k, d + 1, None, stride=2)
+        # every other element of twice as many at stride 2; across output rows, each
+        # vector from its two rows' runs
+        for test, copy in (("_along", "run"), ("_even", "evens"), ("_two", "pairs")):
+            p.out(d, f"{'if' if copy == 'run' else '} else if'} ({test}) {{")
+            _steps(p, k, d + 1, value, copy=copy)
         p.out(d, "} else {")
         _steps(p, k, d + 1, value)
         p.out(d, "}")
@@ -235,11 +235,12 @@ def _pack(p: _Printer, k: OuterKernel, d: int, *, staged: bool) -> None:
         _steps(p, k, d, value)
 
 
-def _steps(p: _Printer, k: OuterKernel, d: int, value: str | None, *, stride: int = 1) -> None:
-    """The panel's rows, one per step of the reduction indices: `value` at lane `_l`, or
-    (None) the lanes' run from `_off[0]` on at `stride`, copied a vector at a time (gcc's
-    own vectorization of that copy shuffled pairs across the window's steps: a fifth of a
-    3x3 convolution's time over 64 channels)."""
+def _steps(p: _Printer, k: OuterKernel, d: int, value: str, *, copy: str = "lanes") -> None:
+    """The panel's rows, one per step of the reduction indices: `value` at lane `_l`
+    ("lanes"), or copied a vector at a time from the lanes' run at `_off[0]` ("run"; gcc's
+    own vectorization of the lane copy shuffled pairs across the window's steps: a fifth
+    of a 3x3 convolution's time over 64 channels), from twice as many at stride 2
+    ("evens"), or from two runs per vector ("pairs")."""
     plan, n = k.plan, k.block.panel
     assert plan.packed is not None
     p.out(d, "float *_dst = _bp;")
@@ -248,10 +249,15 @@ def _steps(p: _Printer, k: OuterKernel, d: int, value: str | None, *, stride: in
     if k.gathers:
         start = _address(p, k, {**k.at("0"), **k.reduction_env()})
         p.out(dd, f"const float *_s0 = &{cname(plan.packed.tensor)}[{start}];")
-    if value is None and stride == 2:
+    w = k.block.width
+    if copy == "evens":
         _evens(p, k, dd)
-    elif value is None:
-        w = k.block.width
+    elif copy == "pairs":
+        for j in range(n // w):
+            x, y = (f"*(const tc_vfu *)&_s0[{v}[{j}]]" for v in ("_va", "_vb"))
+            blend = f"(tc_vf)(((tc_vi)({x}) & ~_vm[{j}]) | ((tc_vi)({y}) & _vm[{j}]))"
+            p.out(dd, f"*(tc_vf *)&_dst[{j * w}] = {blend};")
+    elif copy == "run":
         for j in range(0, n, w):
             p.out(dd, f"*(tc_vf *)&_dst[{j}] = *(const tc_vfu *)&_s0[_off[0] + {j}];")
     else:
@@ -286,7 +292,8 @@ def _lane_offsets(p: _Printer, k: OuterKernel, d: int) -> None:
     """Each lane's offset from the panel's column 0 in P, for the work item (the address
     at the lane less the address at column 0, the reduction indices at 0), and whether
     the lanes lie one after the other in P (`_along`: then the panel is a plain copy) or
-    at every other element (`_even`: a stride-2 window, copied by shuffles)."""
+    at every other element (`_even`: a stride-2 window, copied by shuffles), or in two
+    runs per vector (`_pairs`)."""
     zero = dict.fromkeys(k.reduction_env(), "0")
     at = _address(p, k, {**k.lane("(b0 + _l)"), **zero})
     first = _address(p, k, {**k.at("0"), **zero})
@@ -296,6 +303,30 @@ def _lane_offsets(p: _Printer, k: OuterKernel, d: int) -> None:
     p.out(d, "int _along = 1, _even = 1;")
     p.out(d, f"for (int _l = 1; _l < {n}; _l++) _along &= _off[_l] == _off[0] + _l;")
     p.out(d, f"for (int _l = 1; _l < {n}; _l++) _even &= _off[_l] == _off[0] + 2 * _l;")
+    _pairs(p, k, d)
+
+
+def _pairs(p: _Printer, k: OuterKernel, d: int) -> None:
+    """Whether every vector of the panel is at most two runs of consecutive elements in
+    P, the second later in P (`_two`: a panel across output rows, stride 1), and per
+    vector where each run would start at its first lane (`_va`, `_vb`) and which lanes
+    take the second (`_vm`). A load at either start stays between the vector's first
+    and last elements, so inside P."""
+    w, vectors = k.block.width, k.block.panel // k.block.width
+    p.out(d, f"int64_t _va[{vectors}], _vb[{vectors}];")
+    p.out(d, f"tc_vi _vm[{vectors}];")
+    p.out(d, "int _two = 1;")
+    p.out(d, f"for (int _j = 0; _j < {vectors}; _j++) {{")
+    p.out(d + 1, f"int _cut = {w};")
+    p.out(d + 1, f"_va[_j] = _vb[_j] = _off[_j * {w}];")
+    p.out(d + 1, f"for (int _l = 1; _l < {w}; _l++) {{")
+    p.out(d + 2, f"const int64_t _at = _off[_j * {w} + _l] - _l;")
+    p.out(d + 2, f"if (_cut == {w} && _at != _va[_j]) {{ _cut = _l; _vb[_j] = _at; }}")
+    p.out(d + 2, "_two &= _at == (_l < _cut ? _va[_j] : _vb[_j]);")
+    p.out(d + 1, "}")
+    p.out(d + 1, "_two &= _vb[_j] >= _va[_j];")
+    p.out(d + 1, f"for (int _l = 0; _l < {w}; _l++) _vm[_j][_l] = _l >= _cut ? -1 : 0;")
+    p.out(d, "}")
 
 
 def _run(p: _Printer, k: OuterKernel, d: int, *, staged: bool) -> None:
