@@ -65,12 +65,13 @@ def _member_iterators(node: isl.ScheduleNode, scop: Scop) -> tuple[ScopStmt, lis
 
 
 def _is_reduction_member(node: isl.ScheduleNode, scop: Scop) -> bool:
-    """The band's last member is a reduction loop of an update statement."""
+    """The band's first member, the loop its mark falls on (the members after it have one
+    iteration each), is a reduction loop of an update statement."""
     found = _member_iterators(node, scop)
     if found is None:
         return False
     st, its = found
-    return st.kind == "update" and its[-1] in st.source.reduction_vars
+    return st.kind == "update" and its[0] in st.source.reduction_vars
 
 
 def _dot_tile_start(node: isl.ScheduleNode, scop: Scop) -> int | None:
@@ -131,6 +132,7 @@ def map_cpu(schedule: isl.Schedule, scop: Scop, options: MappingOptions) -> isl.
                 and options.parallel_depth > 0
                 and node.band_member_get_coincident(0)
                 and _trip_count(node) > 1
+                and (_has_band_below(node) or _instances(node) >= MIN_PARALLEL)
             ):
                 # A first tile size that covers its loop would leave a one-iteration
                 # tile loop, which isl does not print: the parallel mark would land on
@@ -161,9 +163,11 @@ def map_cpu(schedule: isl.Schedule, scop: Scop, options: MappingOptions) -> isl.
                 node = _mark(node, mark).child(0)
                 down += 1
             elif not _has_band_below(node):
-                n = node.band_n_member()
-                if n > 1:
-                    node = node.band_split(n - 1).child(0)
+                # the last member that isl prints a loop for (one iteration prints none:
+                # a softmax over (1000, 1, 1) reduces along the 1000)
+                last = _last_loop(node)
+                if last > 0:
+                    node = node.band_split(last).child(0)
                     down += 1
                 if options.unroll > 1 and _trip_count(node) <= options.unroll:
                     node = node.band_member_set_ast_loop_type(0, isl.ast_loop_type.unroll)
@@ -191,14 +195,35 @@ def _mark(node: isl.ScheduleNode, kind: Loop) -> isl.ScheduleNode:
     return insert(node, LoopMark(kind, node.get_schedule_depth()))
 
 
-def _trip_count(node: isl.ScheduleNode) -> int:
-    """Iterations of a one-member band's loop."""
-    values = node.band_get_partial_schedule_union_map().intersect_domain(node.get_domain()).range()
+def _trip_count(node: isl.ScheduleNode, member: int = 0) -> int:
+    """Iterations of a band member's loop (the first by default)."""
+    schedule = node.band_get_partial_schedule().get_at(member)
+    values = isl.UnionMap.from_union_pw_aff(schedule).intersect_domain(node.get_domain()).range()
     sets: list[isl.Set] = []
     values.foreach_set(sets.append)
     count = 0
     for s in sets:
         count = max(count, s.dim_max_val(0).to_python() - s.dim_min_val(0).to_python() + 1)
+    return count
+
+
+def _last_loop(node: isl.ScheduleNode) -> int:
+    """The band's last member with more than one iteration (0 if none has)."""
+    n = node.band_n_member()
+    return next((j for j in reversed(range(n)) if _trip_count(node, j) > 1), 0)
+
+
+# An innermost band with fewer instances than this is not worth a parallel loop: the
+# threads' start (a parallel phase in onnxruntime) costs more than its work (a softmax
+# over 1000 values ran 1000 one-element iterations on the pool).
+MIN_PARALLEL = 4096
+
+
+def _instances(node: isl.ScheduleNode) -> int:
+    """The iterations of all the band's loops together (an upper bound: their box)."""
+    count = 1
+    for j in range(node.band_n_member()):
+        count *= max(1, _trip_count(node, j))
     return count
 
 
