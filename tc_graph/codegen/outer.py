@@ -293,7 +293,7 @@ def _lane_offsets(p: _Printer, k: OuterKernel, d: int) -> None:
     at the lane less the address at column 0, the reduction indices at 0), and whether
     the lanes lie one after the other in P (`_along`: then the panel is a plain copy) or
     at every other element (`_even`: a stride-2 window, copied by shuffles), or in two
-    runs per vector (`_pairs`)."""
+    runs per vector (`_two`, see _pairs)."""
     zero = dict.fromkeys(k.reduction_env(), "0")
     at = _address(p, k, {**k.lane("(b0 + _l)"), **zero})
     first = _address(p, k, {**k.at("0"), **zero})
@@ -447,7 +447,7 @@ def _end(p: _Printer, k: OuterKernel, rows: int, d: int, *, staged: bool, held: 
     end, src = plan.end, k.st.source
     limit = f"_l < {k.columns[1]} - b0" if staged else f"_l < {k.block.panel}"
     columns = k.at("(b0 + _l)") if held is not None else k.lane("(b0 + _l)")
-    saved = p.private.get(src.tensor), p.renamed.get(src.tensor)
+    old_box, old_name = p.private.get(src.tensor), p.renamed.get(src.tensor)
     if held is not None:
         sizes = {plan.rows: rows, plan.cols: k.block.panel}
         offsets = {plan.rows: "a0", plan.cols: "b0"}
@@ -464,10 +464,12 @@ def _end(p: _Printer, k: OuterKernel, rows: int, d: int, *, staged: bool, held: 
         value = store(p.expr(end.rhs, env), p.program.tensors[end.tensor].dtype, end.rhs.dtype)
         p.out(d + 1, f"{target} = {value};")
     p.out(d, "}")
-    for table, old in zip((p.private, p.renamed), saved, strict=True):
-        table.pop(src.tensor, None)
-        if old is not None:
-            table[src.tensor] = old  # type: ignore[index]
+    p.private.pop(src.tensor, None)
+    p.renamed.pop(src.tensor, None)
+    if old_box is not None:
+        p.private[src.tensor] = old_box
+    if old_name is not None:
+        p.renamed[src.tensor] = old_name
 
 
 def _output(p: _Printer, tensor: str, subs: list[str]) -> str:
