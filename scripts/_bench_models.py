@@ -338,13 +338,13 @@ def _tc_graph_call(
 
 def _session_options(threads: int) -> ort.SessionOptions:
     """onnxruntime at its best: every graph optimization, `threads` intra-op threads.
-    Their spinning stops when a run returns, so that the side timed next has the cores
-    (as in optimize's race)."""
+    Idle threads spin for at most a millisecond, so that the side timed next has the
+    cores (as in optimize's race, optimize.SPIN_US)."""
     so = ort.SessionOptions()
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     so.intra_op_num_threads = threads
     so.inter_op_num_threads = 1
-    so.add_session_config_entry("session.force_spinning_stop", "1")
+    so.add_session_config_entry("session.intra_op.spin_duration_us", "1000")
     return so
 
 

@@ -1012,10 +1012,13 @@ def _session_options() -> Any:
     """Fresh onnxruntime SessionOptions with the user's settings (those that change how
     fast a model runs) and their thread count: the measured sessions run as theirs will.
     A copy, so the user's own object is never changed (the library is registered on the
-    fused side's copy). Its intra-op threads stop spinning when a run returns: the race
-    runs two sessions in turn, and threads still spinning after one's turn took the
-    cores from the other's (on two cores, two identical sessions' rounds spread up to
-    236%; 0-9% stopped). Within a run they spin as the user's do."""
+    fused side's copy). Its idle intra-op threads spin for at most SPIN_US: the race
+    runs two sessions in turn, and onnxruntime's threads went on spinning for 50-200 ms
+    after one session's turn, taking the cores from the other's (two identical
+    squeezenet sessions on two cores: rounds of 5.3 to 16.9 ms, their ratios spread
+    100-236%; bounded, 5.2-5.3 ms and 1-2%). Between the calls of one turn, as between
+    a user's back-to-back runs, they still spin: stopping them at the end of every run
+    (session.force_spinning_stop) had cost MLP3's onnxruntime side 40 of its 50 us."""
     import onnxruntime as onnxrt
 
     m = _now()
@@ -1025,11 +1028,11 @@ def _session_options() -> Any:
             setattr(so, name, getattr(m.sess_options, name))
     if m.threads is not None:
         so.intra_op_num_threads = m.threads
-    so.add_session_config_entry(_STOP_SPINNING, "1")
+    so.add_session_config_entry("session.intra_op.spin_duration_us", str(SPIN_US))
     return so
 
 
-_STOP_SPINNING = "session.force_spinning_stop"
+SPIN_US = 1000
 
 
 def _context_key() -> str:
