@@ -90,9 +90,13 @@ def run(path: Path) -> dict[str, object]:
     rejected = Counter(opt._reason_kind(d["why"]) for d in decisions if not d["fused"])
     row["rejected"] = dict(rejected.most_common())
     feeds = _feeds(model)
-    plain = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    # The check sessions spin as the race's do (opt._session_options): with onnxruntime's
+    # default, their threads went on spinning into the race's first rounds.
+    cpu = ["CPUExecutionProvider"]
+    plain = ort.InferenceSession(model.SerializeToString(), opt._session_options(), cpu)
     want = plain.run(None, feeds)
-    got = tg.InferenceSession(optimized).run(None, feeds)
+    got = tg.InferenceSession(optimized, opt._session_options()).run(None, feeds)
+    del plain
     row["match"] = _same(got, want)
     refs = _references(path, len(want))
     row["match_reference"] = None if refs is None else _same(got, refs)
