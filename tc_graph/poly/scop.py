@@ -238,6 +238,10 @@ def _contracts(
     """The kernel-of-its-own plan of each statement that has one, given the statement
     before it, which it may take as its accumulators' start (a bias: `plan`)."""
     out = {}
+    readers: dict[str, set[int]] = {}  # tensor -> the statements that read it, found once
+    for m, (s, _, _) in enumerate(prepared):
+        for r in ir.reads(s.rhs):
+            readers.setdefault(r.tensor, set()).add(m)
     for n, (st, ranges, trips) in enumerate(prepared):
         shape = shapes[st.tensor]
         dense = bool(st.lhs) and tuple(ranges[len(st.lhs) - 1]) == (0, shape[-1])
@@ -252,10 +256,8 @@ def _contracts(
                 end = nxt
         flat = end is not None and _flat(st, end, shapes)
         folded = {n - 1, n, n + 1} if start is not None else {n, n + 1}
-        elsewhere = program.tensors[st.tensor].role != "temp" or any(
-            st.tensor in {r.tensor for r in ir.reads(s.rhs)}
-            for m, (s, _, _) in enumerate(prepared)
-            if m not in folded
+        elsewhere = program.tensors[st.tensor].role != "temp" or bool(
+            readers.get(st.tensor, set()) - folded
         )
         contract = plan(
             program,
