@@ -49,7 +49,7 @@ from ..poly.contraction import panel_width
 from ..runtime import cc, ort
 from ..runtime.kernel import CompileTimeout, code_version, compile_timeout
 from ..tune.tuner import ModelTuning
-from . import cost, external, memo
+from . import cost, external, kept, memo
 from . import translate as tr
 from .fold import batch_norms_folded
 from .model import Graph, symbolic_dims
@@ -442,38 +442,88 @@ def _keep_what_pays_whole(
     that won by the least until it is not slower (MIN_WHOLE_SPEEDUP) and computes the
     same values. Each group won alone, on its subgraph; inside the whole model, the
     traffic between a TcKernel and onnxruntime's kernels around it can undo a small win
-    (the small MLP3 of the demo measured 0.74x with one of its layer pairs fused). The
-    verdict is never cached: this race is the check of cached group decisions, so it runs
-    on every optimize (a DLRM model ran 0.61x on a cached verdict taken under load). A
-    race whose rounds never agree drops every group: nothing confirms them. Skipped where
-    a graph input has no static shape (no sample can be made). Past the `deadline`, a
-    losing race drops every group at once (each race of a big model takes seconds).
-    Returns the speedup of the whole model as kept, or None when it was not measured."""
+    (the small MLP3 of the demo measured 0.74x with one of its layer pairs fused). A
+    kept set is never cached as a win: this race is the check of cached group decisions,
+    so every optimize races what it keeps (a DLRM model ran 0.61x on a cached verdict
+    taken under load). What the races dropped is remembered (kept.py): optimizing the
+    same model and groups again starts from the set kept last time, and keeping nothing
+    races nothing. A race whose rounds never agree drops every group: nothing confirms
+    them. Skipped where a graph input has no static shape (no sample can be made). Past
+    the `deadline`, a losing race drops every group at once (each race of a big model
+    takes seconds). Returns the speedup of the whole model as kept, or None when it was
+    not measured."""
     feeds = _model_feeds(g)
     if chosen and feeds is None:
         log.debug("the whole model is not measured: an input has no static shape or is too large")
-    while chosen and feeds is not None:
+    if not chosen or feeds is None:
+        return None
+    memory = kept.key(g.model, [(c.group.nodes, c.attrs.kernel_key) for c in chosen],
+                      _context_key())  # fmt: skip
+    dropped = _drop_remembered(memory, chosen, decisions)
+    steady = True
+    while chosen:
         pairs = [(c.group, c.attrs) for c in chosen]
         log.debug("measuring the whole model with %s", _plural(len(chosen), "group"))
         known = _race(*_fed_models(g, rewrite(g.model, pairs), feeds), feeds)
-        ran = known.get("why") or f"{known.get('ratio', 0.0):.2f}x"
-        log.debug("whole model: %s", ran)
-        steady = not known.get("why") and not known.get("unsteady")
-        if steady and known.get("ratio", 0.0) >= MIN_WHOLE_SPEEDUP:
+        log.debug("whole model: %s", _ran(known))
+        if _confirmed(known):
+            if steady:
+                kept.store(memory, [c.group.nodes for c in chosen], dropped)
             return float(known["ratio"])
-        if "spread" in known:  # no verdict at all, not even a loss in every round
-            why = f"{_UNSTEADY_WHOLE} ({known['spread']})"
-            worst = list(chosen)
-        elif _clock() >= deadline:
-            why = f"{_DROPPED} {ran}, past the budget"
-            worst = list(chosen)
-        else:
-            why = f"{_DROPPED} {ran}"
-            worst = [min(chosen, key=lambda c: _won_by(decisions[c.decision]))]
-        for c in worst:
-            decisions[c.decision] = replace(decisions[c.decision], fused=False, why=why)
-            chosen.remove(c)
+        worst, remembered = _worst(chosen, decisions, known, deadline)
+        steady = steady and remembered
+        for c, why in worst:
+            _drop(c, why, chosen, decisions)
+            dropped[c.group.nodes] = why
+    if steady:
+        kept.store(memory, [], dropped)
     return None
+
+
+def _drop_remembered(
+    memory: str, chosen: list[_Choice], decisions: list[Decision]
+) -> dict[kept.Nodes, str]:
+    """Drop what the last optimize of the same model and groups dropped, as it said why
+    (nothing under remeasure, or where nothing or something else is remembered)."""
+    last = None if _now().remeasure else kept.recall(memory)
+    nodes = {c.group.nodes for c in chosen}
+    if last is None or last.kept | set(last.dropped) != nodes or last.kept & set(last.dropped):
+        return {}
+    for c in [c for c in chosen if c.group.nodes in last.dropped]:
+        _drop(c, last.dropped[c.group.nodes], chosen, decisions)
+    log.debug("whole model: %s as the last optimize kept", _plural(len(chosen), "group"))
+    return dict(last.dropped)
+
+
+def _drop(c: _Choice, why: str, chosen: list[_Choice], decisions: list[Decision]) -> None:
+    decisions[c.decision] = replace(decisions[c.decision], fused=False, why=why)
+    chosen.remove(c)
+
+
+def _confirmed(known: Mapping[str, Any]) -> bool:
+    """Whether a whole-model race is steady and not slower (MIN_WHOLE_SPEEDUP)."""
+    steady = not known.get("why") and not known.get("unsteady")
+    return steady and known.get("ratio", 0.0) >= MIN_WHOLE_SPEEDUP
+
+
+def _ran(known: Mapping[str, Any]) -> str:
+    return known.get("why") or f"{known.get('ratio', 0.0):.2f}x"
+
+
+def _worst(
+    chosen: list[_Choice], decisions: list[Decision], known: Mapping[str, Any], deadline: float
+) -> tuple[list[tuple[_Choice, str]], bool]:
+    """The groups a losing whole-model race drops, each with why, and whether that is to
+    be remembered: every group where the rounds never agreed or past the budget (not
+    remembered); else the one that won by the least. A loss in every round whose rounds
+    disagreed on by how much is a loss, and remembered."""
+    ran = _ran(known)
+    if "spread" in known:  # no verdict at all, not even a loss in every round
+        return [(c, f"{_UNSTEADY_WHOLE} ({known['spread']})") for c in chosen], False
+    if _clock() >= deadline:
+        return [(c, f"{_DROPPED} {ran}, past the budget") for c in chosen], False
+    why = f"{_DROPPED} {ran}"
+    return [(min(chosen, key=lambda c: _won_by(decisions[c.decision])), why)], True
 
 
 _DROPPED = "dropped: the whole model with it ran"
@@ -1076,8 +1126,10 @@ def _store_decision(key: str, value: Mapping[str, Any]) -> None:
 
 
 def clear_decisions() -> bool:
-    """Forget every cached decision (`tc-graph cache clear`); True if there were some."""
-    return memo.clear(_DECISIONS, "the cached decisions")
+    """Forget every cached decision and remembered whole-model race (`tc-graph cache
+    clear`); True if there were some."""
+    races = kept.clear()
+    return memo.clear(_DECISIONS, "the cached decisions") or races
 
 
 def setattr_decisions(

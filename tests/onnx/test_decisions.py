@@ -114,12 +114,13 @@ def _cached(path: Path, loss: bool = False) -> dict[str, Any]:
     return {k: v for k, v in entries if k != "code" and k.startswith("loss:") == loss}
 
 
-def test_a_losing_whole_model_is_never_cached_and_raced_again(
+def test_a_losing_whole_model_is_remembered_as_a_loss_never_as_a_win(
     cache: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The group wins alone but the whole model loses: nothing is fused, only the group's
-    own measurement is cached, and the next optimize races the whole model again (and
-    fuses once the whole model wins)."""
+    """The group wins alone but the whole model loses: nothing is fused, the group's own
+    measurement is cached and so is the drop (kept.py), so the next optimize races
+    nothing. Under remeasure, a whole model that wins is fused; that kept set is raced
+    on every later optimize, and dropped once it loses."""
     race = Race(group=2.0, whole=0.8)
     monkeypatch.setattr(OPT, "_race", race)
     optimized = _optimize()
@@ -128,15 +129,17 @@ def test_a_losing_whole_model_is_never_cached_and_raced_again(
     (made,) = _decisions(optimized)
     assert made["why"] == "dropped: the whole model with it ran 0.80x" and not made["fused"]
     assert [v["ratio"] for v in _cached(cache).values()] == [2.0]  # the group's, not a verdict
-    _optimize()
-    assert race.taken() == ["whole"]  # the group's decision cached, the whole model not
+    assert _decisions(_optimize()) == [made]
+    assert race.taken() == []  # the group's decision and the drop cached
     race.whole = 1.3
-    optimized = _optimize()
-    assert race.taken() == ["whole"]
+    assert _kernels(_optimize()) == 0 and race.taken() == []
+    optimized = _optimize(remeasure=True)
+    assert race.taken() == ["group", "whole"]
     assert _kernels(optimized) == 1
     (summary,) = [p.value for p in optimized.metadata_props if p.key == "tc_graph.summary"]
     assert summary == "1 of 1 group fused, 1.30 times faster on the sample inputs"
-    race.whole = 0.9  # a cached win is checked again: the whole model now loses
+    assert _kernels(_optimize()) == 1 and race.taken() == ["whole"]
+    race.whole = 0.9  # a kept group is checked again: the whole model now loses
     assert _kernels(_optimize()) == 0
     assert race.taken() == ["whole"]
 
@@ -325,11 +328,39 @@ def test_cache_clear_removes_decisions(
     monkeypatch.setattr(OPT, "_race", race)
     _optimize()
     assert _cached(cache) and race.taken() == ["group", "whole"]
+    assert (cache.parent / "kept.json").exists()
     assert cli_main(["cache", "clear"]) == 0
     assert "removed the cached optimize decisions" in capsys.readouterr().out
-    assert not cache.exists()
+    assert not cache.exists() and not (cache.parent / "kept.json").exists()
     _optimize()
     assert race.taken() == ["group", "whole"]
+
+
+@pytest.mark.parametrize(
+    "entry",
+    [
+        [],
+        {"kept": "0,1", "dropped": {}},
+        {"kept": ["0,x"], "dropped": {}},
+        {"kept": [], "dropped": {"1": 3}},
+        {"kept": [""], "dropped": {}},
+        {"kept": [], "dropped": {}},  # not the groups chosen
+    ],
+)
+def test_a_malformed_remembered_race_is_raced_again(
+    entry: object, cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A damaged or hand-edited kept.json is not trusted nor a crash: the whole model is
+    raced again and dropped from as on a cold cache."""
+    race = Race(whole=0.8)
+    monkeypatch.setattr(OPT, "_race", race)
+    _optimize()
+    assert race.taken() == ["group", "whole"]
+    path = cache.parent / "kept.json"
+    data = json.loads(path.read_text())
+    (key,) = [k for k in data if k != "code"]
+    path.write_text(json.dumps({**data, key: entry}))
+    assert _kernels(_optimize()) == 0 and race.taken() == ["whole"]
 
 
 def test_remeasure_ignores_cached_decisions(

@@ -5,6 +5,7 @@ size. Nothing here is timed: groups are forced."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -91,3 +92,14 @@ def test_the_command_line_pins_with_fix_shape(
     with pytest.raises(SystemExit):
         cli_main([*argv, "--fix-shape", "batch"])
     assert "expected NAME=N" in capsys.readouterr().err
+
+
+def test_nothing_to_pin_imports_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without fix_shapes, onnxruntime.tools is not imported: where torch is installed,
+    that package imports it (2.7 s of every optimize, a warm one included)."""
+    from tc_graph.graph.model import fix_dims
+
+    monkeypatch.setitem(sys.modules, "onnxruntime.tools.onnx_model_utils", None)
+    model = _dynamic_mlp()
+    fix_dims(model, {})
+    assert model.graph.input[0].type.tensor_type.shape.dim[0].dim_param == "batch"
