@@ -5,6 +5,9 @@ the model is not slower, one race per drop (light_resnet50: 8 races, 14 of a war
 was said why, and races the set that was kept: every kept set is still confirmed by a
 race on every optimize, and keeping nothing races nothing. Only losses are remembered:
 a kept set that now loses is dropped from as before; `remeasure` ignores this memory.
+Drops made past the budget stand, like a group not measured within it, only for a budget
+no larger than the one that ran out (a warm inception_v1 raced 11 times, 10 s, after a
+cold run that reached its budget at the whole-model race).
 """
 
 from __future__ import annotations
@@ -29,6 +32,11 @@ class Kept:
 
     kept: frozenset[Nodes]
     dropped: Mapping[Nodes, str]
+    budget_s: float | None = None  # the budget a drop ran out of (None: none did)
+
+    def stands(self, budget_s: float | None) -> bool:
+        """Whether the memory holds for an optimize with this budget (None: no bound)."""
+        return self.budget_s is None or (budget_s is not None and budget_s <= self.budget_s)
 
 
 def key(model: onnx.ModelProto, chosen: Iterable[tuple[Nodes, str]], context: str) -> str:
@@ -52,22 +60,31 @@ def recall(k: str) -> Kept | None:
     known = memo.load(_FILE).get(k)
     if not isinstance(known, dict):
         return None
-    kept, dropped = known.get("kept"), known.get("dropped")
+    kept, dropped, budget = known.get("kept"), known.get("dropped"), known.get("budget_s")
     if not isinstance(kept, list) or not isinstance(dropped, dict):
         return None
     if not all(isinstance(v, str) and v for v in (*kept, *dropped, *dropped.values())):
         return None
+    if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int | float)):
+        return None
     try:
-        return Kept(frozenset(map(_nodes, kept)), {_nodes(n): w for n, w in dropped.items()})
+        nodes = frozenset(map(_nodes, kept)), {_nodes(n): w for n, w in dropped.items()}
     except ValueError:
         return None
+    return Kept(*nodes, budget_s=budget)
 
 
-def store(k: str, kept: Iterable[Nodes], dropped: Mapping[Nodes, str]) -> None:
-    memo.store(_FILE, k, {
+def store(
+    k: str, kept: Iterable[Nodes], dropped: Mapping[Nodes, str], budget_s: float | None
+) -> None:
+    """Remember what the races kept and dropped; `budget_s` where a drop ran out of it."""
+    entry: dict[str, object] = {
         "kept": sorted(map(_name, kept)),
         "dropped": {_name(n): why for n, why in sorted(dropped.items())},
-    })  # fmt: skip
+    }
+    if budget_s is not None:
+        entry["budget_s"] = budget_s
+    memo.store(_FILE, k, entry)
 
 
 def clear() -> bool:

@@ -459,7 +459,7 @@ def _keep_what_pays_whole(
         return None
     memory = kept.key(g.model, [(c.group.nodes, c.attrs.kernel_key) for c in chosen],
                       _context_key())  # fmt: skip
-    dropped = _drop_remembered(memory, chosen, decisions)
+    dropped, past = _drop_remembered(memory, chosen, decisions)
     steady = True
     while chosen:
         pairs = [(c.group, c.attrs) for c in chosen]
@@ -468,31 +468,35 @@ def _keep_what_pays_whole(
         log.debug("whole model: %s", _ran(known))
         if _confirmed(known):
             if steady:
-                kept.store(memory, [c.group.nodes for c in chosen], dropped)
+                kept.store(memory, [c.group.nodes for c in chosen], dropped, past)
             return float(known["ratio"])
-        worst, remembered = _worst(chosen, decisions, known, deadline)
-        steady = steady and remembered
-        for c, why in worst:
-            _drop(c, why, chosen, decisions)
-            dropped[c.group.nodes] = why
+        worst, why = _worst(chosen, decisions, known, deadline)
+        steady = steady and why != _UNSTEADY_WHOLE
+        past = _now().budget_s if why == OVER_BUDGET else past
+        for c, said in worst:
+            _drop(c, said, chosen, decisions)
+            dropped[c.group.nodes] = said
     if steady:
-        kept.store(memory, [], dropped)
+        kept.store(memory, [], dropped, past)
     return None
 
 
 def _drop_remembered(
     memory: str, chosen: list[_Choice], decisions: list[Decision]
-) -> dict[kept.Nodes, str]:
+) -> tuple[dict[kept.Nodes, str], float | None]:
     """Drop what the last optimize of the same model and groups dropped, as it said why
-    (nothing under remeasure, or where nothing or something else is remembered)."""
+    (nothing under remeasure, or where nothing or something else is remembered, or drops
+    past a budget smaller than this optimize's), and the budget those drops ran out of."""
     last = None if _now().remeasure else kept.recall(memory)
     nodes = {c.group.nodes for c in chosen}
-    if last is None or last.kept | set(last.dropped) != nodes or last.kept & set(last.dropped):
-        return {}
+    if last is None or not last.stands(_now().budget_s):
+        return {}, None
+    if last.kept | set(last.dropped) != nodes or last.kept & set(last.dropped):
+        return {}, None
     for c in [c for c in chosen if c.group.nodes in last.dropped]:
         _drop(c, last.dropped[c.group.nodes], chosen, decisions)
     log.debug("whole model: %s as the last optimize kept", _plural(len(chosen), "group"))
-    return dict(last.dropped)
+    return dict(last.dropped), last.budget_s
 
 
 def _drop(c: _Choice, why: str, chosen: list[_Choice], decisions: list[Decision]) -> None:
@@ -512,18 +516,18 @@ def _ran(known: Mapping[str, Any]) -> str:
 
 def _worst(
     chosen: list[_Choice], decisions: list[Decision], known: Mapping[str, Any], deadline: float
-) -> tuple[list[tuple[_Choice, str]], bool]:
-    """The groups a losing whole-model race drops, each with why, and whether that is to
-    be remembered: every group where the rounds never agreed or past the budget (not
-    remembered); else the one that won by the least. A loss in every round whose rounds
-    disagreed on by how much is a loss, and remembered."""
+) -> tuple[list[tuple[_Choice, str]], str]:
+    """The groups a losing whole-model race drops, each with why, and the kind of drop:
+    every group where the rounds never agreed (_UNSTEADY_WHOLE: not remembered) or past
+    the budget (OVER_BUDGET: remembered with it); else the one that won by the least
+    (""). A loss in every round whose rounds disagreed on by how much is a loss."""
     ran = _ran(known)
     if "spread" in known:  # no verdict at all, not even a loss in every round
-        return [(c, f"{_UNSTEADY_WHOLE} ({known['spread']})") for c in chosen], False
+        return [(c, f"{_UNSTEADY_WHOLE} ({known['spread']})") for c in chosen], _UNSTEADY_WHOLE
     if _clock() >= deadline:
-        return [(c, f"{_DROPPED} {ran}, past the budget") for c in chosen], False
+        return [(c, f"{_DROPPED} {ran}, past the budget") for c in chosen], OVER_BUDGET
     why = f"{_DROPPED} {ran}"
-    return [(min(chosen, key=lambda c: _won_by(decisions[c.decision])), why)], True
+    return [(min(chosen, key=lambda c: _won_by(decisions[c.decision])), why)], ""
 
 
 _DROPPED = "dropped: the whole model with it ran"

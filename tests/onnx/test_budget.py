@@ -311,3 +311,11 @@ def test_a_whole_model_that_loses_past_the_budget_drops_every_group_at_once(
     assert len(dropped) == wholes[0]
     assert all(w.endswith("past the budget") for w in dropped), dropped
     assert tc_count(optimized) == 0
+    # Remembered for that budget, or a smaller one (a warm inception_v1 had raced 11
+    # times, 10 s); a larger one races again.
+    clock[0] = 0.0
+    assert decisions(tg.optimize(model, budget_s=400)) == decisions(optimized)
+    assert wholes == [3]
+    clock[0] = 0.0
+    tg.optimize(model, budget_s=None)
+    assert wholes == [3, 3, 2, 1]
