@@ -177,6 +177,28 @@ def _symbolic_program(d: CheckedDef) -> ir.Program | None:
         raise
 
 
+def define_entry(source: str, entry: str) -> TcFunction | None:
+    """The def named `entry` of a TC source (None where there is none), as define() gives
+    it, but only that def gets range inference: the defs it calls are inlined into it
+    when checked. A TcKernel runs one entry, and each group optimize translates carries
+    the defs of its operators (densenet121's: 4.7 a group, most of a warm optimize's
+    range inference)."""
+    if not isinstance(source, str):
+        raise TcError(f"define_entry() takes TC source text, got {type(source).__name__}")
+    try:
+        d = check(parse(source)).defs.get(entry)
+        return None if d is None else TcFunction(d, _symbolic_program(d))
+    except RecursionError:
+        raise _too_deep() from None
+
+
+def _too_deep() -> TcError:
+    return TcError(
+        "the program is nested too deeply to compile",
+        hint="split very long or deeply nested expressions into several statements",
+    )
+
+
 def define(source: str) -> TcModule:
     """Parse and check every def of a TC source; raises TcError on the first error."""
     if not isinstance(source, str):
@@ -184,7 +206,4 @@ def define(source: str) -> TcModule:
     try:
         return TcModule(source)
     except RecursionError:
-        raise TcError(
-            "the program is nested too deeply to compile",
-            hint="split very long or deeply nested expressions into several statements",
-        ) from None
+        raise _too_deep() from None

@@ -38,7 +38,7 @@ import onnx
 from onnx import helper, numpy_helper
 
 from .. import compiler, timing
-from ..api import define
+from ..api import define_entry
 from ..compare import mismatch
 from ..errors import TcError, TcWarning
 from ..lang.canonical import canonical
@@ -824,7 +824,8 @@ def _compile(
         else:
             dtype, shape = g.types[v]
             values.append(_placeholder(np.dtype(dtype), shape))
-    fn = define(t.source)[t.entry]
+    fn = define_entry(t.source, t.entry)
+    assert fn is not None  # a translation defines its entry
     bound = compiler.bind(fn, values)
     tuning = _TUNING.get()
     tuned = None if tuning is None else tuning.options(fn, values, "cpu")
@@ -1460,10 +1461,10 @@ def _compile_node(node: onnx.NodeProto, spec: _NodeSpec) -> Path:
         ]
     except TcError as e:
         raise _node_error(node, f"declares inputs too large to compile for: {e.message}") from None
-    module = define(spec.source)
-    if spec.entry not in module:
+    fn = define_entry(spec.source, spec.entry)
+    if fn is None:
         raise _node_error(node, f"names entry '{spec.entry}', which its source does not define")
-    bound = compiler.bind(module[spec.entry], arrays)
+    bound = compiler.bind(fn, arrays)
     got_dtypes = tuple(helper.np_dtype_to_tensor_dtype(d) for d in bound.output_dtypes)
     got_shapes = tuple(tuple(s) for s in bound.output_shapes)
     if got_dtypes != spec.dtypes[1] or got_shapes != spec.shapes[1]:

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import tc_graph as tg
-from tc_graph import binding, cli, compiler
+from tc_graph import api, binding, cli, compiler
 from tc_graph.options import AVX512, default_options
 from tc_graph.runtime import cc
 
@@ -133,3 +133,21 @@ def test_gpu_stages_agree_on_launches() -> None:
     text = compiler.text(scop, tree, "opencl", options)
     assert [lc.name for lc in text.launches] == [lc.name for lc in tree.gpu.launches]
     assert all(f"__kernel void {lc.name}(" in text.text for lc in text.launches)
+
+
+def test_define_entry_gives_what_define_gives_for_the_entry() -> None:
+    """optimize's define: the entry's program is define()'s (the defs it calls inlined
+    into it; the others are checked, not inferred), and a name the source lacks is
+    None."""
+    source = (
+        "def scale(float(N) A) -> (B) { B(i) = A(i) * 2 }\n"
+        "def shift(float(N) A) -> (B) { B(i) = A(i + 1) }\n"
+        "def top(float(N) X) -> (Y) { Y = scale(X) }"
+    )
+    fn = api.define_entry(source, "top")
+    assert fn is not None and fn.program == tg.define(source).top.program
+    x = np.arange(5, dtype=np.float32)
+    np.testing.assert_array_equal(fn(x), 2 * x)
+    assert api.define_entry(source, "nothing") is None
+    with pytest.raises(tg.TcError, match="syntax error"):
+        api.define_entry(source + " def", "top")
