@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -29,7 +28,7 @@ from ..poly.scop import Scop, ScopStmt
 from .expr import C_OPENMP, Dialect, acc_start, cname, combine, helper_lines, identity
 from .outer import OuterKernel, outer_items, print_kernel
 from .phases import phase_kernel
-from .stmt import StatementPrinter, ast_int, constant_loop
+from .stmt import StatementPrinter, affine, ast_int, constant_loop, mentions, with_value
 
 
 def _prelude(vector_width: int) -> str:
@@ -211,13 +210,21 @@ class _Printer(StatementPrinter):
 
     def band_loops(self, node: isl.AstNode) -> tuple[ScopStmt, list[str], list[str]] | None:
         """The statement under a perfect nest of loops, its arguments, and the loops' iterators."""
+        found = self.band_exprs(node)
+        if found is None:
+            return None
+        st, args, loops = found
+        return st, [a.to_C_str() for a in args], loops
+
+    def band_exprs(self, node: isl.AstNode) -> tuple[ScopStmt, list[isl.AstExpr], list[str]] | None:
+        """band_loops, the arguments as isl's expressions."""
         loops: list[str] = []
         while node.get_type() == isl.ast_node_type.for_:
             loops.append(node.for_get_iterator().to_C_str())
             node = node.for_get_body()
         if node.get_type() != isl.ast_node_type.user:
             return None
-        st, args = self.user(node)
+        st, args = self.user_exprs(node)
         return st, args, loops
 
     def register_tile(
@@ -229,10 +236,11 @@ class _Printer(StatementPrinter):
         of a small loop around the nest, unrolled into the tile: rows x vectors
         accumulators share each load of the row-independent operand (the outer-product
         form of a matmul's micro-kernel)."""
-        found = self.band_loops(node)
+        found = self.band_exprs(node)
         if found is None:
             return False
-        st, args, loops = found
+        st, exprs, loops = found
+        args = [a.to_C_str() for a in exprs]
         src = st.source
         inner = [v for v, a in zip(st.iterators, args, strict=True) if a in loops]
         j = src.lhs[-1]
@@ -242,12 +250,12 @@ class _Printer(StatementPrinter):
         envs = [env]
         if rows is not None:
             it, values = rows
-            pattern = re.compile(rf"\b{it}\b")
-            lhs = [env[v] for v in src.lhs if v in env and pattern.search(env[v])]
+            outer = {v: e for v, e in zip(st.iterators, exprs, strict=True) if v in env}
+            lhs = [outer[v] for v in src.lhs if v in outer and mentions(outer[v], it)]
             # Distinct rows must store to distinct outputs: the iterator appears, affinely.
-            if len(lhs) != 1 or any(c in lhs[0] for c in "/%(") or "floord" in lhs[0]:
+            if len(lhs) != 1 or not affine(lhs[0]):
                 return False
-            envs = [{v: pattern.sub(f"({r})", a) for v, a in env.items()} for r in values]
+            envs = [{v: with_value(e, it, r).to_C_str() for v, e in outer.items()} for r in values]
         width = self.options.vector_width
         ranges = self.ranges(st)
         jlo, jhi = ranges[j]

@@ -134,10 +134,14 @@ class StatementPrinter(ExprPrinter):
 
     # -- AST -------------------------------------------------------------
     def user(self, node: isl.AstNode) -> tuple[ScopStmt, list[str]]:
+        st, args = self.user_exprs(node)
+        return st, [a.to_C_str() for a in args]
+
+    def user_exprs(self, node: isl.AstNode) -> tuple[ScopStmt, list[isl.AstExpr]]:
+        """The statement a user node runs, and its arguments as isl's expressions."""
         e = node.user_get_expr()
         name = e.get_op_arg(0).get_id().get_name()
-        args = [e.get_op_arg(i).to_C_str() for i in range(1, e.get_op_n_arg())]
-        return self.scop.statement(name), args
+        return self.scop.statement(name), [e.get_op_arg(i) for i in range(1, e.get_op_n_arg())]
 
     def for_header(self, node: isl.AstNode) -> str:
         it = node.for_get_iterator().to_C_str()
@@ -210,6 +214,47 @@ def constant_loop(node: isl.AstNode) -> tuple[int, int, int] | None:
         return None
     last = bound if op == isl.ast_expr_op_type.le else bound - 1
     return first, max(0, (last - first) // step + 1), step
+
+
+def with_value(e: isl.AstExpr, name: str, value: int) -> isl.AstExpr:
+    """e with the iterator `name` replaced by the integer `value`, rebuilt by isl (whose
+    printer then prints it as it prints every expression)."""
+    if e.get_type() == isl.ast_expr_type.id:
+        if e.get_id().get_name() != name:
+            return e
+        return isl.AstExpr.from_val(isl.Val.int_from_si(e.get_ctx(), value))
+    if e.get_type() != isl.ast_expr_type.op:
+        return e
+    for k in range(e.get_op_n_arg()):
+        e = e.set_op_arg(k, with_value(e.get_op_arg(k), name, value))
+    return e
+
+
+# The operations of an affine expression of isl's AST (integer literals and iterators
+# combined by these): no division, remainder, min, max or selection.
+_AFFINE = frozenset({
+    isl.ast_expr_op_type.add, isl.ast_expr_op_type.sub, isl.ast_expr_op_type.mul,
+    isl.ast_expr_op_type.minus,
+})  # fmt: skip
+
+
+def mentions(e: isl.AstExpr, name: str) -> bool:
+    """Whether the iterator `name` appears in e."""
+    if e.get_type() == isl.ast_expr_type.id:
+        return e.get_id().get_name() == name
+    return e.get_type() == isl.ast_expr_type.op and any(
+        mentions(e.get_op_arg(k), name) for k in range(e.get_op_n_arg())
+    )
+
+
+def affine(e: isl.AstExpr) -> bool:
+    """Whether e is integers and iterators under +, -, * only (isl prints a product
+    only of an integer and an expression)."""
+    if e.get_type() != isl.ast_expr_type.op:
+        return True
+    return e.get_op_type() in _AFFINE and all(
+        affine(e.get_op_arg(k)) for k in range(e.get_op_n_arg())
+    )
 
 
 def ast_int(e: isl.AstExpr) -> int | None:
