@@ -586,6 +586,9 @@ class Graph:
     graph_inputs: tuple[str, ...] = ()
     graph_outputs: tuple[str, ...] = ()
     base_dir: str | None = None  # the model file's folder: where its external data lives
+    # The checked model before `simplify` (the user's, symbolic dimensions pinned): what
+    # optimize races against and gives back when it keeps no group.
+    original: onnx.ModelProto | None = field(default=None, repr=False)
 
     @classmethod
     def from_model(
@@ -597,7 +600,7 @@ class Graph:
         """Build from a path or proto; runs `load` (check + shape inference, with the
         symbolic dimensions in `fixed` pinned) first, then `simplify` on the checked
         model (optimize folds batch normalizations into convolutions)."""
-        proto = load(model, fixed)
+        proto = original = load(model, fixed)
         if simplify is not None:
             proto = simplify(proto)
         dag = to_graph(proto)
@@ -645,6 +648,7 @@ class Graph:
             graph_inputs=tuple(v.name for v in proto.graph.input),
             graph_outputs=tuple(v.name for v in proto.graph.output),
             base_dir=base_dir,
+            original=original,
         )
 
     def node(self, index: int) -> onnx.NodeProto:
