@@ -123,6 +123,7 @@ def map_cpu(schedule: isl.Schedule, scop: Scop, options: MappingOptions) -> isl.
             # The printer writes the whole nest (tiles, parallel loop, vectors).
             return _mark(node, Loop.CONTRACT)
         if node.get_type() == _BAND and not any(n.startswith("K") for n in _names(node)):
+            parallel_here = False
             if node.band_n_member() > 1 and _trip_count(node) <= 1:
                 # isl prints no loop for a one-iteration member: a mark above it would
                 # land on the next loop down, which may carry a reduction.
@@ -146,40 +147,9 @@ def map_cpu(schedule: isl.Schedule, scop: Scop, options: MappingOptions) -> isl.
                     node = _tile(node, options.tile)
                 node = _mark(node, Loop.PARALLEL).child(0)
                 down += 1
-                parallel_done = True
-            innermost = options.register_tile and not _has_band_below(node)
-            dot = _dot_tile_start(node, scop) if innermost else None
-            start = (
-                _register_tile_start(node, scop, options.vector_width)
-                if innermost and dot is None
-                else None
-            )
-            if dot is not None or start is not None:
-                split = dot if dot is not None else start
-                assert split is not None
-                if split > 0:
-                    node = node.band_split(split).child(0)
-                    down += 1
-                mark = Loop.DOTTILE if dot is not None else Loop.REGTILE
-                node = _mark(node, mark).child(0)
-                down += 1
-            elif not _has_band_below(node):
-                # the last member that isl prints a loop for (one iteration prints none:
-                # a softmax over (1000, 1, 1) reduces along the 1000)
-                last = _last_loop(node)
-                if last > 0:
-                    node = node.band_split(last).child(0)
-                    down += 1
-                if options.unroll > 1 and _trip_count(node) <= options.unroll:
-                    node = node.band_member_set_ast_loop_type(0, isl.ast_loop_type.unroll)
-                elif _trip_count(node) <= 1:
-                    pass
-                elif node.band_member_get_coincident(0):
-                    node = _mark(node, Loop.SIMD).child(0)
-                    down += 1
-                elif _is_reduction_member(node, scop):
-                    node = _mark(node, Loop.REDUCE).child(0)
-                    down += 1
+                parallel_done = parallel_here = True
+            node, inner = _mark_inner(node, scop, options, parallel_here=parallel_here)
+            down += inner
         for i in range(node.n_children()):
             node = walk(node.child(i), parallel_done).parent()
         for _ in range(down):
@@ -188,6 +158,54 @@ def map_cpu(schedule: isl.Schedule, scop: Scop, options: MappingOptions) -> isl.
 
     root = walk(schedule.get_root(), False)
     return localize(root.get_schedule(), scop)
+
+
+def _mark_inner(
+    node: isl.ScheduleNode, scop: Scop, options: MappingOptions, *, parallel_here: bool
+) -> tuple[isl.ScheduleNode, int]:
+    """The marks of a band's innermost loops (a dot or register tile; else a simd or
+    reduce mark on its last loop), and how many levels below `node` the node returned
+    lies. `parallel_here`: the band's first loop was just marked parallel."""
+    down = 0
+    innermost = options.register_tile and not _has_band_below(node)
+    dot = _dot_tile_start(node, scop) if innermost else None
+    if dot == 0 and parallel_here:
+        # The tile's output loop is the parallel loop, and a loop is one or the
+        # other: each thread's dot products reduce in vectors instead (a batch-1
+        # Gemm over a (N, K) weight streams one row at a time).
+        dot = None
+    start = (
+        _register_tile_start(node, scop, options.vector_width)
+        if innermost and dot is None
+        else None
+    )
+    if dot is not None or start is not None:
+        split = dot if dot is not None else start
+        assert split is not None
+        if split > 0:
+            node = node.band_split(split).child(0)
+            down += 1
+        mark = Loop.DOTTILE if dot is not None else Loop.REGTILE
+        node = _mark(node, mark).child(0)
+        down += 1
+    elif not _has_band_below(node):
+        # the last member that isl prints a loop for (one iteration prints none:
+        # a softmax over (1000, 1, 1) reduces along the 1000)
+        last = _last_loop(node)
+        if last > 0:
+            node = node.band_split(last).child(0)
+            down += 1
+        if options.unroll > 1 and _trip_count(node) <= options.unroll:
+            node = node.band_member_set_ast_loop_type(0, isl.ast_loop_type.unroll)
+        elif _trip_count(node) <= 1:
+            pass
+        elif node.band_member_get_coincident(0):
+            node = _mark(node, Loop.SIMD).child(0)
+            down += 1
+        elif _is_reduction_member(node, scop):
+            node = _mark(node, Loop.REDUCE).child(0)
+            down += 1
+    return node, down
 
 
 def _mark(node: isl.ScheduleNode, kind: Loop) -> isl.ScheduleNode:
