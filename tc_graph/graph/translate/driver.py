@@ -164,9 +164,10 @@ def translate(
 
     `outputs` are the values needed outside the group; the other values the group
     produces become temporaries. With `pack_weights`, a constant Gemm weight read
-    transposed (transB=1, shape (out, in)) is passed pre-transposed as a new initializer
-    `<weight>__tc_t`: the output dimension is then contiguous in memory, which the CPU
-    code generator's register tiles need. With `panel` too, a constant float32 weight of a
+    transposed (transB=1, shape (out, in)) by at least contraction.MIN_TILE rows is
+    passed pre-transposed as a new initializer `<weight>__tc_t`: the output dimension is
+    then contiguous in memory, which the CPU code generator's register tiles need (fewer
+    rows read it as it is, a dot product per output). With `panel` too, a constant float32 weight of a
     Gemm or MatMul whose contraction gets a kernel of its own is passed as panels of that
     many columns instead, `<weight>__tc_p<panel>`, which the CPU's outer-product kernel
     reads in place (docs/cpu.md; optimize passes the CPU's panel width).
