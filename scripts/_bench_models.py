@@ -25,6 +25,7 @@ import tc_graph as tg
 from tc_graph.graph.bench_models import make_model as _model
 from tc_graph.graph.bench_models import normal as _normal
 from tc_graph.graph.bench_models import weight as _weight
+from tc_graph.graph.optimize import SPIN_US
 
 RTOL = ATOL = 1e-3  # every output here is float32
 VERSIONS = f"onnxruntime {ort.__version__}, NumPy {np.__version__}"
@@ -339,12 +340,12 @@ def _tc_graph_call(
 def _session_options(threads: int) -> ort.SessionOptions:
     """onnxruntime at its best: every graph optimization, `threads` intra-op threads.
     Idle threads spin for at most a millisecond, so that the side timed next has the
-    cores (as in optimize's race, optimize.SPIN_US)."""
+    cores (as in optimize's race)."""
     so = ort.SessionOptions()
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     so.intra_op_num_threads = threads
     so.inter_op_num_threads = 1
-    so.add_session_config_entry("session.intra_op.spin_duration_us", "1000")
+    so.add_session_config_entry("session.intra_op.spin_duration_us", str(SPIN_US))
     return so
 
 

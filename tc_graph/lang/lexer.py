@@ -15,10 +15,10 @@ from ..errors import Span, TcError
 # `in` is contextual (the paper names a tensor `in`); the parser reads it after `where v`.
 KEYWORDS = frozenset({"def", "where", "exists"})
 
-# Longest first: the lexer takes the first that matches.
+# Longest first: the lexer takes the first that matches. `min=`, `max=` (and `=!`) are
+# read after the bare word (_TOKEN's `minmax`): a longer word is a name.
 OPERATORS = (
-    "min=!", "max=!", "+=!", "*=!", "min=", "max=",
-    "->", "+=", "*=", "==", "!=", "<=", ">=", "&&", "||",
+    "+=!", "*=!", "->", "+=", "*=", "==", "!=", "<=", ">=", "&&", "||",
     "+", "-", "*", "/", "%", "<", ">", "!", "?", ":", "=",
     "(", ")", "{", "}", ",", ".", "[", "]",
 )  # fmt: skip

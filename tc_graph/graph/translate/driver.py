@@ -167,10 +167,11 @@ def translate(
     transposed (transB=1, shape (out, in)) by at least contraction.MIN_TILE rows is
     passed pre-transposed as a new initializer `<weight>__tc_t`: the output dimension is
     then contiguous in memory, which the CPU code generator's register tiles need (fewer
-    rows read it as it is, a dot product per output). With `panel` too, a constant float32 weight of a
-    Gemm or MatMul whose contraction gets a kernel of its own is passed as panels of that
-    many columns instead, `<weight>__tc_p<panel>`, which the CPU's outer-product kernel
-    reads in place (docs/cpu.md; optimize passes the CPU's panel width).
+    rows read it as it is, a dot product per output). With `panel` too, a constant
+    float32 weight of a Gemm or MatMul whose contraction gets a kernel of its own is
+    passed as panels of that many columns instead, `<weight>__tc_p<panel>`, which the
+    CPU's outer-product kernel reads in place (docs/cpu.md; optimize passes the CPU's
+    panel width).
     """
     if not _IDENT.fullmatch(name) or _reserved(name):
         raise TcError(f"the entry name {name!r} is not a TC identifier")
