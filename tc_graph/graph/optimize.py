@@ -17,6 +17,7 @@ import contextlib
 import contextvars
 import functools
 import hashlib
+import itertools
 import json
 import logging
 import math
@@ -54,7 +55,16 @@ from . import translate as tr
 from .fold import batch_norms_folded
 from .model import Graph, symbolic_dims
 from .partition import Group, candidate_groups, components, excluded, is_convex, make_group
-from .rewrite import KEY_INTS, KEY_STRINGS, NodeAttrs, kernel_key, make_tc_node, rewrite
+from .rewrite import (
+    KEY_INTS,
+    KEY_STRINGS,
+    ROW_INTS,
+    NodeAttrs,
+    kernel_key,
+    make_tc_node,
+    rewrite,
+    variant_key,
+)  # fmt: skip
 
 log = logging.getLogger(__name__)
 
@@ -1340,6 +1350,24 @@ class _NodeSpec:
     options: MappingOptions
     dtypes: tuple[tuple[int, ...], tuple[int, ...]]  # inputs, outputs (ONNX codes)
     shapes: tuple[tuple[tuple[int, ...], ...], tuple[tuple[int, ...], ...]]
+    rows: tuple[int, ...] = ()  # a rows node's sizes (row_sizes), the first the shapes'
+    row_tensors: tuple[int, ...] = ()
+
+    def variants(self) -> list[_NodeSpec]:
+        """One spec per kernel the node needs: itself, or a rows node's one per size, under
+        its variant key, with the rows its flagged tensors lead with."""
+        if not self.rows:
+            return [self]
+        first = (0, len(self.shapes[0]))
+
+        def side(k: int, rows: int) -> tuple[tuple[int, ...], ...]:
+            flags = self.row_tensors[first[k] :]
+            return tuple((rows, *s[1:]) if flags[i] else s for i, s in enumerate(self.shapes[k]))
+
+        return [
+            replace(self, key=variant_key(self.key, r), shapes=(side(0, r), side(1, r)), rows=())
+            for r in self.rows
+        ]
 
 
 def _stamp() -> str:
@@ -1371,6 +1399,10 @@ def _node_spec(node: onnx.NodeProto) -> _NodeSpec:
         if a is None or a.type != onnx.AttributeProto.INTS:
             raise _node_error(node, f"lacks the ints attribute '{name}'")
         raw[name] = list(a.ints)
+    for name in ROW_INTS:
+        a = found.get(name)
+        if a is not None:
+            raw[name] = list(a.ints)
     text = {}
     for name in ("kernel_key", *KEY_STRINGS):
         try:
@@ -1393,7 +1425,7 @@ def _node_spec(node: onnx.NodeProto) -> _NodeSpec:
         _side(node, raw, side, count)
         for side, count in (("input", len(node.input)), ("output", len(node.output)))
     ]
-    return _NodeSpec(
+    spec = _NodeSpec(
         key=text["kernel_key"],
         source=text["source"],
         entry=text["entry"],
@@ -1401,6 +1433,29 @@ def _node_spec(node: onnx.NodeProto) -> _NodeSpec:
         dtypes=(sides[0][0], sides[1][0]),
         shapes=(sides[0][1], sides[1][1]),
     )
+    return _with_rows(node, spec, raw) if "row_sizes" in raw else spec
+
+
+def _with_rows(node: onnx.NodeProto, spec: _NodeSpec, raw: Mapping[str, Any]) -> _NodeSpec:
+    """A rows node's spec, its row_sizes and row_tensors checked as the native op checks
+    them: sizes that descend to 1, the first the shapes'; a flag per input and output;
+    every output and at least one input leading with the rows."""
+    sizes, flags = tuple(raw["row_sizes"]), tuple(raw.get("row_tensors", ()))
+    n_in = len(spec.shapes[0])
+    shapes = (*spec.shapes[0], *spec.shapes[1])
+    ok = (
+        0 < len(sizes) <= 64
+        and sizes[-1] == 1
+        and all(a > b for a, b in itertools.pairwise(sizes))
+        and len(flags) == len(shapes)
+        and all(f in (0, 1) for f in flags)
+        and all(flags[n_in:])
+        and any(flags[:n_in])
+        and all(s and s[0] == sizes[0] for s, f in zip(shapes, flags, strict=True) if f)
+    )
+    if not ok:
+        raise _node_error(node, "has malformed row_sizes and row_tensors attributes")
+    return replace(spec, rows=sizes, row_tensors=flags)
 
 
 def _side(
@@ -1500,8 +1555,9 @@ def prepare(model: str | os.PathLike[str] | onnx.ModelProto) -> None:
     specs = checked_nodes(_load(model))
     stamp = _stamp()
     for node, spec in specs:
-        if cc.lookup(spec.key, stamp) is None:
-            cc.adopt(spec.key, _compile_node(node, spec), stamp=stamp)
+        for one in spec.variants():
+            if cc.lookup(one.key, stamp) is None:
+                cc.adopt(one.key, _compile_node(node, one), stamp=stamp)
 
 
 def checked_nodes(proto: onnx.ModelProto) -> list[tuple[onnx.NodeProto, _NodeSpec]]:

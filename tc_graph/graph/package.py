@@ -77,7 +77,7 @@ def package(
     files: dict[str, bytes] = {MODEL: proto.SerializeToString(), LIBRARY: library_bytes}
     with cc.target_flags(flags):
         stamp = _stamp()
-        for node, spec in nodes:
+        for node, spec in ((n, one) for n, s in nodes for one in s.variants()):
             if spec.key in kernels:
                 kernels[spec.key]["nodes"].append(node.name)
                 continue

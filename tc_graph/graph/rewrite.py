@@ -35,6 +35,9 @@ KEY_INTS = (
     "input_dtypes", "input_ranks", "input_shapes", "output_dtypes", "output_ranks",
     "output_shapes",
 )  # fmt: skip
+# A node that serves every size of one symbolic dimension (docs/onnx.md, "Rows") names
+# the sizes it has kernels for and which of its tensors lead with that dimension.
+ROW_INTS = ("row_sizes", "row_tensors")
 
 
 def kernel_key(attributes: Mapping[str, object]) -> str:
@@ -56,9 +59,15 @@ def kernel_key(attributes: Mapping[str, object]) -> str:
     for name in KEY_STRINGS:
         value = attributes[name]
         part(value if isinstance(value, bytes) else str(value).encode("utf-8", "surrogatepass"))
-    for name in KEY_INTS:
+    for name in KEY_INTS + (ROW_INTS if attributes.get("row_sizes") else ()):
         part(",".join(str(int(x)) for x in attributes[name]).encode())  # type: ignore[attr-defined]
     return "tck-" + h.hexdigest()[:40]
+
+
+def variant_key(key: str, rows: int) -> str:
+    """The cache key of a rows node's kernel for `rows` rows: derived from the node's key,
+    which covers every size it names, so it names its content as the key does."""
+    return f"{key}-r{rows}"
 
 
 @dataclass(frozen=True)
@@ -82,6 +91,12 @@ class NodeAttrs:
     input_shapes: tuple[tuple[int, ...], ...]
     output_shapes: tuple[tuple[int, ...], ...]
     initializers: tuple[onnx.TensorProto, ...] = ()
+    # A rows node: the row counts it has kernels for (the shapes are those of the first),
+    # one flag per input then output (1: leads with the rows), and the symbolic dimension's
+    # name, which the outputs' value_info take.
+    row_sizes: tuple[int, ...] = ()
+    row_tensors: tuple[int, ...] = ()
+    row_symbol: str = ""
 
     def __post_init__(self) -> None:
         if not (len(self.inputs) == len(self.input_dtypes) == len(self.input_shapes)):
@@ -106,6 +121,11 @@ class NodeAttrs:
             "output_ranks": [len(s) for s in self.output_shapes],
             "input_shapes": [int(d) for s in self.input_shapes for d in s],
             "output_shapes": [int(d) for s in self.output_shapes for d in s],
+            **(
+                {"row_sizes": list(self.row_sizes), "row_tensors": list(self.row_tensors)}
+                if self.row_sizes
+                else {}
+            ),
         }
 
 
@@ -365,11 +385,13 @@ def _tidy_value_info(
             del graph.value_info[i]
     declared = {v.name for v in graph.value_info} | {v.name for v in graph.output}
     for _, attrs in replacements:
-        for name, dtype, shape in zip(
-            attrs.outputs, attrs.output_dtypes, attrs.output_shapes, strict=True
+        rows = attrs.row_tensors[len(attrs.inputs) :] if attrs.row_sizes else ()
+        for k, (name, dtype, shape) in enumerate(
+            zip(attrs.outputs, attrs.output_dtypes, attrs.output_shapes, strict=True)
         ):
+            dims: list[int | str] = list(shape)
+            if k < len(rows) and rows[k]:
+                dims[0] = attrs.row_symbol
             if name not in declared:
                 declared.add(name)
-                graph.value_info.append(
-                    onnx.helper.make_tensor_value_info(name, int(dtype), list(shape))
-                )
+                graph.value_info.append(onnx.helper.make_tensor_value_info(name, int(dtype), dims))

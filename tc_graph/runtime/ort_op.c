@@ -177,7 +177,8 @@ _Static_assert(offsetof(tc_op, release_alias_map) == 8 * 25, "ReleaseAliasMap is
 typedef int (*tc_phase_fn)(int32_t phase, void *const *args, void *const *temps, int64_t lo,
                            int64_t hi, int64_t *err);
 
-typedef struct {
+typedef struct tc_kernel tc_kernel;
+struct tc_kernel {
     const ort_api *api;
     void *handle;
     int fd; /* the memfd the kernel was loaded from, or -1 */
@@ -191,7 +192,13 @@ typedef struct {
     tc_phase_fn phase;
     int64_t *dims_offset; /* where each tensor's dimensions start in dims */
     size_t *tensor_bytes; /* bytes of each tensor */
-} tc_kernel;
+    /* A rows node (docs/onnx.md): one kernel per entry of row_sizes, which descend to 1;
+     * row_flags says which inputs and outputs lead with the rows. This kernel then only
+     * holds them (num_rows is 0 for a fixed-shape node, which is its own kernel). */
+    int32_t num_rows;
+    int64_t *row_sizes, *row_flags;
+    tc_kernel *variants;
+};
 
 /* What one chunked phase shares between the pool's threads (lives on the run's stack). */
 typedef struct {
@@ -581,6 +588,10 @@ static ort_status *check_key(const tc_kernel *k, const ort_kernel_info *info) {
             return error(k->api, ORT_INVALID_ARGUMENT,
                          "tc_graph kernel '%s': the TcKernel node has no ints attribute '%s'",
                          k->entry, key_ints[i]);
+    /* A rows node's sizes and flags are part of what its key names. */
+    if (k->num_rows && (!hash_ints(k->api, info, "row_sizes", &s) ||
+                        !hash_ints(k->api, info, "row_tensors", &s)))
+        return error(k->api, ORT_FAIL, "tc_graph: out of memory");
     char hex[65], want[64];
     sha256_hex(&s, hex);
     snprintf(want, sizeof want, "tck-%.40s", hex);
@@ -739,17 +750,6 @@ static void *load_verified(const char *entry, const char *key, int *fd, int *kin
     return handle;
 }
 
-static void destroy_kernel(void *p) {
-    tc_kernel *k = p;
-    if (!k) return;
-    if (k->handle) dlclose(k->handle);
-    if (k->fd >= 0) close(k->fd); /* after dlclose: see dlopen_bytes */
-    free(k->key);
-    free(k->entry);
-    free(k->dims_offset);
-    free(k->tensor_bytes);
-    free(k);
-}
 
 /* The address of a kernel symbol, or NULL with *status naming the stale object and the fix. */
 static const void *kernel_symbol(tc_kernel *k, const char *name, ort_status **status) {
@@ -782,8 +782,24 @@ static ort_status *check_ints(tc_kernel *k, const ort_kernel_info *info, const c
                  k->entry, k->key, name);
 }
 
-/* The node's attributes (dtypes, ranks, shapes of inputs or outputs) against the metadata. */
-static ort_status *check_node(tc_kernel *k, const ort_kernel_info *info) {
+/* A rows node's kernel leads with its own row count in every flagged tensor, where the
+ * node's shapes, those of its first kernel, have row_sizes[0]: the dimensions the node
+ * should then give, in values (0 when the kernel has another leading dimension). */
+static int node_dims(const tc_kernel *k, const tc_kernel *head, int64_t rows, int64_t *values) {
+    for (int32_t t = 0; t < k->num_tensors; t++) {
+        int64_t lo = k->dims_offset[t];
+        for (int64_t d = lo; d < k->dims_offset[t + 1]; d++) values[d] = k->dims[d];
+        if (!head || !head->row_flags[t]) continue;
+        if (k->ranks[t] < 1 || k->dims[lo] != rows) return 0;
+        values[lo] = head->row_sizes[0];
+    }
+    return 1;
+}
+
+/* The node's attributes (dtypes, ranks, shapes of inputs or outputs) against the metadata
+ * of its kernel for `rows` rows (head: the rows node; NULL for a fixed-shape one). */
+static ort_status *check_node(tc_kernel *k, const ort_kernel_info *info, const tc_kernel *head,
+                              int64_t rows) {
     size_t n_in = 0, n_out = 0;
     ort_status *st = ORT_CALL(k->api, SLOT_KERNEL_INFO_GET_INPUT_COUNT, info_count_fn)(info, &n_in);
     if (st) return st;
@@ -798,6 +814,14 @@ static ort_status *check_node(tc_kernel *k, const ort_kernel_info *info) {
     int32_t tensors = k->num_tensors;
     int64_t *values = calloc((size_t)tensors + (size_t)k->dims_offset[tensors] + 1, sizeof *values);
     if (!values) return error(k->api, ORT_FAIL, "tc_graph: out of memory");
+    int64_t *dims = values + tensors;
+    if (!node_dims(k, head, rows, dims)) {
+        free(values);
+        return error(k->api, ORT_INVALID_ARGUMENT,
+                     "tc_graph kernel '%s' (key %s) is not the node's kernel for %" PRId64
+                     " rows; run tc_graph.prepare(model) again, or re-run tc_graph.optimize",
+                     k->entry, k->key, rows);
+    }
     static const char *const names[2][3] = {
         {"input_dtypes", "input_ranks", "input_shapes"},
         {"output_dtypes", "output_ranks", "output_shapes"},
@@ -812,7 +836,7 @@ static ort_status *check_node(tc_kernel *k, const ort_kernel_info *info) {
         st = check_ints(k, info, names[side][1], values, (size_t)count);
         if (st) break;
         int64_t lo = k->dims_offset[first], hi = k->dims_offset[first + count];
-        st = check_ints(k, info, names[side][2], k->dims + lo, (size_t)(hi - lo));
+        st = check_ints(k, info, names[side][2], dims + lo, (size_t)(hi - lo));
     }
     free(values);
     return st;
@@ -925,9 +949,77 @@ static ort_status *load_error(const tc_kernel *k, int kind, const char *entry, c
                  k->entry, k->key, why);
 }
 
+/* Load the cache entry of k->key and check it: the entry against its meta.json (then the
+ * load), the kernel's metadata, the node against the metadata (for `rows` rows of a rows
+ * node `head`; NULL for a fixed-shape node). */
+static ort_status *load_kernel(tc_kernel *k, const tc_op *op, const ort_kernel_info *info,
+                               const tc_kernel *head, int64_t rows) {
+    char dir[4096], entry[4096], why[TC_MESSAGE_BYTES / 2];
+    const char *from = NULL;
+    ort_status *st = kernel_dir(op, k->api, info, dir, sizeof dir, &from);
+    if (st) return st;
+    int kind = 0;
+    if (!entry_path(entry, sizeof entry, from ? dir : NULL, k->key))
+        return error(k->api, ORT_FAIL,
+                     "tc_graph kernel '%s' (key %s): the kernel path is too long", k->entry,
+                     k->key);
+    k->handle = load_verified(entry, k->key, &k->fd, &kind, why, sizeof why);
+    if (k->handle) {
+        st = load_metadata(k);
+        return st ? st : check_node(k, info, head, rows);
+    }
+    return load_error(k, kind, entry, from, why);
+}
+
+/* A rows node's sizes (positive, descending, the last 1) and flags (0 or 1, one per
+ * input and output: every output and at least one input lead with the rows). */
+static ort_status *read_rows(tc_kernel *h, const ort_kernel_info *info) {
+    size_t n_sizes = 0, n_flags = 0, n_in = 0, n_out = 0;
+    h->row_sizes = ints_attribute(h->api, info, "row_sizes", &n_sizes);
+    if (!h->row_sizes) return NULL; /* a fixed-shape node */
+    h->row_flags = ints_attribute(h->api, info, "row_tensors", &n_flags);
+    ort_status *st = ORT_CALL(h->api, SLOT_KERNEL_INFO_GET_INPUT_COUNT, info_count_fn)(info, &n_in);
+    if (!st) st = ORT_CALL(h->api, SLOT_KERNEL_INFO_GET_OUTPUT_COUNT, info_count_fn)(info, &n_out);
+    if (st) return st;
+    int ok = n_sizes > 0 && n_sizes <= 64 && h->row_flags && n_flags == n_in + n_out &&
+             h->row_sizes[n_sizes - 1] == 1;
+    for (size_t i = 0; ok && i + 1 < n_sizes; i++) ok = h->row_sizes[i] > h->row_sizes[i + 1];
+    int led = 0;
+    for (size_t t = 0; ok && t < n_flags; t++) {
+        ok = h->row_flags[t] == 0 || h->row_flags[t] == 1;
+        ok = ok && (t < n_in || h->row_flags[t]);
+        led |= t < n_in && h->row_flags[t];
+    }
+    if (!ok || !led)
+        return error(h->api, ORT_INVALID_ARGUMENT,
+                     "tc_graph kernel '%s': the node's row_sizes and row_tensors attributes "
+                     "are malformed; re-run tc_graph.optimize on the original model",
+                     h->entry);
+    h->num_rows = (int32_t)n_sizes;
+    return NULL;
+}
+
+/* A rows node's kernels, one per size, each under the key the node's key gives it. */
+static ort_status *load_variants(tc_kernel *h, const tc_op *op, const ort_kernel_info *info) {
+    h->variants = calloc((size_t)h->num_rows, sizeof *h->variants);
+    if (!h->variants) return error(h->api, ORT_FAIL, "tc_graph: out of memory");
+    for (int32_t i = 0; i < h->num_rows; i++) {
+        tc_kernel *v = &h->variants[i];
+        v->api = h->api;
+        v->fd = -1;
+        v->entry = strdup(h->entry);
+        v->key = malloc(strlen(h->key) + 24);
+        if (!v->entry || !v->key) return error(h->api, ORT_FAIL, "tc_graph: out of memory");
+        sprintf(v->key, "%s-r%" PRId64, h->key, h->row_sizes[i]);
+        ort_status *st = load_kernel(v, op, info, h, h->row_sizes[i]);
+        if (st) return st;
+    }
+    return NULL;
+}
+
 /* What creating a kernel checks, in order: the key's form, the key against the node's
- * attributes, the cache entry against its meta.json (then the load), the kernel's
- * metadata, the node against the metadata. The first failure is returned. */
+ * attributes, then load_kernel's checks, for each of a rows node's kernels. The first
+ * failure is returned. */
 static ort_status *open_kernel(tc_kernel *k, const tc_op *op, const ort_kernel_info *info) {
     const ort_api *api = k->api;
     ort_status *st = NULL;
@@ -938,22 +1030,29 @@ static ort_status *open_kernel(tc_kernel *k, const tc_op *op, const ort_kernel_i
         return error(api, ORT_INVALID_ARGUMENT,
                      "tc_graph kernel '%s': invalid kernel_key attribute '%.200s'", k->entry,
                      k->key);
-    st = check_key(k, info);
+    st = read_rows(k, info);
+    if (!st) st = check_key(k, info);
     if (st) return st;
-    char dir[4096], entry[4096], why[TC_MESSAGE_BYTES / 2];
-    const char *from = NULL;
-    st = kernel_dir(op, api, info, dir, sizeof dir, &from);
-    if (st) return st;
-    int kind = 0;
-    if (!entry_path(entry, sizeof entry, from ? dir : NULL, k->key))
-        return error(api, ORT_FAIL, "tc_graph kernel '%s' (key %s): the kernel path is too long",
-                     k->entry, k->key);
-    k->handle = load_verified(entry, k->key, &k->fd, &kind, why, sizeof why);
-    if (k->handle) {
-        st = load_metadata(k);
-        return st ? st : check_node(k, info);
-    }
-    return load_error(k, kind, entry, from, why);
+    return k->num_rows ? load_variants(k, op, info) : load_kernel(k, op, info, NULL, 0);
+}
+
+static void release_kernel(tc_kernel *k) {
+    if (k->handle) dlclose(k->handle);
+    if (k->fd >= 0) close(k->fd); /* after dlclose: see dlopen_bytes */
+    free(k->key);
+    free(k->entry);
+    free(k->dims_offset);
+    free(k->tensor_bytes);
+    for (int32_t i = 0; k->variants && i < k->num_rows; i++) release_kernel(&k->variants[i]);
+    free(k->variants);
+    free(k->row_sizes);
+    free(k->row_flags);
+}
+
+static void destroy_kernel(void *p) {
+    if (!p) return;
+    release_kernel(p);
+    free(p);
 }
 
 static ort_status *create_kernel_v2(const tc_op *op, const ort_api *api,
@@ -1037,9 +1136,11 @@ static ort_status *run_phases(const tc_kernel *k, ort_kernel_context *ctx, void 
 }
 
 /* The element type and dimensions onnxruntime gives a value, and whether they are tensor
- * t's in the kernel (dims is left unread past TC_MAX_RANK: rank says so). */
+ * t's in the kernel, with `lead` rows where that is not negative (dims is left unread
+ * past TC_MAX_RANK: rank says so). */
 static ort_status *value_matches(const tc_kernel *k, const ort_value *value, int32_t t,
-                                 int *dtype, size_t *rank, int64_t *dims, int *same) {
+                                 int64_t lead, int *dtype, size_t *rank, int64_t *dims,
+                                 int *same) {
     const ort_api *api = k->api;
     ort_type_shape *info = NULL;
     ort_status *st = ORT_CALL(api, SLOT_GET_TENSOR_TYPE_AND_SHAPE, type_and_shape_fn)(value, &info);
@@ -1052,13 +1153,15 @@ static ort_status *value_matches(const tc_kernel *k, const ort_value *value, int
     if (st) return st;
     const int64_t *want = k->dims + k->dims_offset[t];
     *same = *dtype == k->dtypes[t] && *rank == (size_t)k->ranks[t];
-    for (size_t d = 0; *same && d < *rank; d++) *same = dims[d] == want[d];
+    for (size_t d = 0; *same && d < *rank; d++)
+        *same = dims[d] == (d == 0 && lead >= 0 ? lead : want[d]);
     return NULL;
 }
 
-/* Input i's element type and dimensions against the kernel's; its data pointer in *data. */
+/* Input i's element type and dimensions against the kernel's (with `lead` rows where that
+ * is not negative); its data pointer in *data. */
 static ort_status *bind_input(const tc_kernel *k, const ort_kernel_context *ctx, int32_t i,
-                              void **data) {
+                              int64_t lead, void **data) {
     const ort_api *api = k->api;
     const ort_value *value = NULL;
     ort_status *st = ORT_CALL(api, SLOT_KERNEL_CONTEXT_GET_INPUT, context_input_fn)(ctx, (size_t)i,
@@ -1070,11 +1173,13 @@ static ort_status *bind_input(const tc_kernel *k, const ort_kernel_context *ctx,
     int dtype = 0, same = 0;
     size_t rank = 0;
     int64_t dims[TC_MAX_RANK];
-    st = value_matches(k, value, i, &dtype, &rank, dims, &same);
+    st = value_matches(k, value, i, lead, &dtype, &rank, dims, &same);
     if (st) return st;
     if (!same) {
-        const int64_t *want = k->dims + k->dims_offset[i];
+        int64_t want[TC_MAX_RANK];
         size_t want_rank = (size_t)k->ranks[i];
+        memcpy(want, k->dims + k->dims_offset[i], want_rank * sizeof *want);
+        if (lead >= 0) want[0] = lead;
         char got_shape[256], want_shape[256];
         if (rank <= TC_MAX_RANK)
             format_shape(got_shape, sizeof got_shape, dims, rank);
@@ -1083,9 +1188,12 @@ static ort_status *bind_input(const tc_kernel *k, const ort_kernel_context *ctx,
         format_shape(want_shape, sizeof want_shape, want, want_rank);
         return error(api, ORT_INVALID_ARGUMENT,
                      "tc_graph kernel '%s' (key %s): input %d must be %s of shape %s, got %s of "
-                     "shape %s (the kernel is compiled for fixed shapes)",
+                     "shape %s (%s)",
                      k->entry, k->key, (int)i, dtype_name(k->dtypes[i]), want_shape,
-                     dtype_name(dtype), got_shape);
+                     dtype_name(dtype), got_shape,
+                     lead >= 0 ? "its first dimension is the rows of the kernel's first input "
+                                 "that has them"
+                               : "the kernel is compiled for these shapes");
     }
     return ORT_CALL(api, SLOT_GET_TENSOR_MUTABLE_DATA, mutable_data_fn)((ort_value *)value, data);
 }
@@ -1094,12 +1202,18 @@ static ort_status *bind_input(const tc_kernel *k, const ort_kernel_context *ctx,
  * checked against the kernel's before anything is written: the graph may declare another
  * type (a float64 kernel writing into a uint8 tensor would overflow it). */
 static ort_status *bind_output(const tc_kernel *k, ort_kernel_context *ctx, int32_t o,
-                               void **data) {
+                               int64_t lead, void **data) {
     const ort_api *api = k->api;
     int32_t t = k->num_inputs + o;
     ort_value *value = NULL;
+    int64_t shape[TC_MAX_RANK];
+    memcpy(shape, k->dims + k->dims_offset[t], (size_t)k->ranks[t] * sizeof *shape);
+    if (lead >= 0) shape[0] = lead;
+    size_t bytes = lead >= 0 ? k->tensor_bytes[t] / (size_t)k->dims[k->dims_offset[t]] *
+                                   (size_t)lead
+                             : k->tensor_bytes[t];
     ort_status *st = ORT_CALL(api, SLOT_KERNEL_CONTEXT_GET_OUTPUT, context_output_fn)(
-        ctx, (size_t)o, k->dims + k->dims_offset[t], (size_t)k->ranks[t], &value);
+        ctx, (size_t)o, shape, (size_t)k->ranks[t], &value);
     if (st) return st;
     if (!value)
         return error(api, ORT_FAIL, "tc_graph kernel '%s': output %d is missing", k->entry,
@@ -1107,7 +1221,7 @@ static ort_status *bind_output(const tc_kernel *k, ort_kernel_context *ctx, int3
     int dtype = 0, same = 0;
     size_t rank = 0;
     int64_t dims[TC_MAX_RANK];
-    st = value_matches(k, value, t, &dtype, &rank, dims, &same);
+    st = value_matches(k, value, t, lead, &dtype, &rank, dims, &same);
     if (st) return st;
     if (!same)
         return error(api, ORT_INVALID_ARGUMENT,
@@ -1117,15 +1231,90 @@ static ort_status *bind_output(const tc_kernel *k, ort_kernel_context *ctx, int3
                      k->entry, k->key, (int)o, dtype_name(k->dtypes[t]), dtype_name(dtype));
     st = ORT_CALL(api, SLOT_GET_TENSOR_MUTABLE_DATA, mutable_data_fn)(value, data);
     if (st) return st;
-    if (k->tensor_bytes[t] && !*data)
+    if (bytes && !*data)
         return error(api, ORT_FAIL, "tc_graph kernel '%s': output %d has no buffer", k->entry,
                      (int)o);
-    if (k->output_zero[o] && k->tensor_bytes[t]) memset(*data, 0, k->tensor_bytes[t]);
+    if (k->output_zero[o] && bytes) memset(*data, 0, bytes);
     return NULL;
 }
 
+/* k's temporaries for one run, in temps (freed by free_temps, also after a failure). */
+static ort_status *alloc_temps(const tc_kernel *k, void **temps) {
+    for (int32_t t = 0; t < k->num_temps; t++) {
+        size_t bytes = k->temp_bytes[t] > 0 ? (size_t)k->temp_bytes[t] : 1;
+        bytes = (bytes + 63) & ~(size_t)63;
+        if (posix_memalign(&temps[t], 64, bytes) != 0) {
+            temps[t] = NULL;
+            return error(k->api, ORT_FAIL,
+                         "tc_graph kernel '%s': out of memory allocating a temporary of %zu "
+                         "bytes",
+                         k->entry, bytes);
+        }
+        if (k->temp_zero[t]) memset(temps[t], 0, bytes);
+    }
+    return NULL;
+}
+
+static void free_temps(const tc_kernel *k, void **temps) {
+    for (int32_t t = 0; t < k->num_temps; t++) {
+        free(temps[t]);
+        temps[t] = NULL;
+    }
+}
+
+/* The rows of a rows node's run: the first dimension of its first input that has them
+ * (-1 for a fixed-shape node). */
+static ort_status *run_rows(const tc_kernel *h, const ort_kernel_context *ctx, int64_t *rows) {
+    *rows = -1;
+    if (!h->num_rows) return NULL;
+    const tc_kernel *k = &h->variants[0];
+    int32_t i = 0;
+    while (!h->row_flags[i]) i++; /* read_rows made sure an input has them */
+    const ort_value *value = NULL;
+    ort_status *st = ORT_CALL(k->api, SLOT_KERNEL_CONTEXT_GET_INPUT, context_input_fn)(
+        ctx, (size_t)i, &value);
+    if (st || !value) return st; /* bind_input reports a missing input */
+    int dtype = 0, same = 0;
+    size_t rank = 0;
+    int64_t dims[TC_MAX_RANK];
+    st = value_matches(k, value, i, -1, &dtype, &rank, dims, &same);
+    if (!st && rank >= 1 && rank <= TC_MAX_RANK) *rows = dims[0];
+    return st;
+}
+
+/* Run a rows node over `rows` rows: chunk after chunk, each by the kernel of the largest
+ * size that fits what is left, on the chunk's part of every tensor that has the rows. */
+static ort_status *run_chunks(const tc_kernel *h, ort_kernel_context *ctx, void *const *args,
+                              void **moved, void **temps, int64_t rows) {
+    const tc_kernel *k = &h->variants[0];
+    ort_status *st = NULL;
+    for (int64_t at = 0; at < rows && !st;) {
+        int32_t i = 0;
+        while (h->row_sizes[i] > rows - at) i++; /* the sizes descend to 1 */
+        const tc_kernel *v = &h->variants[i];
+        for (int32_t t = 0; t < k->num_tensors; t++) {
+            size_t row = h->row_flags[t] ? k->tensor_bytes[t] / (size_t)h->row_sizes[0] : 0;
+            moved[t] = (char *)args[t] + (size_t)at * row;
+        }
+        st = alloc_temps(v, temps);
+        if (!st) st = run_phases(v, ctx, moved, temps);
+        free_temps(v, temps);
+        at += h->row_sizes[i];
+    }
+    return st;
+}
+
+/* The most temporaries of any of a node's kernels. */
+static int32_t most_temps(const tc_kernel *h) {
+    int32_t most = h->num_rows ? 0 : h->num_temps;
+    for (int32_t i = 0; i < h->num_rows; i++)
+        if (h->variants[i].num_temps > most) most = h->variants[i].num_temps;
+    return most;
+}
+
 static ort_status *compute_v2(void *p, ort_kernel_context *ctx) {
-    const tc_kernel *k = p;
+    const tc_kernel *h = p;
+    const tc_kernel *k = h->num_rows ? &h->variants[0] : h;
     const ort_api *api = k->api;
     size_t n_in = 0, n_out = 0;
     ort_status *st =
@@ -1137,28 +1326,26 @@ static ort_status *compute_v2(void *p, ort_kernel_context *ctx) {
         return error(api, ORT_INVALID_ARGUMENT,
                      "tc_graph kernel '%s' takes %d inputs and %d outputs, got %zu and %zu",
                      k->entry, k->num_inputs, k->num_outputs, n_in, n_out);
+    int64_t rows = -1;
+    st = run_rows(h, ctx, &rows);
+    if (st) return st;
 
-    /* args then temps in one per-run block: concurrent runs never share buffers. */
-    void **args = calloc((size_t)k->num_tensors + (size_t)k->num_temps + 1, sizeof *args);
+    /* args, the chunk's args, then temps in one per-run block: runs never share buffers. */
+    size_t n = 2 * (size_t)k->num_tensors + (size_t)most_temps(h) + 1;
+    void **args = calloc(n, sizeof *args);
     if (!args) return error(api, ORT_FAIL, "tc_graph kernel '%s': out of memory", k->entry);
-    void **temps = args + k->num_tensors;
-    for (int32_t i = 0; i < k->num_inputs && !st; i++) st = bind_input(k, ctx, i, &args[i]);
+    void **moved = args + k->num_tensors, **temps = moved + k->num_tensors;
+    for (int32_t i = 0; i < k->num_inputs && !st; i++)
+        st = bind_input(k, ctx, i, h->num_rows && h->row_flags[i] ? rows : -1, &args[i]);
     for (int32_t o = 0; o < k->num_outputs && !st; o++)
-        st = bind_output(k, ctx, o, &args[k->num_inputs + o]);
-    for (int32_t t = 0; t < k->num_temps && !st; t++) {
-        size_t bytes = k->temp_bytes[t] > 0 ? (size_t)k->temp_bytes[t] : 1;
-        bytes = (bytes + 63) & ~(size_t)63;
-        if (posix_memalign(&temps[t], 64, bytes) != 0) {
-            temps[t] = NULL;
-            st = error(api, ORT_FAIL,
-                       "tc_graph kernel '%s': out of memory allocating a temporary of %zu bytes",
-                       k->entry, bytes);
-        } else if (k->temp_zero[t]) {
-            memset(temps[t], 0, bytes);
-        }
+        st = bind_output(k, ctx, o, h->num_rows ? rows : -1, &args[k->num_inputs + o]);
+    if (!st && h->num_rows) {
+        st = run_chunks(h, ctx, args, moved, temps, rows);
+    } else if (!st) {
+        st = alloc_temps(k, temps);
+        if (!st) st = run_phases(k, ctx, args, temps);
+        free_temps(k, temps);
     }
-    if (!st) st = run_phases(k, ctx, args, temps);
-    for (int32_t t = 0; t < k->num_temps; t++) free(temps[t]);
     free(args);
     return st;
 }
