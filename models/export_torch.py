@@ -7,6 +7,8 @@ The graphs are what torch.onnx.export writes, with random weights from a fixed s
   with MatMul and Softmax, LayerNorm, GELU feed-forward);
 - torch_dlrm: a DLRM-style model (two embedding bags as Gather+ReduceSum, a bottom MLP on
   the dense features, a dense layer, Concat, a top MLP).
+- torch_bert_dyn, torch_dlrm_dyn: the same two with symbolic dimensions (batch and
+  sequence; batch), as `dynamic_shapes` exports them.
 Without --full the small versions are written beside this script; they are committed, so
 tests need no torch. `--full DIR` writes ResNet-18 at 224x224, BERT at hidden 256 and
 sequence 128, and DLRM with two 100,000x64 tables, a 1000x1024 dense layer and batch 128
@@ -145,7 +147,7 @@ def _resnet18(torch: Any, s: ResNetSize) -> tuple[Any, dict[str, Any]]:
     return nn.Sequential(*layers), {"x": torch.randn(s.batch, 3, s.image, s.image)}
 
 
-def _bert(torch: Any, s: BertSize) -> tuple[Any, dict[str, Any]]:
+def _bert(torch: Any, s: BertSize, dynamic: bool = False) -> tuple[Any, dict[str, Any]]:
     """Token and position embeddings, then post-norm encoder layers: multi-head
     self-attention (MatMul, scale, Softmax, MatMul), residual + LayerNorm, a GELU
     feed-forward, residual + LayerNorm."""
@@ -164,9 +166,11 @@ def _bert(torch: Any, s: BertSize) -> tuple[Any, dict[str, Any]]:
             self.norm2 = nn.LayerNorm(s.hidden)
 
         def forward(self, x: Any) -> Any:
-            q, k, v = (lin(x).reshape(s.batch, s.seq, h, d).transpose(1, 2) for lin in self.qkv)
+            # The sizes as traced where the export is dynamic, else the constants.
+            b, n = (x.shape[0], x.shape[1]) if dynamic else (s.batch, s.seq)
+            q, k, v = (lin(x).reshape(b, n, h, d).transpose(1, 2) for lin in self.qkv)
             att = torch.softmax(torch.matmul(q, k.transpose(2, 3)) / d**0.5, dim=-1)
-            ctx = torch.matmul(att, v).transpose(1, 2).reshape(s.batch, s.seq, s.hidden)
+            ctx = torch.matmul(att, v).transpose(1, 2).reshape(b, n, s.hidden)
             x = self.norm1(x + self.out(ctx))
             return self.norm2(x + self.ffn(x))
 
@@ -221,6 +225,10 @@ def _dlrm(torch: Any, s: DlrmSize) -> tuple[Any, dict[str, Any]]:
     return Dlrm(), inputs
 
 
+def _bert_dynamic(torch: Any, s: BertSize) -> tuple[Any, dict[str, Any]]:
+    return _bert(torch, s, dynamic=True)
+
+
 # name -> (builder, whether torch's default torch.export-based exporter writes it). mlp and
 # cnn keep the legacy TorchScript exporter's graphs (GELU as Erf arithmetic, Flatten, opset
 # 17), so the zoo has both exporters' styles; the others are the default's (Gelu,
@@ -231,17 +239,39 @@ _BUILDERS: dict[str, tuple[Callable[[Any, Any], tuple[Any, dict[str, Any]]], boo
     "resnet18": (_resnet18, True),
     "bert": (_bert, True),
     "dlrm": (_dlrm, True),
+    "bert_dyn": (_bert_dynamic, True),
+    "dlrm_dyn": (_dlrm, True),
+}
+# The exports with symbolic dimensions (issue 17): input -> {axis: symbol}.
+_DYNAMIC: dict[str, dict[str, dict[int, str]]] = {
+    "bert_dyn": {"ids": {0: "batch", 1: "seq"}, "pos": {0: "batch", 1: "seq"}},
+    "dlrm_dyn": {k: {0: "batch"} for k in ("dense", "wide", "idx1", "idx2")},
 }
 
 
-def _export(torch: Any, module: Any, inputs: dict[str, Any], path: Path, dynamo: bool) -> None:
-    """Eval mode (both exporters fold BatchNorm into Conv), the weights inside the file."""
+def _export(
+    torch: Any,
+    module: Any,
+    inputs: dict[str, Any],
+    path: Path,
+    dynamo: bool,
+    axes: dict[str, dict[int, str]] | None = None,
+) -> None:
+    """Eval mode (both exporters fold BatchNorm into Conv), the weights inside the file;
+    `axes` names the symbolic dimensions of a dynamic export."""
     module.eval()
     for m in module.modules():  # non-trivial running statistics for BatchNorm
         if isinstance(m, torch.nn.BatchNorm2d):
             m.running_mean.uniform_(-0.5, 0.5)
             m.running_var.uniform_(0.5, 1.5)
-    options = {"external_data": False, "verbose": False} if dynamo else {}
+    options: dict[str, Any] = {"external_data": False, "verbose": False} if dynamo else {}
+    if axes:
+        dims: dict[str, Any] = {}
+        options["dynamic_shapes"] = {
+            name: {k: dims.setdefault(sym, torch.export.Dim(sym, min=1, max=4096))
+                   for k, sym in axes.get(name, {}).items()}
+            for name in inputs
+        }  # fmt: skip
     torch.onnx.export(
         module,
         tuple(inputs.values()),
@@ -276,12 +306,13 @@ def export(out: Path, *, full: bool = False) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     written = []
     for name, (build, dynamo) in _BUILDERS.items():
-        if full and name not in FULL:
+        if full and name.removesuffix("_dyn") not in FULL:
             continue
         torch.manual_seed(0)  # each model's weights do not depend on the others
-        module, inputs = build(torch, (FULL if full else SMALL).get(name))
+        size = (FULL if full else SMALL).get(name.removesuffix("_dyn"))
+        module, inputs = build(torch, size)
         path = out / f"torch_{name}{'_full' if full else ''}.onnx"
-        _export(torch, module, inputs, path, dynamo)
+        _export(torch, module, inputs, path, dynamo, _DYNAMIC.get(name))
         written.append(path)
     return written
 

@@ -320,6 +320,7 @@ def _optimize(args: argparse.Namespace) -> int:
             threads=args.threads,
             min_speedup=args.min_speedup,
             fix_shapes=dict(args.fix_shape or []),
+            shapes=dict(args.shape or []),
         )
         try:
             save_model(
@@ -727,6 +728,17 @@ def _fixed_dim(text: str) -> tuple[str, int]:
     return name.strip(), int(size)
 
 
+def _sample_sizes(text: str) -> tuple[str, list[int]]:
+    """--shape's NAME=N,N,..."""
+    name, eq, sizes = text.partition("=")
+    values = [v.strip() for v in sizes.split(",")]
+    if not eq or not name.strip() or not all(v.isdigit() and int(v) >= 1 for v in values):
+        raise argparse.ArgumentTypeError(
+            f"expected NAME=N[,N...] with positive integers N: {text!r}"
+        )
+    return name.strip(), [int(v) for v in values]
+
+
 def _optimize_parser(sub: Any) -> None:
     """`tc-graph optimize` and its options."""
     opt = sub.add_parser(
@@ -764,8 +776,15 @@ def _optimize_parser(sub: Any) -> None:
         action="append",
         type=_fixed_dim,
         metavar="NAME=N",
-        help="pin the symbolic dimension NAME to N (repeatable): a dynamic batch then fuses, "
-        "and the result runs at that size only",
+        help="pin the symbolic dimension NAME to N (repeatable): the result runs at that size only",
+    )
+    opt.add_argument(
+        "--shape",
+        action="append",
+        type=_sample_sizes,
+        metavar="NAME=N,N",
+        help="decide at these sizes of the symbolic dimension NAME (repeatable); the "
+        "result runs at every size, with kernels for these (docs/onnx.md)",
     )
     opt.add_argument(
         "--graph-png", metavar="FILE", help="draw the partitioned graph (needs matplotlib)"

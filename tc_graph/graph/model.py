@@ -142,6 +142,18 @@ def symbolic_dims(graph: onnx.GraphProto) -> list[str]:
     return list(names)
 
 
+def input_symbols(graph: onnx.GraphProto) -> list[str]:
+    """The symbolic dimensions (dim_param) of a graph's inputs, in order: the sizes a
+    caller chooses (the others follow from them)."""
+    names: dict[str, None] = {}
+    for value in graph.input:
+        if value.type.HasField("tensor_type"):
+            for dim in value.type.tensor_type.shape.dim:
+                if dim.HasField("dim_param") and dim.dim_param:
+                    names.setdefault(dim.dim_param, None)
+    return list(names)
+
+
 def fix_dims(proto: onnx.ModelProto, fixed: Mapping[str, int]) -> None:
     """Pin symbolic dimensions to sizes in place, with onnxruntime's make_dim_param_fixed
     (what its make_dynamic_shape_fixed tool does): a model with a dynamic batch then has

@@ -50,10 +50,10 @@ from ..poly.contraction import panel_width
 from ..runtime import cc, ort
 from ..runtime.kernel import CompileTimeout, code_version, compile_timeout
 from ..tune.tuner import ModelTuning
-from . import cost, external, kept, memo
+from . import cost, external, kept, memo, rows
 from . import translate as tr
 from .fold import batch_norms_folded
-from .model import Graph, symbolic_dims
+from .model import Graph, input_symbols, symbolic_dims
 from .partition import Group, candidate_groups, components, excluded, is_convex, make_group
 from .rewrite import (
     KEY_INTS,
@@ -143,6 +143,11 @@ def _now() -> _Measuring:
     return _MEASURING.get() or _Measuring()
 
 
+# The model at its sample sizes, where it has symbolic dimensions (rows.py).
+_DYNAMIC: contextvars.ContextVar[rows.Dynamic | None] = contextvars.ContextVar(
+    "tc_graph_dynamic", default=None
+)
+
 # The folder of the model being optimized, where its external data lives (None for a
 # ModelProto): the measured sessions read it from there (see external.session).
 _BASE_DIR: contextvars.ContextVar[str | None] = contextvars.ContextVar(
@@ -193,6 +198,7 @@ def optimize(
     remeasure: bool = False,
     budget_s: float | None = BUDGET_S,
     fix_shapes: Mapping[str, int] | None = None,
+    shapes: Mapping[str, Sequence[int]] | None = None,
 ) -> onnx.ModelProto:
     """A copy of the model with every group that pays off replaced by a TcKernel node,
     measured under the session settings the model will run with (`sess_options`, and
@@ -204,14 +210,18 @@ def optimize(
     compile or measurement goes on, and the groups left stay with onnxruntime, "not
     measured within the budget". `fix_shapes` pins symbolic dimensions to sizes
     ({"batch": 8}) before anything else, so a model with a dynamic batch fuses; the
-    result accepts only those sizes, as onnxruntime's make_dynamic_shape_fixed would."""
+    result accepts only those sizes, as onnxruntime's make_dynamic_shape_fixed would.
+    The symbolic dimensions left are decided at sample sizes, `shapes` ({"batch": [1, 8]},
+    else rows.default_samples): a group that leads with one of them is kept when it wins
+    at the largest and the whole model wins at every one; its TcKernel has a kernel per
+    sample size and serves every size (docs/onnx.md, "Symbolic dimensions")."""
     measuring = replace(_measuring(sess_options, threads, min_speedup, remeasure),
                         budget_s=budget_s)  # fmt: skip
     token = _MEASURING.set(measuring)
     budget = _DEADLINE.set(_deadline(budget_s))
     try:
         return _optimize_model(model, force=force, tune=tune, report=report, progress=progress,
-                               fixed=dict(fix_shapes or {}))  # fmt: skip
+                               fixed=dict(fix_shapes or {}), shapes=dict(shapes or {}))  # fmt: skip
     finally:
         _DEADLINE.reset(budget)
         _MEASURING.reset(token)
@@ -253,12 +263,14 @@ def _optimize_model(
     report: bool,
     progress: bool,
     fixed: Mapping[str, int],
+    shapes: Mapping[str, Sequence[int]],
 ) -> onnx.ModelProto:
     """optimize inside its measuring settings: with tune, twice (see below)."""
     if tune:
         # Choose the groups, then choose again, tuning their kernels as they compile: the
         # tuned options land in the TcKernel nodes, and a tuned group is measured again.
-        again = functools.partial(_optimize_model, model, force=force, tune=False, fixed=fixed)
+        again = functools.partial(_optimize_model, model, force=force, tune=False, fixed=fixed,
+                                  shapes=shapes)  # fmt: skip
         first = again(report=False, progress=progress)
         if not _tc_nodes(first):
             return again(report=True, progress=False) if report else first
@@ -268,12 +280,50 @@ def _optimize_model(
         finally:
             _TUNING.reset(token)
     g = Graph.from_model(model, fixed, simplify=batch_norms_folded)
+    dyn = _dynamic(model, fixed, g, shapes)
     token = _BASE_DIR.set(g.base_dir)
+    dynamic = _DYNAMIC.set(dyn)
     try:
-        result = _optimize(g, force=force, report=report, progress=progress)
+        result = _optimize(g if dyn is None else dyn.pinned, force=force, report=report,
+                           progress=progress)  # fmt: skip
     finally:
+        _DYNAMIC.reset(dynamic)
         _BASE_DIR.reset(token)
     return result
+
+
+def _dynamic(
+    model: str | os.PathLike[str] | onnx.ModelProto,
+    fixed: Mapping[str, int],
+    g: Graph,
+    shapes: Mapping[str, Sequence[int]],
+) -> rows.Dynamic | None:
+    """The model at its sample sizes where symbolic dimensions of its inputs are left
+    unpinned (None where none is); `shapes` checked (TcError otherwise)."""
+    names = input_symbols(g.model.graph)
+    for name, sizes in shapes.items():
+        if name not in names:
+            have = ", ".join(names) if names else "none"
+            raise TcError(f"shapes: the model has no symbolic input dimension '{name}'",
+                          hint=f"its symbolic input dimensions: {have}")  # fmt: skip
+        if not sizes or any(isinstance(n, bool) or not isinstance(n, int) or n < 1
+                            for n in sizes):  # fmt: skip
+            raise TcError(f"shapes: the sample sizes of '{name}' must be positive integers, "
+                          f"not {list(sizes)!r}")  # fmt: skip
+    if not names:
+        return None
+    samples = {
+        n: tuple(sorted(set(shapes.get(n) or rows.default_samples(g.model.graph, n)), reverse=True))
+        for n in names
+    }
+
+    def at(pins: Mapping[str, int]) -> Graph:
+        return Graph.from_model(model, {**fixed, **pins}, simplify=batch_norms_folded)
+
+    sizes = rows.other_sizes(samples)
+    pinned, other = at({n: s[0] for n, s in samples.items()}), at(sizes)
+    return rows.Dynamic(g, pinned, other, samples, sizes, at,
+                        aligned=rows.same_nodes([g, pinned, other]))  # fmt: skip
 
 
 def _optimize(g: Graph, *, force: bool, report: bool, progress: bool) -> onnx.ModelProto:
@@ -299,11 +349,23 @@ def _optimize(g: Graph, *, force: bool, report: bool, progress: bool) -> onnx.Mo
     # The summary names why nodes were not translated only where there is no group.
     left = untranslated(g, translatable) if report or not decisions else []
     line = summary(decisions, left, whole=whole, force=force) + _pin_hint(g, left)
+    dyn = _DYNAMIC.get()
+    if dyn is not None:
+        line += f"; decided at {dyn.describe()}, for every size"
     if report:
         print_report(decisions, file=sys.stderr, untranslated=left, summary=line)
-    result = _unchanged(g) if not chosen else rewrite(g.model, [(c.group, c.attrs) for c in chosen])
+    base = _base(g)
+    pairs = [(c.group, c.attrs) for c in chosen]
+    result = _unchanged(base) if not chosen else rewrite(base.model, pairs)
     setattr_decisions(result, decisions, summary=line)
     return result
+
+
+def _base(g: Graph) -> Graph:
+    """The model the groups are put into: the one they were decided on, or where that is
+    the model pinned at sample sizes, the model with its symbolic dimensions."""
+    dyn = _DYNAMIC.get()
+    return g if dyn is None else dyn.symbolic
 
 
 def _unchanged(g: Graph) -> onnx.ModelProto:
@@ -470,19 +532,20 @@ def _keep_what_pays_whole(
     the `deadline`, a losing race drops every group at once (each race of a big model
     takes seconds). Returns the speedup of the whole model as kept, or None when it was
     not measured."""
-    feeds = _model_feeds(g)
-    if chosen and feeds is None:
+    samples = _sample_feeds(g) if chosen else []
+    if chosen and None in samples:
         log.debug("the whole model is not measured: an input has no static shape or is too large")
-    if not chosen or feeds is None:
+    if not chosen or None in samples:
         return None
-    memory = kept.key(g.model, [(c.group.nodes, c.attrs.kernel_key) for c in chosen],
+    base = _base(g)
+    memory = kept.key(base.model, [(c.group.nodes, c.attrs.kernel_key) for c in chosen],
                       _context_key())  # fmt: skip
     dropped, past = _drop_remembered(memory, chosen, decisions)
     steady = True
     while chosen:
         pairs = [(c.group, c.attrs) for c in chosen]
         log.debug("measuring the whole model with %s", _plural(len(chosen), "group"))
-        known = _race(*_fed_models(g, rewrite(g.model, pairs), feeds), feeds)
+        known = _race_samples(base, rewrite(base.model, pairs), samples)  # type: ignore[arg-type]
         log.debug("whole model: %s", _ran(known))
         if _confirmed(known):
             if steady:
@@ -553,6 +616,34 @@ _DROPPED = "dropped: the whole model with it ran"
 
 def _won_by(d: Decision) -> float:
     return d.ort_us / d.fused_us if d.ort_us and d.fused_us else 0.0
+
+
+def _sample_feeds(g: Graph) -> list[dict[str, np.ndarray] | None]:
+    """The model's feeds at each round of sample sizes (one round where it has no
+    symbolic dimensions)."""
+    dyn = _DYNAMIC.get()
+    return [_model_feeds(x) for x in (dyn.sample_graphs() if dyn else [g])]
+
+
+def _race_samples(
+    base: Graph, rewritten: onnx.ModelProto, samples: Sequence[dict[str, np.ndarray]]
+) -> dict[str, Any]:
+    """The whole-model race at each round of sample sizes, until one is not confirmed
+    (its outcome then); confirmed at all, the smallest speedup."""
+    out: dict[str, Any] = {}
+    for feeds in samples:
+        fed = dict(feeds)
+        known = _race(*_fed_models(base, rewritten, fed), fed)
+        log.debug("whole model at inputs %s: %s", _feed_shapes(feeds), _ran(known))
+        if not _confirmed(known):
+            return known
+        if not out or known["ratio"] < out["ratio"]:
+            out = known
+    return out
+
+
+def _feed_shapes(feeds: Mapping[str, np.ndarray]) -> str:
+    return ", ".join(f"{k} {'x'.join(map(str, v.shape))}" for k, v in feeds.items())
 
 
 def _model_feeds(g: Graph) -> dict[str, np.ndarray] | None:
@@ -695,20 +786,69 @@ def _evaluate(
     if predicted:
         return Decision(ops, shapes, None, None, False, predicted), None
     try:
-        t = _translate(g, group, name)
+        made = _rows_translation(g, group, name)
+        if isinstance(made, str):
+            return Decision(ops, shapes, None, None, False, f"{_ONE_SIZE}: {made}"), None
+        t, row_values = made
         compiled = _compile(g, group, name=name, sample=not force or _TUNING.get() is not None, t=t)
     except TcError as e:
         first = str(e).splitlines()[0]
         return Decision(ops, shapes, None, None, False, f"not compiled: {first}"), None
     if force:
-        return Decision(ops, shapes, None, None, True, "forced"), compiled
+        return Decision(ops, shapes, None, None, True, "forced"), _as_rows(compiled, row_values)
     if known is None:  # else a win remembered (a twin's, perhaps): compiled, not raced
         known = _measured(g, compiled, name=name, what=f"{ops} -> {shapes}")
     if loss_key is not None:  # a win replaces a loss
         _store_decision(loss_key, known)
     decision = _decision(ops, shapes, known)
     log.debug("%s: %s", name, verdict(decision))
-    return decision, compiled
+    return decision, _as_rows(compiled, row_values) if decision.fused else compiled
+
+
+_ONE_SIZE = "not fused: it would serve one size of the symbolic dimensions"
+
+
+def _rows_translation(
+    g: Graph, group: Group, name: str
+) -> tuple[tr.Translation, rows.RowValues | None] | str:
+    """The group's translation and, where the model has symbolic dimensions, which of its
+    values lead with the rows (rows.py); or why it cannot serve every size: its values
+    change otherwise, its translation changes with the sizes, or its rows depend on
+    each other."""
+    dyn = _DYNAMIC.get()
+    if dyn is None:
+        return _translate(g, group, name), None
+    found = rows.row_values(dyn, group, group.outputs)
+    if isinstance(found, str):
+        return found
+    t = _translate(g, group, name, found.values)
+    if not found.values:
+        return t, found
+    try:
+        other = _translate(dyn.other, group, name, found.values)
+    except TcError:
+        other = None
+    if other is None or (other.source, other.inputs) != (t.source, t.inputs):
+        return "its translation changes with the symbolic sizes"
+    fn = define_entry(t.source, t.entry)
+    assert fn is not None  # a translation defines its entry
+    why = rows.separable(fn.program_for({}))
+    return why if why else (t, found)
+
+
+def _as_rows(compiled: _Compiled, found: rows.RowValues | None) -> _Compiled:
+    """A fused group's node as a rows node (docs/onnx.md), with a kernel compiled for
+    each sample size, where some of its values lead with a symbolic dimension."""
+    dyn = _DYNAMIC.get()
+    if dyn is None or found is None or not found.values:
+        return compiled
+    a = compiled.attrs
+    flags = tuple(int(v in found.values) for v in (*a.inputs, *a.outputs))
+    a = replace(a, row_sizes=dyn.row_sizes(found.symbol), row_tensors=flags,
+                row_symbol=found.symbol)  # fmt: skip
+    a = replace(a, kernel_key=kernel_key(a.attributes()))
+    _prepare_node(make_tc_node("rows", a), _stamp())
+    return replace(compiled, attrs=a)
 
 
 def _measured(g: Graph, compiled: _Compiled, *, name: str, what: str) -> dict[str, Any]:
@@ -808,7 +948,9 @@ def _ratio_why(ratio: float) -> str:
     return f"{ratio:.2f}x, less than the {needed:.2f}x needed"
 
 
-def _translate(g: Graph, group: Group, name: str) -> tr.Translation:
+def _translate(
+    g: Graph, group: Group, name: str, row_values: frozenset[str] = frozenset()
+) -> tr.Translation:
     return tr.translate(
         [g.node(n) for n in group.nodes],
         types=g.types,
@@ -817,6 +959,7 @@ def _translate(g: Graph, group: Group, name: str) -> tr.Translation:
         name=name,
         opset=tr.opset_version(g.model),
         panel=panel_width(cc.vector_unit()),
+        rows=row_values,
     )
 
 
@@ -1555,9 +1698,14 @@ def prepare(model: str | os.PathLike[str] | onnx.ModelProto) -> None:
     specs = checked_nodes(_load(model))
     stamp = _stamp()
     for node, spec in specs:
-        for one in spec.variants():
-            if cc.lookup(one.key, stamp) is None:
-                cc.adopt(one.key, _compile_node(node, one), stamp=stamp)
+        _prepare_node(node, stamp, spec)
+
+
+def _prepare_node(node: onnx.NodeProto, stamp: str, spec: _NodeSpec | None = None) -> None:
+    """Compile the node's kernels (a rows node has one per size) into the cache."""
+    for one in (spec or _node_spec(node)).variants():
+        if cc.lookup(one.key, stamp) is None:
+            cc.adopt(one.key, _compile_node(node, one), stamp=stamp)
 
 
 def checked_nodes(proto: onnx.ModelProto) -> list[tuple[onnx.NodeProto, _NodeSpec]]:

@@ -35,7 +35,7 @@ KEY_INTS = (
     "input_dtypes", "input_ranks", "input_shapes", "output_dtypes", "output_ranks",
     "output_shapes",
 )  # fmt: skip
-# A node that serves every size of one symbolic dimension (docs/onnx.md, "Rows") names
+# A node that serves every size of one symbolic dimension (docs/onnx.md, "Symbolic dimensions") names
 # the sizes it has kernels for and which of its tensors lead with that dimension.
 ROW_INTS = ("row_sizes", "row_tensors")
 

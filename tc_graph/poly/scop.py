@@ -10,7 +10,7 @@ affine (an indirect one) becomes a may-access of the whole dimension.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property, reduce
 
 import islpy as isl
@@ -92,6 +92,38 @@ def specialize(
         return n
 
     return ir.map_expr(e, fn)
+
+
+def unsigned_divisions(e: ir.Expr, lows: Mapping[str, int]) -> ir.Expr:
+    """Integer `/` and `%` by a positive constant of a value that cannot be negative (each
+    iterator at least its lower bound in `lows`) computed unsigned: the same values, and
+    C then divides by shifting, as a panel's `B(n / w, k, n % w)` needs to vectorize (a
+    floor division's sign tests kept a batch-1 layer scalar)."""
+
+    def fn(n: ir.Expr) -> ir.Expr:
+        if (
+            isinstance(n, ir.Binary)
+            and n.op in ("/", "%")
+            and n.compute in ("int32", "int64")
+            and isinstance(n.right, ir.Const)
+            and n.right.value > 0
+            and _nonnegative(n.left, lows)
+        ):
+            return replace(n, compute=f"u{n.compute}")
+        return n
+
+    return ir.map_expr(e, fn)
+
+
+def _nonnegative(e: ir.Expr, lows: Mapping[str, int]) -> bool:
+    match e:
+        case ir.Const(value=v):
+            return not isinstance(v, float) and v >= 0
+        case ir.Index(name=n):
+            return lows.get(n, -1) >= 0
+        case ir.Binary(op="+" | "*" | "/" | "%", left=a, right=b, compute="int32" | "int64"):
+            return _nonnegative(a, lows) and _nonnegative(b, lows)
+    return False
 
 
 def _space(name: str, iters: Sequence[str]) -> isl.Space:
@@ -223,7 +255,8 @@ def _prepared(
     out = []
     for st in program.statements:
         ranges = [(ir.eval_pw(lo, point), ir.eval_pw(hi, point)) for lo, hi in st.bounds]
-        rhs = specialize(st.rhs, sizes, shapes)
+        lows = {v: lo for v, (lo, _) in zip(st.iterators, ranges, strict=True)}
+        rhs = unsigned_divisions(specialize(st.rhs, sizes, shapes), lows)
         st = ir.Statement(
             st.tensor, st.lhs, st.iterators, st.op, st.init, rhs, st.domain, st.bounds, st.span
         )

@@ -1,4 +1,4 @@
-"""Rows nodes (docs/onnx.md, "Rows"): one TcKernel serves every size of a symbolic leading
+"""Rows nodes (docs/onnx.md, "Symbolic dimensions"): one TcKernel serves every size of a symbolic leading
 dimension, with a kernel per listed size and chunks of them for every other size.
 
 The kernels are compiled by tg.prepare from a hand-written TC; the oracle is NumPy.

@@ -12,13 +12,16 @@ topological order.
 
 Shapes are static and concrete: the entry's parameters and outputs are declared with
 integer dimensions (the compiled kernel is specialized on them anyway), which also makes
-tc_graph check at each call that its inferred output shapes are ONNX's.
+tc_graph check at each call that its inferred output shapes are ONNX's. A rows group's
+inputs and outputs that lead with a model's symbolic dimension declare it as the size
+ROWS instead (graph/rows.py).
 """
 
 from .context import Untranslatable, ValueType
-from .driver import TRANSLATABLE, Translation, opset_version, translatable, translate
+from .driver import ROWS, TRANSLATABLE, Translation, opset_version, translatable, translate
 
 __all__ = [
+    "ROWS",
     "TRANSLATABLE",
     "Translation",
     "Untranslatable",

@@ -9,7 +9,7 @@ group is one TC program it can fuse.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -29,7 +29,7 @@ from .library import table
 from .registry import TRANSLATORS
 from .text import decl
 
-__all__ = ["TRANSLATABLE", "Translation", "opset_version", "translatable", "translate"]
+__all__ = ["ROWS", "TRANSLATABLE", "Translation", "opset_version", "translatable", "translate"]
 
 
 @dataclass(frozen=True)
@@ -44,6 +44,8 @@ class Translation:
 
 
 TRANSLATABLE: frozenset[str] = frozenset(TRANSLATORS)
+# The size name of the leading dimension of a rows group's inputs and outputs.
+ROWS = "rows"
 
 
 def _translate_node(node: onnx.NodeProto, ctx: Context) -> Call:
@@ -159,6 +161,7 @@ def translate(
     pack_weights: bool = True,
     opset: int | None = None,
     panel: int = 0,
+    rows: Collection[str] = (),
 ) -> Translation:
     """One TC program for a group of nodes (in topological order).
 
@@ -171,7 +174,9 @@ def translate(
     float32 weight of a Gemm or MatMul whose contraction gets a kernel of its own is
     passed as panels of that many columns instead, `<weight>__tc_p<panel>`, which the
     CPU's outer-product kernel reads in place (docs/cpu.md; optimize passes the CPU's
-    panel width).
+    panel width). The inputs and outputs named in `rows` are declared with the size
+    ROWS as their leading dimension, so the program holds for any number of rows
+    (graph/rows.py).
     """
     if not _IDENT.fullmatch(name) or _reserved(name):
         raise TcError(f"the entry name {name!r} is not a TC identifier")
@@ -195,24 +200,19 @@ def translate(
                 inputs.append(arg)
 
     def_names = _def_names(calls, name)
-    ident = _Names({name, *def_names.values()})
+    ident = _Names({name, *def_names.values(), *([ROWS] if rows else [])})
 
     packed_arrays = {new: array for new, array in ctx.packed.values()}
 
-    def value_type(value: str) -> tuple[str, tuple[int, ...]]:
+    def value_type(value: str) -> tuple[str, tuple[int | str, ...]]:
         if value in packed_arrays:
             return BY_NUMPY[packed_arrays[value].dtype], packed_arrays[value].shape
         dtype, shape = ctx.type(value)
-        return BY_NUMPY[dtype], shape
+        return BY_NUMPY[dtype], (ROWS, *shape[1:]) if value in rows else shape
 
-    params = []
-    for v in inputs:
-        tc_type, shape = value_type(v)
-        params.append(f"{decl(tc_type, shape)} {ident(v)}")
-    outs = []
-    for v in outputs:
-        tc_type, shape = value_type(v)
-        outs.append(f"{tc_type}({', '.join(map(str, shape))}) {ident(v)}")
+    params = [f"{decl(*value_type(v))} {ident(v)}" for v in inputs]
+    outs = [f"{t}({', '.join(map(str, shape))}) {ident(v)}" for v in outputs
+            for t, shape in [value_type(v)]]  # fmt: skip
     body = [
         f"  {_targets([ident(o) for o in call.outputs])} = "
         f"{def_names[call.text]}({', '.join(map(ident, call.args))})"

@@ -1,0 +1,194 @@
+"""Models with symbolic dimensions (issue 17): optimize decides at sample sizes, and a group
+whose rows are independent becomes a rows TcKernel that serves every size. The oracle is
+onnxruntime on the original model at each size; nothing is timed (groups are forced)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import tc_graph as tg
+from tc_graph.cli import main as cli_main
+from tc_graph.onnx_domain import IR_VERSION, OPSET, TC_OP
+
+MODELS = Path(__file__).resolve().parents[2] / "models"
+
+
+def _model(nodes: list[onnx.NodeProto], out_shape: list[int | str]) -> onnx.ModelProto:
+    """nodes over x (batch, 16) with weights w (16, 8), b (8,) and axis0 ([0]), making y."""
+    rng = np.random.default_rng(3)
+    graph = helper.make_graph(
+        nodes,
+        "dynamic",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 16])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, out_shape)],
+        [
+            numpy_helper.from_array(rng.standard_normal((16, 8)).astype(np.float32), "w"),
+            numpy_helper.from_array(rng.standard_normal(8).astype(np.float32), "b"),
+            numpy_helper.from_array(np.array([0], np.int64), "axis0"),
+        ],
+    )
+    return helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", OPSET)], ir_version=IR_VERSION
+    )
+
+
+def _mlp() -> onnx.ModelProto:
+    return _model(
+        [
+            helper.make_node("MatMul", ["x", "w"], ["m"]),
+            helper.make_node("Add", ["m", "b"], ["a"]),
+            helper.make_node("Relu", ["a"], ["y"]),
+        ],
+        ["batch", 8],
+    )
+
+
+def _tc_nodes(model: onnx.ModelProto) -> list[onnx.NodeProto]:
+    return [n for n in model.graph.node if n.op_type == TC_OP]
+
+
+def _summary(model: onnx.ModelProto) -> str:
+    (line,) = [p.value for p in model.metadata_props if p.key == "tc_graph.summary"]
+    return line
+
+
+def _feeds(session: ort.InferenceSession, sizes: Mapping[str, int], seed: int) -> dict:
+    """Inputs at these sizes of the symbolic dimensions; integer inputs are valid indices
+    (a position input counts 0, 1, ... along its last axis)."""
+    rng = np.random.default_rng(seed)
+    feeds = {}
+    for i in session.get_inputs():
+        shape = [sizes[d] if isinstance(d, str) else d for d in i.shape]
+        if i.name == "pos":
+            feeds[i.name] = np.broadcast_to(np.arange(shape[-1]), shape).astype(np.int64)
+        elif "int" in i.type:
+            feeds[i.name] = rng.integers(0, 50, size=shape).astype(np.int64)
+        else:
+            feeds[i.name] = rng.standard_normal(shape).astype(np.float32)
+    return feeds
+
+
+def _same_at(
+    optimized: onnx.ModelProto, original: onnx.ModelProto | Path, sizes: list[dict[str, int]]
+) -> None:
+    source = original if isinstance(original, Path) else original.SerializeToString()
+    plain = ort.InferenceSession(source, providers=["CPUExecutionProvider"])
+    fused = tg.InferenceSession(optimized)
+    for k, at in enumerate(sizes):
+        feeds = _feeds(plain, at, k)
+        for want, got in zip(plain.run(None, feeds), fused.run(None, feeds), strict=True):
+            assert got.shape == want.shape, at
+            np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5, err_msg=str(at))
+
+
+def test_a_dynamic_batch_fuses_into_a_node_for_every_size() -> None:
+    model = _mlp()
+    out = tg.optimize(model, force=True, shapes={"batch": [4, 2]})
+    (node,) = _tc_nodes(out)
+    attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+    assert list(attrs["row_sizes"]) == [4, 2, 1]
+    assert list(attrs["row_tensors"]) == [1, 0, 0, 1]
+    assert out.graph.input[0].type.tensor_type.shape.dim[0].dim_param == "batch"
+    assert "decided at batch=4,2, for every size" in _summary(out)
+    _same_at(out, model, [{"batch": n} for n in (1, 2, 3, 4, 5, 7, 13)])
+
+
+def test_the_default_samples_of_a_batch_are_1_and_8() -> None:
+    out = tg.optimize(_mlp(), force=True)
+    (node,) = _tc_nodes(out)
+    attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+    assert list(attrs["row_sizes"]) == [8, 1]
+
+
+@pytest.mark.parametrize(
+    ("nodes", "out_shape", "why", "ops"),
+    [
+        (  # a reduction over the rows: the output does not lead with them
+            [
+                helper.make_node("MatMul", ["x", "w"], ["m"]),
+                helper.make_node("ReduceSum", ["m", "axis0"], ["y"], keepdims=1),
+            ],
+            [1, 8],
+            "its output 'y' does not lead with the rows its inputs have",
+            ["MatMul", "ReduceSum"],
+        ),
+        (  # a softmax across the rows: each output row reads every input row
+            [
+                helper.make_node("MatMul", ["x", "w"], ["m"]),
+                helper.make_node("Softmax", ["m"], ["y"], axis=0),
+            ],
+            ["batch", 8],
+            "whose range depends on the rows",
+            [TC_OP, "Softmax"],  # its MatMul is a part of its own
+        ),
+    ],
+)
+def test_a_group_whose_rows_depend_on_each_other_stays(
+    nodes: list[onnx.NodeProto], out_shape: list[int | str], why: str, ops: list[str]
+) -> None:
+    model = _model(nodes, out_shape)
+    out = tg.optimize(model, force=True)
+    assert [n.op_type for n in out.graph.node] == ops
+    (decisions,) = [p.value for p in out.metadata_props if p.key == "tc_graph.decisions"]
+    whole = json.loads(decisions)[0]
+    assert not whole["fused"] and why in whole["why"]
+    _same_at(out, model, [{"batch": n} for n in (1, 3)])
+
+
+def test_the_dlrm_export_with_a_dynamic_batch_fuses_and_matches() -> None:
+    path = MODELS / "torch_dlrm_dyn.onnx"
+    out = tg.optimize(path, force=True)
+    assert len(_tc_nodes(out)) >= 1
+    _same_at(out, path, [{"batch": n} for n in (1, 3, 8, 64)])
+
+
+def test_the_bert_export_fuses_with_its_sequence_pinned() -> None:
+    """Its batch stays symbolic; a symbolic sequence (not a leading dimension) does not
+    yet fuse."""
+    path = MODELS / "torch_bert_dyn.onnx"
+    out = tg.optimize(path, force=True, fix_shapes={"seq": 16})
+    assert len(_tc_nodes(out)) >= 3
+    _same_at(out, onnx.load(path), [{"batch": n, "seq": 16} for n in (1, 3, 8)])
+    unpinned = tg.optimize(path, force=True)
+    assert "changes with the symbolic sizes other than in its leading dimension" in _summary(
+        unpinned
+    )
+
+
+@pytest.mark.parametrize(
+    ("shapes", "message"),
+    [
+        (
+            {"seq": [4]},
+            "no symbolic input dimension 'seq'(?s:.*)its symbolic input dimensions: batch",
+        ),
+        ({"batch": []}, "sample sizes of 'batch' must be positive integers, not \\[\\]"),
+        ({"batch": [0]}, "sample sizes of 'batch' must be positive integers, not \\[0\\]"),
+    ],
+)
+def test_bad_sample_sizes_are_a_tc_error(shapes: dict, message: str) -> None:
+    with pytest.raises(tg.TcError, match=message):
+        tg.optimize(_mlp(), force=True, shapes=shapes)
+
+
+def test_the_command_line_takes_sample_sizes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    model = _mlp()
+    onnx.save(model, tmp_path / "in.onnx")
+    argv = ["optimize", str(tmp_path / "in.onnx"), "-o", str(tmp_path / "out.onnx"), "--force"]
+    assert cli_main([*argv, "--shape", "batch=2,5"]) == 0
+    out = onnx.load(tmp_path / "out.onnx")
+    assert "decided at batch=5,2" in _summary(out)
+    _same_at(out, model, [{"batch": n} for n in (1, 6, 11)])
+    with pytest.raises(SystemExit):
+        cli_main([*argv, "--shape", "batch=2,x"])
+    assert "expected NAME=N[,N...]" in capsys.readouterr().err

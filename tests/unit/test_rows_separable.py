@@ -1,0 +1,75 @@
+"""rows.separable: which programs compute each of their ROWS rows from that row alone (a
+rows TcKernel runs them on chunks of rows, docs/onnx.md)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tc_graph.api import define_entry
+from tc_graph.graph.rows import separable
+
+
+def _why(body: str, params: str, outputs: str) -> str | None:
+    fn = define_entry(f"def f({params}) -> ({outputs}) {{\n{body}\n}}", "f")
+    assert fn is not None
+    return separable(fn.program_for({}))
+
+
+@pytest.mark.parametrize(
+    ("params", "outputs", "body"),
+    [
+        ("float(rows, 7) X, float(7, 5) W", "float(rows, 5) Y", "Y(i, j) +=! X(i, k) * W(k, j)"),
+        ("float(rows, 7) X", "float(rows) Y", "T(i, j) = X(i, j) * 2\nY(i) +=! T(i, j)"),
+        (  # an indirect read of a fixed table at the row's own indices
+            "int64(rows, 3) I, float(100, 4) T",
+            "float(rows, 3, 4) Y",
+            "Y(i, j, k) = T(max(min(I(i, j), 99), 0), k)",
+        ),
+        ("float(7) B", "float(7) Y", "Y(j) = B(j)"),  # no rows at all
+    ],
+)
+def test_row_by_row_programs_are_separable(params: str, outputs: str, body: str) -> None:
+    assert _why(body, params, outputs) is None
+
+
+@pytest.mark.parametrize(
+    ("params", "outputs", "body", "why"),
+    [
+        (
+            "float(rows, 7) X",
+            "float(rows, 7) Y",
+            "S(j) +=! X(i, j)\nY(i, j) = X(i, j) / S(j)",
+            "writes 'S' has a loop over 'i' whose range depends on the rows",
+        ),
+        (
+            "float(rows, rows) X",
+            "float(rows, rows) Y",
+            "Y(i, j) = X(j, i)",
+            "the size of 'X' depends on the rows other than as its leading dimension",
+        ),
+        (
+            "float(rows, 7) X",
+            "float(rows, 7) Y",
+            "Y(i, j) = X(max(i - 1, 0), j) where i in 0:rows",
+            "reads other rows than the one it writes",
+        ),
+        ("float(rows, 7) X", "float(7) Y", "Y(j) +=! X(i, j)", "its output 'Y' does not lead"),
+        (
+            "float(rows, 7) X",
+            "float(rows, 7) Y",
+            "Y(i, j) = 0 where i in 0:rows\nY(i, j) = X(i, j) where i in 1:rows",
+            "does not walk all its rows with 'i'",
+        ),
+        (
+            "float(rows, 7) X",
+            "float(rows, 7) Y",
+            "Y(i, j) = X(i, j) / rows",
+            "reads other rows than the one it writes, or their number",
+        ),
+    ],
+)
+def test_programs_whose_rows_meet_are_refused(
+    params: str, outputs: str, body: str, why: str
+) -> None:
+    found = _why(body, params, outputs)
+    assert found is not None and why in found
