@@ -30,7 +30,7 @@ import time
 import warnings
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -63,6 +63,7 @@ from .rewrite import (
     kernel_key,
     make_tc_node,
     rewrite,
+    row_source,
     variant_key,
 )  # fmt: skip
 
@@ -795,14 +796,16 @@ def _evaluate(
         first = str(e).splitlines()[0]
         return Decision(ops, shapes, None, None, False, f"not compiled: {first}"), None
     if force:
-        return Decision(ops, shapes, None, None, True, "forced"), _as_rows(compiled, row_values)
+        return Decision(ops, shapes, None, None, True, "forced"), _as_rows(
+            g, compiled, row_values, name
+        )
     if known is None:  # else a win remembered (a twin's, perhaps): compiled, not raced
         known = _measured(g, compiled, name=name, what=f"{ops} -> {shapes}")
     if loss_key is not None:  # a win replaces a loss
         _store_decision(loss_key, known)
     decision = _decision(ops, shapes, known)
     log.debug("%s: %s", name, verdict(decision))
-    return decision, _as_rows(compiled, row_values) if decision.fused else compiled
+    return decision, _as_rows(g, compiled, row_values, name) if decision.fused else compiled
 
 
 _ONE_SIZE = "not fused: it would serve one size of the symbolic dimensions"
@@ -836,19 +839,73 @@ def _rows_translation(
     return why if why else (t, found)
 
 
-def _as_rows(compiled: _Compiled, found: rows.RowValues | None) -> _Compiled:
-    """A fused group's node as a rows node (docs/onnx.md), with a kernel compiled for
-    each sample size, where some of its values lead with a symbolic dimension."""
+def _as_rows(g: Graph, compiled: _Compiled, found: rows.RowValues | None, name: str) -> _Compiled:
+    """A fused group's node as a rows node (docs/onnx.md), where some of its values lead
+    with a symbolic dimension: a kernel compiled for each sample size and for 1 row, each
+    from the group translated for that many rows (a weight may be packed for one and
+    not another), all taking the node's inputs."""
     dyn = _DYNAMIC.get()
     if dyn is None or found is None or not found.values:
         return compiled
-    a = compiled.attrs
-    flags = tuple(int(v in found.values) for v in (*a.inputs, *a.outputs))
-    a = replace(a, row_sizes=dyn.row_sizes(found.symbol), row_tensors=flags,
-                row_symbol=found.symbol)  # fmt: skip
+    group, a = compiled.group, compiled.attrs
+    sizes = dyn.row_sizes(found.symbol)
+    made = {r: _translate_rows(g, dyn, group, name, found, r) for r in sizes}
+    inputs, declare = _declared(g, made.values())
+    sources = {r: _translate_rows(g, dyn, group, name, found, r, declare).source for r in sizes}
+    added = {t.name: t for m in made.values() for t in m.initializers}
+    shapes = [declare[v][1] if v not in g.types else g.types[v][1] for v in inputs]
+    flags = tuple(int(v in found.values) for v in (*inputs, *a.outputs))
+    a = replace(
+        a, source=sources[sizes[0]], inputs=tuple(inputs), initializers=tuple(added.values()),
+        input_dtypes=tuple(helper.np_dtype_to_tensor_dtype(np.dtype(declare[v][0]))
+                           for v in inputs),
+        input_shapes=tuple(tuple(x) for x in shapes), row_sizes=sizes, row_tensors=flags,
+        row_symbol=found.symbol,
+        row_sources={r: text for r, text in sources.items() if text != sources[sizes[0]]},
+    )  # fmt: skip
     a = replace(a, kernel_key=kernel_key(a.attributes()))
     _prepare_node(make_tc_node("rows", a), _stamp())
     return replace(compiled, attrs=a)
+
+
+def _translate_rows(
+    g: Graph,
+    dyn: rows.Dynamic,
+    group: Group,
+    name: str,
+    found: rows.RowValues,
+    count: int,
+    declare: Mapping[str, tr.ValueType] | None = None,
+) -> tr.Translation:
+    """The rows group translated for `count` rows."""
+    values = {v for n in group.nodes for v in (*g.node(n).input, *g.node(n).output) if v}
+    return tr.translate(
+        [g.node(n) for n in group.nodes],
+        types={**g.types, **rows.types_at(dyn, values, found.symbol, count)},
+        constants=g.constants,
+        outputs=group.outputs,
+        name=name,
+        opset=tr.opset_version(g.model),
+        panel=panel_width(cc.vector_unit()),
+        rows=found.values,
+        declare=declare,
+    )
+
+
+def _declared(
+    g: Graph, made: Iterable[tr.Translation]
+) -> tuple[list[str], dict[str, tr.ValueType]]:
+    """Every input of the translations in order of first use, with its type (a packed
+    weight's from its array)."""
+    inputs: list[str] = []
+    declare: dict[str, tr.ValueType] = {}
+    for t in made:
+        packed = {p.name: numpy_helper.to_array(p) for p in t.initializers}
+        for v in t.inputs:
+            if v not in declare:
+                inputs.append(v)
+                declare[v] = (packed[v].dtype, packed[v].shape) if v in packed else g.types[v]
+    return inputs, declare
 
 
 def _measured(g: Graph, compiled: _Compiled, *, name: str, what: str) -> dict[str, Any]:
@@ -1495,6 +1552,7 @@ class _NodeSpec:
     shapes: tuple[tuple[tuple[int, ...], ...], tuple[tuple[int, ...], ...]]
     rows: tuple[int, ...] = ()  # a rows node's sizes (row_sizes), the first the shapes'
     row_tensors: tuple[int, ...] = ()
+    row_sources: Mapping[int, str] = field(default_factory=dict)  # sizes with their own
 
     def variants(self) -> list[_NodeSpec]:
         """One spec per kernel the node needs: itself, or a rows node's one per size, under
@@ -1508,9 +1566,10 @@ class _NodeSpec:
             return tuple((rows, *s[1:]) if flags[i] else s for i, s in enumerate(self.shapes[k]))
 
         return [
-            replace(self, key=variant_key(self.key, r), shapes=(side(0, r), side(1, r)), rows=())
+            replace(self, key=variant_key(self.key, r), source=self.row_sources.get(r, self.source),
+                    shapes=(side(0, r), side(1, r)), rows=(), row_sources={})
             for r in self.rows
-        ]
+        ]  # fmt: skip
 
 
 def _stamp() -> str:
@@ -1546,6 +1605,10 @@ def _node_spec(node: onnx.NodeProto) -> _NodeSpec:
         a = found.get(name)
         if a is not None:
             raw[name] = list(a.ints)
+    for r in raw.get("row_sizes", [])[1:]:
+        a = found.get(row_source(r))
+        if a is not None and a.type == onnx.AttributeProto.STRING:
+            raw[row_source(r)] = a.s
     text = {}
     for name in ("kernel_key", *KEY_STRINGS):
         try:
@@ -1598,7 +1661,16 @@ def _with_rows(node: onnx.NodeProto, spec: _NodeSpec, raw: Mapping[str, Any]) ->
     )
     if not ok:
         raise _node_error(node, "has malformed row_sizes and row_tensors attributes")
-    return replace(spec, rows=sizes, row_tensors=flags)
+    sources = {}
+    for r in sizes[1:]:
+        if row_source(r) in raw:
+            try:
+                sources[r] = raw[row_source(r)].decode("utf-8")
+            except UnicodeDecodeError:
+                raise _node_error(
+                    node, f"has invalid {row_source(r)}: it is not UTF-8 text"
+                ) from None
+    return replace(spec, rows=sizes, row_tensors=flags, row_sources=sources)
 
 
 def _side(

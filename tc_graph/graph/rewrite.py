@@ -18,7 +18,7 @@ import hashlib
 import heapq
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import onnx
 
@@ -59,9 +59,21 @@ def kernel_key(attributes: Mapping[str, object]) -> str:
     for name in KEY_STRINGS:
         value = attributes[name]
         part(value if isinstance(value, bytes) else str(value).encode("utf-8", "surrogatepass"))
-    for name in KEY_INTS + (ROW_INTS if attributes.get("row_sizes") else ()):
+    sizes = list(attributes.get("row_sizes") or ())  # type: ignore[call-overload]
+    for name in KEY_INTS + (ROW_INTS if sizes else ()):
         part(",".join(str(int(x)) for x in attributes[name]).encode())  # type: ignore[attr-defined]
+    for rows in sizes[1:]:
+        name = row_source(int(rows))
+        if name in attributes:
+            value = attributes[name]
+            part(name.encode())
+            part(value if isinstance(value, bytes) else str(value).encode("utf-8", "surrogatepass"))
     return "tck-" + h.hexdigest()[:40]
+
+
+def row_source(rows: int) -> str:
+    """The attribute holding a rows node's source for `rows` rows, where it has its own."""
+    return f"row_source_{rows}"
 
 
 def variant_key(key: str, rows: int) -> str:
@@ -97,6 +109,9 @@ class NodeAttrs:
     row_sizes: tuple[int, ...] = ()
     row_tensors: tuple[int, ...] = ()
     row_symbol: str = ""
+    # The sources of sizes after the first that have their own (translated for that many
+    # rows: a weight's layout may differ), by size.
+    row_sources: Mapping[int, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not (len(self.inputs) == len(self.input_dtypes) == len(self.input_shapes)):
@@ -126,6 +141,7 @@ class NodeAttrs:
                 if self.row_sizes
                 else {}
             ),
+            **{row_source(r): text for r, text in sorted(self.row_sources.items())},
         }
 
 

@@ -21,8 +21,9 @@ chunks of the rows it is given.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import islpy as isl
 import onnx
@@ -137,6 +138,23 @@ def row_values(dyn: Dynamic, group: Group, outputs: Sequence[str]) -> RowValues 
         fixed = next(o for o in outputs if o not in values)
         return f"its output '{fixed}' does not lead with the rows its inputs have"
     return RowValues(symbols.pop() if symbols else "", frozenset(values))
+
+
+def types_at(dyn: Dynamic, values: Iterable[str], symbol: str, rows: int) -> dict[str, Any]:
+    """The types of a rows group's values (every input and output of its nodes) with `rows`
+    rows: those whose leading dimension follows `symbol` (it is its first sample in the
+    pinned model and its other size in the other) take `rows` there."""
+    g, h = dyn.pinned, dyn.other
+    out = {}
+    for v in values:
+        if v not in g.types or v not in h.types:
+            continue
+        dtype, a = g.types[v]
+        b = h.types[v][1]
+        lead = (dyn.samples[symbol][0], dyn.other_sizes[symbol])
+        follows = len(a) == len(b) and a[1:] == b[1:] and (a[:1], b[:1]) == ((lead[0],), (lead[1],))
+        out[v] = (dtype, (rows, *a[1:])) if follows else (dtype, a)
+    return out
 
 
 def _same_array(a: object, b: object) -> bool:

@@ -588,10 +588,25 @@ static ort_status *check_key(const tc_kernel *k, const ort_kernel_info *info) {
             return error(k->api, ORT_INVALID_ARGUMENT,
                          "tc_graph kernel '%s': the TcKernel node has no ints attribute '%s'",
                          k->entry, key_ints[i]);
-    /* A rows node's sizes and flags are part of what its key names. */
+    /* A rows node's sizes and flags are part of what its key names, and so are the sources
+     * of its other sizes, where it has them (row_source_<rows>). */
     if (k->num_rows && (!hash_ints(k->api, info, "row_sizes", &s) ||
                         !hash_ints(k->api, info, "row_tensors", &s)))
         return error(k->api, ORT_FAIL, "tc_graph: out of memory");
+    for (int32_t i = 1; i < k->num_rows; i++) {
+        char name[48];
+        snprintf(name, sizeof name, "row_source_%" PRId64, k->row_sizes[i]);
+        ort_status *absent = NULL;
+        size_t n = 0;
+        char *text = string_attribute(k->api, info, name, &n, &absent);
+        if (!text) {
+            release_status(k->api, absent);
+            continue;
+        }
+        hash_part(&s, name, strlen(name));
+        hash_part(&s, text, n);
+        free(text);
+    }
     char hex[65], want[64];
     sha256_hex(&s, hex);
     snprintf(want, sizeof want, "tck-%.40s", hex);

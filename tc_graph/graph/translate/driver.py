@@ -162,6 +162,7 @@ def translate(
     opset: int | None = None,
     panel: int = 0,
     rows: Collection[str] = (),
+    declare: Mapping[str, ValueType] | None = None,
 ) -> Translation:
     """One TC program for a group of nodes (in topological order).
 
@@ -176,7 +177,9 @@ def translate(
     CPU's outer-product kernel reads in place (docs/cpu.md; optimize passes the CPU's
     panel width). The inputs and outputs named in `rows` are declared with the size
     ROWS as their leading dimension, so the program holds for any number of rows
-    (graph/rows.py).
+    (graph/rows.py). `declare` lists the entry's parameters in order, with the types of
+    those the group does not read (another translation's packed weights: every kernel of
+    a rows node takes the node's inputs).
     """
     if not _IDENT.fullmatch(name) or _reserved(name):
         raise TcError(f"the entry name {name!r} is not a TC identifier")
@@ -199,6 +202,10 @@ def translate(
             if arg not in produced and arg not in inputs:
                 inputs.append(arg)
 
+    if declare is not None:
+        if not set(inputs) <= set(declare):
+            raise TcError(f"translate: declare lacks inputs {sorted(set(inputs) - set(declare))}")
+        inputs = list(declare)
     def_names = _def_names(calls, name)
     ident = _Names({name, *def_names.values(), *([ROWS] if rows else [])})
 
@@ -207,7 +214,8 @@ def translate(
     def value_type(value: str) -> tuple[str, tuple[int | str, ...]]:
         if value in packed_arrays:
             return BY_NUMPY[packed_arrays[value].dtype], packed_arrays[value].shape
-        dtype, shape = ctx.type(value)
+        other = declare is not None and value in declare and value not in types
+        dtype, shape = declare[value] if other else ctx.type(value)  # type: ignore[index]
         return BY_NUMPY[dtype], (ROWS, *shape[1:]) if value in rows else shape
 
     params = [f"{decl(*value_type(v))} {ident(v)}" for v in inputs]
