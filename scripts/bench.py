@@ -8,6 +8,9 @@
                                     [--only NAME[,NAME]] [--small] [--force]
     python scripts/bench.py zoo     [--json FILE] [--threads N] [--only NAME[,NAME]]
                                     [--timeout S] [--full DIR]
+    python scripts/bench.py dynamic [--json FILE] [--rounds N] [--threads N]
+                                    [--only NAME[,NAME]] [--full DIR] [--size NAME=N,N ...]
+                                    [--shape NAME=N,N ...]
 
 `kernels` runs the TC paper kernels (MLP3, MLP1, C3, 2LUT, tbmm, gconv, tmm) at the paper's
 sizes. Per kernel it compiles the TC in a fresh empty TC_GRAPH_CACHE (cold, seconds), then
@@ -54,6 +57,15 @@ Per model: nodes, TcKernels, `tg.optimize` seconds cold and warm, the optimized 
 ratio against onnxruntime on the original (tc_graph's own interleaved race, the one
 optimize decides by; --rounds does not apply), whether the outputs match onnxruntime's
 (tests/tolerances.py), and the groups left to onnxruntime, counted by reason.
+
+`dynamic` runs the exports with symbolic dimensions (models/torch_*_dyn.onnx, and with
+--full DIR the torch_*_dyn_full.onnx there) at each point of the --size grid (default
+batch=1,3,8,64 and seq=16): the model optimized once for every size (`tg.optimize` with
+--shape's samples, else its defaults) against onnxruntime on the original, and beside it
+the static export's speedup, the model optimized with its symbolic dimensions pinned at
+that point (`fix_shapes`); the three contenders race in interleaved rounds, and each
+row checks the outputs. The issue-17 goal is a dynamic speedup at least the static one
+minus 5% at every point.
 
 OMP_NUM_THREADS (and OpenBLAS's thread count) are set to --threads before NumPy,
 onnxruntime or tc_graph are loaded; onnxruntime's intra-op pool gets the same count. Both
@@ -391,6 +403,82 @@ def _zoo(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     return 0
 
 
+DYN_ROW = "{:<26} {:<22} {:>11} {:>11} {:>11} {:>9} {:>9} {:>6}"
+
+
+def _grid(sizes: dict[str, list[int]], names: Sequence[str]) -> list[dict[str, int]]:
+    """Every point of the --size grid over the model's symbolic input dimensions."""
+    points: list[dict[str, int]] = [{}]
+    for name in names:
+        points = [{**p, name: n} for p in points for n in sizes.get(name, [1])]
+    return points
+
+
+def _dynamic_row(path: str, fused: object, point: dict[str, int], rounds: int) -> dict:
+    """One point: onnxruntime, the model fused for every size and the one fused at this
+    point race on the same seeded inputs."""
+    import onnx
+    import onnxruntime as ort
+
+    import tc_graph as tg
+    from tc_graph.graph.bench_models import sample_inputs
+    from tc_graph.graph.model import fix_dims
+
+    pinned = onnx.load(path)
+    fix_dims(pinned, point)
+    feeds = sample_inputs(pinned)
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = int(os.environ["OMP_NUM_THREADS"])
+    static = tg.optimize(path, fix_shapes=point)
+    sessions = {"ort": ort.InferenceSession(path, so), "tc_graph": tg.InferenceSession(fused, so),
+                "static": tg.InferenceSession(static, so)}  # fmt: skip
+    import numpy as np
+
+    want = sessions["ort"].run(None, feeds)
+    match = all(
+        np.allclose(g, w, rtol=1e-3, atol=1e-4)
+        for k in ("tc_graph", "static")
+        for g, w in zip(sessions[k].run(None, feeds), want, strict=True)
+    )
+    times = _rounds({k: (lambda s=s: s.run(None, feeds)) for k, s in sessions.items()}, rounds)
+    us = {k: statistics.median(v) * 1e6 for k, v in times.items()}
+    per = {k: statistics.median(o / t for o, t in zip(times["ort"], times[k], strict=True))
+           for k in ("tc_graph", "static")}  # fmt: skip
+    return {"point": point, "ort_us": round(us["ort"], 1), "tc_graph_us": round(us["tc_graph"], 1),
+            "static_us": round(us["static"], 1), "ratio": round(per["tc_graph"], 3),
+            "static_ratio": round(per["static"], 3), "match": match}  # fmt: skip
+
+
+def _dynamic(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    _set_thread_env(args.threads)
+    import onnx
+
+    import tc_graph as tg
+    from tc_graph.graph.model import input_symbols
+
+    models = {n: p for n, p in _zoo_models(args.full).items() if "_dyn" in n}
+    sizes = {"batch": [1, 3, 8, 64], "seq": [16], **dict(args.size or [])}
+    print(f"models with symbolic dimensions, fused for every size; threads={args.threads}; "
+          "ratio: ORT time / tc_graph time (static: the model pinned at that size)")  # fmt: skip
+    print(DYN_ROW.format("model", "size", "ORT us", "tc us", "static us", "ratio", "static",
+                         "match"))  # fmt: skip
+    rows = []
+    for name in _select(list(models), args.only, "model", parser):
+        path = models[name]
+        fused = tg.optimize(path, shapes=dict(args.shape or []) or None)
+        summary = [p.value for p in fused.metadata_props if p.key == "tc_graph.summary"]
+        print(f"{name}: {''.join(summary)}", flush=True)
+        for point in _grid(sizes, input_symbols(onnx.load(path, load_external_data=False).graph)):
+            row = {"model": name, **_dynamic_row(path, fused, point, args.rounds)}
+            rows.append(row)
+            size = ",".join(f"{k}={v}" for k, v in point.items())
+            print(DYN_ROW.format(name, size, row["ort_us"], row["tc_graph_us"], row["static_us"],
+                                 f"{row['ratio']:.2f}x", f"{row['static_ratio']:.2f}x",
+                                 "yes" if row["match"] else "no"), flush=True)  # fmt: skip
+    _write_json(args.json, rows)
+    return 0
+
+
 def _positive(text: str) -> int:
     value = int(text)
     if value < 1:
@@ -450,7 +538,27 @@ def _parser() -> argparse.ArgumentParser:
         type=Path,
         help="also the full-size torch models that models/export_torch.py --full DIR wrote",
     )
+    dyn = sub.add_parser(
+        "dynamic",
+        parents=[common],
+        help="exports with symbolic dimensions: fused for every size against onnxruntime "
+        "and against the export pinned at each size",
+    )
+    dyn.add_argument("--full", metavar="DIR", type=Path, help="also the full-size exports")
+    for flag, what in (("--size", "the sizes to run at"), ("--shape", "optimize's samples")):
+        dyn.add_argument(flag, action="append", type=_sizes, metavar="NAME=N,N", help=what)
     return parser
+
+
+def _sizes(text: str) -> tuple[str, list[int]]:
+    name, _, values = text.partition("=")
+    try:
+        sizes = [int(v) for v in values.split(",")]
+    except ValueError:
+        sizes = []
+    if not name or not sizes or min(sizes) < 1:
+        raise argparse.ArgumentTypeError(f"expected NAME=N[,N...]: {text!r}")
+    return name, sizes
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -462,6 +570,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _models(args, parser)
     if args.command == "zoo":
         return _zoo(args, parser)
+    if args.command == "dynamic":
+        return _dynamic(args, parser)
     return _kernels(args, parser)
 
 
