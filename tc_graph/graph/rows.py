@@ -21,7 +21,7 @@ chunks of the rows it is given.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -62,16 +62,24 @@ class Dynamic:
     other_sizes: Mapping[str, int]
     load: Callable[[Mapping[str, int]], Graph] = field(compare=False)
     aligned: bool = True  # same_nodes of the three: else no group serves every size
+    _loaded: dict[int, Graph] = field(default_factory=dict, compare=False, repr=False)
 
     def pins(self, k: int) -> dict[str, int]:
         """The k-th sample of each symbol (its last where it has fewer)."""
         return {s: sizes[min(k, len(sizes) - 1)] for s, sizes in self.samples.items()}
 
-    def sample_graphs(self) -> Iterator[Graph]:
-        """The model pinned at each round of samples: every sample of every symbol."""
-        yield self.pinned
+    def sample_graphs(self) -> list[Graph]:
+        """The model pinned at each round of samples (every sample of every symbol), the
+        first `pinned`; each loaded once."""
+        out = [self.pinned]
         for k in range(1, max(len(sizes) for sizes in self.samples.values())):
-            yield self.load(self.pins(k))
+            if k not in self._loaded:
+                self._loaded[k] = self.load(self.pins(k))
+            out.append(self._loaded[k])
+        return out
+
+    def describe_round(self, k: int) -> str:
+        return ", ".join(f"{s}={n}" for s, n in self.pins(k).items())
 
     def row_sizes(self, symbol: str) -> tuple[int, ...]:
         """The sizes a rows node on `symbol` has kernels for: its samples, and 1."""

@@ -192,3 +192,24 @@ def test_the_command_line_takes_sample_sizes(
     with pytest.raises(SystemExit):
         cli_main([*argv, "--shape", "batch=2,x"])
     assert "expected NAME=N[,N...]" in capsys.readouterr().err
+
+
+def test_a_group_is_kept_only_when_it_wins_at_every_sample(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The races are stubbed: a win at the largest sample and a loss at batch 1 leaves the
+    group with onnxruntime, saying where it lost."""
+    from tc_graph.graph import optimize as opt
+
+    def measured(g: object, compiled: object, *, name: str, what: str) -> dict:
+        ratio = 0.5 if what.endswith("at batch=1") else 2.0
+        return {"ratio": ratio, "fused_us": 10.0, "ort_us": 10.0 * ratio}
+
+    monkeypatch.setattr(opt, "_measured", measured)
+    monkeypatch.setattr(opt, "_calibration", lambda: None)
+    out = tg.optimize(_mlp(), shapes={"batch": [1, 8]})
+    assert _tc_nodes(out) == []
+    (decisions,) = [p.value for p in out.metadata_props if p.key == "tc_graph.decisions"]
+    assert [d["why"] for d in json.loads(decisions)] == [
+        "0.50x, slower than onnxruntime at batch=1"
+    ]
