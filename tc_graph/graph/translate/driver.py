@@ -151,6 +151,23 @@ def _def_names(calls: Sequence[Call], entry: str) -> dict[str, str]:
     return def_names
 
 
+def _inputs(
+    calls: Sequence[Call], produced: set[str], declare: Mapping[str, ValueType] | None
+) -> list[str]:
+    """The entry's parameters: what the calls read that the group does not make, in order
+    of first use, or `declare`'s, which must include them."""
+    inputs: list[str] = []
+    for call in calls:
+        for arg in call.args:
+            if arg not in produced and arg not in inputs:
+                inputs.append(arg)
+    if declare is None:
+        return inputs
+    if not set(inputs) <= set(declare):
+        raise TcError(f"translate: declare lacks inputs {sorted(set(inputs) - set(declare))}")
+    return list(declare)
+
+
 def translate(
     nodes: Sequence[onnx.NodeProto],
     *,
@@ -196,16 +213,7 @@ def translate(
     if not outputs:
         raise Untranslatable("the group has no outputs")
 
-    inputs: list[str] = []
-    for call in calls:
-        for arg in call.args:
-            if arg not in produced and arg not in inputs:
-                inputs.append(arg)
-
-    if declare is not None:
-        if not set(inputs) <= set(declare):
-            raise TcError(f"translate: declare lacks inputs {sorted(set(inputs) - set(declare))}")
-        inputs = list(declare)
+    inputs = _inputs(calls, produced, declare)
     def_names = _def_names(calls, name)
     ident = _Names({name, *def_names.values(), *([ROWS] if rows else [])})
 
