@@ -827,7 +827,7 @@ def _at_every_sample(
     if dyn is None or found is None or not found.values or not _won(known):
         return known
     for k, gk in enumerate(dyn.sample_graphs()[1:], start=1):
-        t = _translate(gk, compiled.group, name, found.values)
+        t = _translate(gk, compiled.group, name, found)
         other = _compile(gk, compiled.group, name=name, sample=True, t=t)
         at = dyn.describe_round(k)
         there = _measured(gk, other, name=name, what=f"{what} at {at}")
@@ -850,11 +850,11 @@ def _rows_translation(
     found = rows.row_values(dyn, group, group.outputs)
     if isinstance(found, str):
         return found
-    t = _translate(g, group, name, found.values)
+    t = _translate(g, group, name, found)
     if not found.values:
         return t, found
     try:
-        other = _translate(dyn.other, group, name, found.values)
+        other = _translate(dyn.other, group, name, found)
     except TcError:
         other = None
     if other is None or (other.source, other.inputs) != (t.source, t.inputs):
@@ -874,19 +874,21 @@ def _as_rows(g: Graph, compiled: _Compiled, found: rows.RowValues | None, name: 
     if dyn is None or found is None or not found.values:
         return compiled
     group, a = compiled.group, compiled.attrs
-    sizes = dyn.row_sizes(found.symbol)
+    sizes = dyn.row_sizes(found.symbols)
     made = {r: _translate_rows(g, dyn, group, name, found, r) for r in sizes}
     inputs, declare = _declared(g, made.values())
     sources = {r: _translate_rows(g, dyn, group, name, found, r, declare).source for r in sizes}
     added = {t.name: t for m in made.values() for t in m.initializers}
-    shapes = [declare[v][1] if v not in g.types else g.types[v][1] for v in inputs]
-    flags = tuple(int(v in found.values) for v in (*inputs, *a.outputs))
+    first = {**declare, **rows.types_at(dyn, [*inputs, *a.outputs], found.symbols, sizes[0])}
+    flags = tuple(len(found.symbols) * (v in found.values) for v in (*inputs, *a.outputs))
     a = replace(
         a, source=sources[sizes[0]], inputs=tuple(inputs), initializers=tuple(added.values()),
         input_dtypes=tuple(helper.np_dtype_to_tensor_dtype(np.dtype(declare[v][0]))
                            for v in inputs),
-        input_shapes=tuple(tuple(x) for x in shapes), row_sizes=sizes, row_tensors=flags,
-        row_symbol=found.symbol,
+        input_shapes=tuple(tuple(first[v][1]) for v in inputs),
+        output_shapes=tuple(tuple(first[v][1]) for v in a.outputs), row_sizes=sizes,
+        row_tensors=flags,
+        row_symbols=found.symbols,
         row_sources={r: text for r, text in sources.items() if text != sources[sizes[0]]},
     )  # fmt: skip
     a = replace(a, kernel_key=kernel_key(a.attributes()))
@@ -907,7 +909,7 @@ def _translate_rows(
     values = {v for n in group.nodes for v in (*g.node(n).input, *g.node(n).output) if v}
     return tr.translate(
         [g.node(n) for n in group.nodes],
-        types={**g.types, **rows.types_at(dyn, values, found.symbol, count)},
+        types={**g.types, **rows.types_at(dyn, values, found.symbols, count)},
         constants=g.constants,
         outputs=group.outputs,
         name=name,
@@ -915,6 +917,7 @@ def _translate_rows(
         panel=panel_width(cc.vector_unit()),
         rows=found.values,
         declare=declare,
+        row_dims=len(found.symbols),
     )
 
 
@@ -1032,7 +1035,7 @@ def _ratio_why(ratio: float) -> str:
 
 
 def _translate(
-    g: Graph, group: Group, name: str, row_values: frozenset[str] = frozenset()
+    g: Graph, group: Group, name: str, found: rows.RowValues | None = None
 ) -> tr.Translation:
     return tr.translate(
         [g.node(n) for n in group.nodes],
@@ -1042,7 +1045,8 @@ def _translate(
         name=name,
         opset=tr.opset_version(g.model),
         panel=panel_width(cc.vector_unit()),
-        rows=row_values,
+        rows=found.values if found else (),
+        row_dims=len(found.symbols) if found and found.symbols else 1,
     )
 
 
@@ -1589,7 +1593,10 @@ class _NodeSpec:
 
         def side(k: int, rows: int) -> tuple[tuple[int, ...], ...]:
             flags = self.row_tensors[first[k] :]
-            return tuple((rows, *s[1:]) if flags[i] else s for i, s in enumerate(self.shapes[k]))
+            return tuple(
+                (rows, *[1] * (flags[i] - 1), *s[flags[i] :]) if flags[i] else s
+                for i, s in enumerate(self.shapes[k])
+            )
 
         return [
             replace(self, key=variant_key(self.key, r), source=self.row_sources.get(r, self.source),
@@ -1680,10 +1687,13 @@ def _with_rows(node: onnx.NodeProto, spec: _NodeSpec, raw: Mapping[str, Any]) ->
         and sizes[-1] == 1
         and all(a > b for a, b in itertools.pairwise(sizes))
         and len(flags) == len(shapes)
-        and all(f in (0, 1) for f in flags)
+        and 1 <= max(flags, default=0) <= 8
+        and all(f in (0, max(flags)) for f in flags)
         and all(flags[n_in:])
         and any(flags[:n_in])
-        and all(s and s[0] == sizes[0] for s, f in zip(shapes, flags, strict=True) if f)
+        and all(
+            s[:f] == (sizes[0], *[1] * (f - 1)) for s, f in zip(shapes, flags, strict=True) if f
+        )
     )
     if not ok:
         raise _node_error(node, "has malformed row_sizes and row_tensors attributes")

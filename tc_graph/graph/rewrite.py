@@ -104,11 +104,11 @@ class NodeAttrs:
     output_shapes: tuple[tuple[int, ...], ...]
     initializers: tuple[onnx.TensorProto, ...] = ()
     # A rows node: the row counts it has kernels for (the shapes are those of the first),
-    # one flag per input then output (1: leads with the rows), and the symbolic dimension's
-    # name, which the outputs' value_info take.
+    # one flag per input then output (how many leading dimensions the rows span, 0 where
+    # none), and the symbolic dimensions' names, which the outputs' value_info take.
     row_sizes: tuple[int, ...] = ()
     row_tensors: tuple[int, ...] = ()
-    row_symbol: str = ""
+    row_symbols: tuple[str, ...] = ()
     # The sources of sizes after the first that have their own (translated for that many
     # rows: a weight's layout may differ), by size.
     row_sources: Mapping[int, str] = field(default_factory=dict)
@@ -407,7 +407,7 @@ def _tidy_value_info(
         ):
             dims: list[int | str] = list(shape)
             if k < len(rows) and rows[k]:
-                dims[0] = attrs.row_symbol
+                dims[: len(attrs.row_symbols)] = attrs.row_symbols
             if name not in declared:
                 declared.add(name)
                 graph.value_info.append(onnx.helper.make_tensor_value_info(name, int(dtype), dims))

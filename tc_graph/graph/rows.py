@@ -1,26 +1,29 @@
-"""Rows groups: one TcKernel for every size of a model's symbolic leading dimension.
+"""Rows groups: one TcKernel for every size of a model's symbolic leading dimensions.
 
-A model with symbolic dimensions (a dynamic batch) is optimized at sample sizes
-(`Dynamic`): its groups are chosen and measured on the model pinned at the first sample
-of each symbol. A group then becomes a rows group, whose TcKernel serves every size
-(docs/onnx.md, "Symbolic dimensions"), when three things hold:
+A model with symbolic dimensions (a dynamic batch, and sequence) is optimized at sample
+sizes (`Dynamic`): its groups are chosen and measured on the model pinned at the largest
+sample of each symbol. A group then becomes a rows group, whose TcKernel serves every
+size (docs/onnx.md, "Symbolic dimensions"), when three things hold:
 
 - between the model pinned at the samples and pinned at other sizes, the group's inputs
-  and outputs differ only in their leading dimension, all by the same symbol, every
-  output among them (`row_values`);
-- its translation, with that dimension declared as the size ROWS, reads the same at
-  both pinnings: nothing in it depends on the number of rows;
-- its program computes each row from that row alone (`separable`): every statement that
-  writes a tensor leading with ROWS walks its rows with its first index over exactly
-  0:ROWS, and reads a tensor leading with ROWS only at that row; nothing else reads one.
+  and outputs differ only in their leading dimensions, all following the same symbols in
+  the same order, every output among them (`row_values`);
+- its translation, with those dimensions declared as the sizes ROWS, ROWS_1, ..., reads
+  the same at both pinnings: nothing in it depends on the number of rows;
+- its program computes each row (one index of the leading dimensions) from that row
+  alone (`separable`): every statement that writes a tensor leading with the rows walks
+  all of them with its first indices, and reads such a tensor only at those indices;
+  nothing else reads one.
 
-Then a kernel compiled for r rows, run on r consecutive rows of each such tensor,
-computes those rows of the result: the native op runs a kernel per sample size on
-chunks of the rows it is given.
+Then a kernel compiled for r rows (r, 1, ..., 1 in the leading dimensions), run on r
+consecutive rows of each such tensor, computes those rows of the result: the native op
+runs a kernel per size on chunks of the rows it is given.
 """
 
 from __future__ import annotations
 
+import itertools
+import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,7 +34,7 @@ import onnx
 from .. import ir
 from .model import Graph
 from .partition import Group
-from .translate import ROWS
+from .translate import row_names
 
 # The sample sizes of a symbolic dimension the user gives none for (docs/onnx.md): one
 # that leads an input (a batch), and one that does not (a sequence).
@@ -81,9 +84,13 @@ class Dynamic:
     def describe_round(self, k: int) -> str:
         return ", ".join(f"{s}={n}" for s, n in self.pins(k).items())
 
-    def row_sizes(self, symbol: str) -> tuple[int, ...]:
-        """The sizes a rows node on `symbol` has kernels for: its samples, and 1."""
-        return tuple(sorted({*self.samples[symbol], 1}, reverse=True))
+    def row_sizes(self, symbols: Sequence[str]) -> tuple[int, ...]:
+        """The sizes a rows node over `symbols` has kernels for: the products of their
+        samples, and 1."""
+        sizes = {1}
+        for combo in itertools.product(*(self.samples[s] for s in symbols)):
+            sizes.add(math.prod(combo))
+        return tuple(sorted(sizes, reverse=True))
 
     def describe(self) -> str:
         return ", ".join(f"{s}={','.join(map(str, v))}" for s, v in self.samples.items())
@@ -110,17 +117,33 @@ def same_nodes(graphs: Sequence[Graph]) -> bool:
 
 @dataclass(frozen=True)
 class RowValues:
-    """A group's inputs and outputs that lead with the rows, and the symbol they follow
-    ("" and none: a group no symbol reaches, which every size shares)."""
+    """A group's inputs and outputs that lead with the rows, and the symbols their leading
+    dimensions follow, in order (none: a group no symbol reaches, which every size
+    shares). The rows are the product of those dimensions."""
 
-    symbol: str
+    symbols: tuple[str, ...]
     values: frozenset[str]
+
+
+def _leading(dyn: Dynamic, a: tuple[int, ...], b: tuple[int, ...]) -> tuple[str, ...] | None:
+    """The symbols the leading dimensions of a value follow, which is `a` in the pinned
+    model and `b` in the other; None where it changes otherwise."""
+    if len(a) != len(b):
+        return None
+    out: list[str] = []
+    for x, y in zip(a, b, strict=True):
+        if x == y:
+            break
+        found = [s for s, n in dyn.other_sizes.items() if (x, y) == (dyn.samples[s][0], n)]
+        if len(found) != 1:
+            return None
+        out.append(found[0])
+    return tuple(out) if a[len(out) :] == b[len(out) :] else None
 
 
 def row_values(dyn: Dynamic, group: Group, outputs: Sequence[str]) -> RowValues | str:
     """Which of the group's values lead with the rows, or why it cannot be a rows group."""
-    first = {s: sizes[0] for s, sizes in dyn.samples.items()}
-    symbols: set[str] = set()
+    leads: set[tuple[str, ...]] = set()
     values: set[str] = set()
     g, h = dyn.pinned, dyn.other
     if not dyn.aligned:
@@ -132,36 +155,33 @@ def row_values(dyn: Dynamic, group: Group, outputs: Sequence[str]) -> RowValues 
             continue
         if v not in g.types or v not in h.types:
             return f"'{v}' has no static type at the sample sizes"
-        a, b = g.types[v][1], h.types[v][1]
-        if a == b:
-            continue
-        follows = [s for s in first if a[:1] == (first[s],) and b[:1] == (dyn.other_sizes[s],)]
-        if len(a) != len(b) or a[1:] != b[1:] or len(follows) != 1:
-            return f"'{v}' changes with the symbolic sizes other than in its leading dimension"
-        symbols.add(follows[0])
-        values.add(v)
-    if len(symbols) > 1:
-        return f"its values lead with different symbolic dimensions ({', '.join(sorted(symbols))})"
+        lead = _leading(dyn, g.types[v][1], h.types[v][1])
+        if lead is None:
+            return f"'{v}' changes with the symbolic sizes other than in its leading dimensions"
+        if lead:
+            leads.add(lead)
+            values.add(v)
+    if len(leads) > 1:
+        shown = "; ".join(", ".join(x) for x in sorted(leads))
+        return f"its values lead with different symbolic dimensions ({shown})"
     if values and not all(o in values for o in outputs):
         fixed = next(o for o in outputs if o not in values)
         return f"its output '{fixed}' does not lead with the rows its inputs have"
-    return RowValues(symbols.pop() if symbols else "", frozenset(values))
+    return RowValues(leads.pop() if leads else (), frozenset(values))
 
 
-def types_at(dyn: Dynamic, values: Iterable[str], symbol: str, rows: int) -> dict[str, Any]:
+def types_at(dyn: Dynamic, values: Iterable[str], symbols: Sequence[str], rows: int) -> dict:
     """The types of a rows group's values (every input and output of its nodes) with `rows`
-    rows: those whose leading dimension follows `symbol` (it is its first sample in the
-    pinned model and its other size in the other) take `rows` there."""
+    rows: those whose leading dimensions follow `symbols` take `rows` in the first and 1
+    in the others."""
     g, h = dyn.pinned, dyn.other
-    out = {}
+    out: dict[str, Any] = {}
     for v in values:
-        if v not in g.types or v not in h.types:
-            continue
-        dtype, a = g.types[v]
-        b = h.types[v][1]
-        lead = (dyn.samples[symbol][0], dyn.other_sizes[symbol])
-        follows = len(a) == len(b) and a[1:] == b[1:] and (a[:1], b[:1]) == ((lead[0],), (lead[1],))
-        out[v] = (dtype, (rows, *a[1:])) if follows else (dtype, a)
+        if v in g.types and v in h.types:
+            dtype, a = g.types[v]
+            follows = _leading(dyn, a, h.types[v][1]) == tuple(symbols)
+            lead = (rows, *[1] * (len(symbols) - 1))
+            out[v] = (dtype, (*lead, *a[len(symbols) :])) if follows else (dtype, a)
     return out
 
 
@@ -173,25 +193,30 @@ def _same_array(a: object, b: object) -> bool:
 
 
 def separable(program: ir.Program) -> str | None:
-    """None when the program computes each of its ROWS rows from that row alone (see the
-    module docstring); else why not."""
-    if ROWS not in program.params:
+    """None when the program computes each of its rows (the product of its leading sizes
+    ROWS, ROWS_1, ...) from that row alone (see the module docstring); else why not."""
+    names = [n for n in row_names(len(program.params) + 1) if n in program.params]
+    if not names:
         return None
-    k = program.params.index(ROWS)
-    rows = _param(program, k)
-    led = {n for n, t in program.tensors.items() if t.shape and t.shape[0].is_equal(rows)}
-    for n, t in program.tensors.items():
-        dims = t.shape[1:] if n in led else t.shape
-        if any(_involves(d, k) for d in dims):
-            return f"the size of '{n}' depends on the rows other than as its leading dimension"
-    for n in program.outputs:
-        if n not in led:
-            return f"its output '{n}' does not lead with the rows"
+    ks = [program.params.index(n) for n in names]
+    rows = [_param(program, k) for k in ks]
+    n = len(rows)
+    led = {
+        name for name, t in program.tensors.items()
+        if len(t.shape) >= n and all(d.is_equal(r) for d, r in zip(t.shape, rows, strict=False))
+    }  # fmt: skip
+    for name, t in program.tensors.items():
+        dims = t.shape[n:] if name in led else t.shape
+        if any(_involves(d, ks) for d in dims):
+            return f"the size of '{name}' depends on the rows other than as its leading dimensions"
+    for name in program.outputs:
+        if name not in led:
+            return f"its output '{name}' does not lead with the rows"
     for pre in program.preconditions:
-        if pre.violated.involves_dims(isl.dim_type.param, k, 1):
+        if any(pre.violated.involves_dims(isl.dim_type.param, k, 1) for k in ks):
             return f"a precondition depends on the rows: {pre.message}"
     for st in program.statements:
-        why = _statement(st, led, rows, k)
+        why = _statement(st, led, rows, ks)
         if why:
             return why
     return None
@@ -203,38 +228,43 @@ def _param(program: ir.Program, k: int) -> isl.PwAff:
     return isl.PwAff.from_aff(aff)
 
 
-def _involves(pa: isl.PwAff, k: int) -> bool:
-    return bool(pa.involves_dims(isl.dim_type.param, k, 1))
+def _involves(pa: isl.PwAff, ks: Sequence[int]) -> bool:
+    return any(pa.involves_dims(isl.dim_type.param, k, 1) for k in ks)
 
 
-def _statement(st: ir.Statement, led: set[str], rows: isl.PwAff, k: int) -> str | None:
+def _statement(
+    st: ir.Statement, led: set[str], rows: Sequence[isl.PwAff], ks: Sequence[int]
+) -> str | None:
     """Why statement st does not compute a row from that row alone (None if it does)."""
-    row = st.lhs[0] if st.tensor in led and st.lhs else None
+    n = len(rows)
+    row = tuple(st.lhs[:n]) if st.tensor in led and len(st.lhs) >= n else None
     where = f"the statement that writes '{st.tensor}'"
     for v, (lo, hi) in zip(st.iterators, st.bounds, strict=True):
-        if v == row:
-            if not (lo.is_equal(rows.sub(rows)) and hi.is_equal(rows)):
+        if row is not None and v in row:
+            r = rows[row.index(v)]
+            if not (lo.is_equal(r.sub(r)) and hi.is_equal(r)):
                 return f"{where} does not walk all its rows with '{v}'"
-        elif _involves(lo, k) or _involves(hi, k):
+        elif _involves(lo, ks) or _involves(hi, ks):
             return f"{where} has a loop over '{v}' whose range depends on the rows"
-    if not _row_only(st.rhs, row, led):
+    if not _row_only(st.rhs, row, led, n):
         return f"{where} reads other rows than the one it writes, or their number"
     return None
 
 
-def _row_only(e: ir.Expr, row: str | None, led: set[str]) -> bool:
-    """Whether `row` appears in e only as the leading subscript of a read of a tensor
-    leading with the rows, which every such read has, and nothing reads the rows' size."""
+def _row_only(e: ir.Expr, row: tuple[str, ...] | None, led: set[str], n: int) -> bool:
+    """Whether the indices in `row` appear in e only as the leading subscripts of a read
+    of a tensor leading with the rows, which every such read has, and nothing reads the
+    rows' sizes."""
     match e:
         case ir.Index(name=name):
-            return name != row
+            return row is None or name not in row
         case ir.Size(name=name):
-            return name != ROWS
+            return name not in row_names(n)
         case ir.DimSize(tensor=t, dim=d):
-            return not (t in led and d == 0)
+            return not (t in led and d < n)
         case ir.Read(tensor=t, subscripts=subs) if t in led:
-            lead = subs[0] if subs else None
-            if row is None or not (isinstance(lead, ir.Index) and lead.name == row):
+            lead = tuple(x.name if isinstance(x, ir.Index) else None for x in subs[:n])
+            if row is None or lead != row:
                 return False
-            return all(_row_only(s, row, led) for s in subs[1:])
-    return all(_row_only(c, row, led) for c in ir.children(e))
+            return all(_row_only(x, row, led, n) for x in subs[n:])
+    return all(_row_only(c, row, led, n) for c in ir.children(e))

@@ -173,6 +173,7 @@ _Static_assert(offsetof(tc_op, release_alias_map) == 8 * 25, "ReleaseAliasMap is
 #define TC_MAX_RANK 64      /* per-run dimension buffers live on the stack */
 #define TC_MAX_CHUNKS 256   /* parallel phases are split into at most this many ranges */
 #define TC_MESSAGE_BYTES 1024
+#define TC_MAX_LEAD 8       /* leading dimensions a rows node's rows may span */
 
 typedef int (*tc_phase_fn)(int32_t phase, void *const *args, void *const *temps, int64_t lo,
                            int64_t hi, int64_t *err);
@@ -193,12 +194,22 @@ struct tc_kernel {
     int64_t *dims_offset; /* where each tensor's dimensions start in dims */
     size_t *tensor_bytes; /* bytes of each tensor */
     /* A rows node (docs/onnx.md): one kernel per entry of row_sizes, which descend to 1;
-     * row_flags says which inputs and outputs lead with the rows. This kernel then only
-     * holds them (num_rows is 0 for a fixed-shape node, which is its own kernel). */
+     * row_flags says which inputs and outputs lead with the rows, and over how many
+     * dimensions (their product is the rows; each kernel has its rows in the first and 1
+     * in the others). This kernel then only holds them (num_rows is 0 for a fixed-shape
+     * node, which is its own kernel). */
     int32_t num_rows;
     int64_t *row_sizes, *row_flags;
     tc_kernel *variants;
 };
+
+/* The leading dimensions of a rows node's run (its first input that has them) and their
+ * product; n is 0 for a tensor without them. */
+typedef struct {
+    int32_t n;
+    int64_t dims[TC_MAX_LEAD];
+    int64_t rows;
+} tc_lead;
 
 /* What one chunked phase shares between the pool's threads (lives on the run's stack). */
 typedef struct {
@@ -797,15 +808,19 @@ static ort_status *check_ints(tc_kernel *k, const ort_kernel_info *info, const c
                  k->entry, k->key, name);
 }
 
-/* A rows node's kernel leads with its own row count in every flagged tensor, where the
- * node's shapes, those of its first kernel, have row_sizes[0]: the dimensions the node
- * should then give, in values (0 when the kernel has another leading dimension). */
+/* A rows node's kernel leads with its own row count in every flagged tensor (then 1 in the
+ * other dimensions of the rows), where the node's shapes, those of its first kernel, have
+ * row_sizes[0]: the dimensions the node should then give, in values (0 when the kernel
+ * has other leading dimensions). */
 static int node_dims(const tc_kernel *k, const tc_kernel *head, int64_t rows, int64_t *values) {
     for (int32_t t = 0; t < k->num_tensors; t++) {
         int64_t lo = k->dims_offset[t];
         for (int64_t d = lo; d < k->dims_offset[t + 1]; d++) values[d] = k->dims[d];
-        if (!head || !head->row_flags[t]) continue;
-        if (k->ranks[t] < 1 || k->dims[lo] != rows) return 0;
+        int64_t n = head ? head->row_flags[t] : 0;
+        if (!n) continue;
+        if (k->ranks[t] < n || k->dims[lo] != rows) return 0;
+        for (int64_t d = 1; d < n; d++)
+            if (k->dims[lo + d] != 1) return 0;
         values[lo] = head->row_sizes[0];
     }
     return 1;
@@ -986,8 +1001,9 @@ static ort_status *load_kernel(tc_kernel *k, const tc_op *op, const ort_kernel_i
     return load_error(k, kind, entry, from, why);
 }
 
-/* A rows node's sizes (positive, descending, the last 1) and flags (0 or 1, one per
- * input and output: every output and at least one input lead with the rows). */
+/* A rows node's sizes (positive, descending, the last 1) and flags (one per input and
+ * output: 0, or how many leading dimensions the rows span, the same for all; every output
+ * and at least one input lead with the rows). */
 static ort_status *read_rows(tc_kernel *h, const ort_kernel_info *info) {
     size_t n_sizes = 0, n_flags = 0, n_in = 0, n_out = 0;
     h->row_sizes = ints_attribute(h->api, info, "row_sizes", &n_sizes);
@@ -1000,8 +1016,10 @@ static ort_status *read_rows(tc_kernel *h, const ort_kernel_info *info) {
              h->row_sizes[n_sizes - 1] == 1;
     for (size_t i = 0; ok && i + 1 < n_sizes; i++) ok = h->row_sizes[i] > h->row_sizes[i + 1];
     int led = 0;
+    int64_t span = ok && n_flags ? h->row_flags[n_flags - 1] : 0; /* an output's */
+    ok = ok && span >= 1 && span <= TC_MAX_LEAD;
     for (size_t t = 0; ok && t < n_flags; t++) {
-        ok = h->row_flags[t] == 0 || h->row_flags[t] == 1;
+        ok = h->row_flags[t] == 0 || h->row_flags[t] == span;
         ok = ok && (t < n_in || h->row_flags[t]);
         led |= t < n_in && h->row_flags[t];
     }
@@ -1151,10 +1169,10 @@ static ort_status *run_phases(const tc_kernel *k, ort_kernel_context *ctx, void 
 }
 
 /* The element type and dimensions onnxruntime gives a value, and whether they are tensor
- * t's in the kernel, with `lead` rows where that is not negative (dims is left unread
- * past TC_MAX_RANK: rank says so). */
+ * t's in the kernel, with the leading dimensions `lead` where that is not NULL (dims is
+ * left unread past TC_MAX_RANK: rank says so). */
 static ort_status *value_matches(const tc_kernel *k, const ort_value *value, int32_t t,
-                                 int64_t lead, int *dtype, size_t *rank, int64_t *dims,
+                                 const tc_lead *lead, int *dtype, size_t *rank, int64_t *dims,
                                  int *same) {
     const ort_api *api = k->api;
     ort_type_shape *info = NULL;
@@ -1168,15 +1186,15 @@ static ort_status *value_matches(const tc_kernel *k, const ort_value *value, int
     if (st) return st;
     const int64_t *want = k->dims + k->dims_offset[t];
     *same = *dtype == k->dtypes[t] && *rank == (size_t)k->ranks[t];
-    for (size_t d = 0; *same && d < *rank; d++)
-        *same = dims[d] == (d == 0 && lead >= 0 ? lead : want[d]);
+    size_t n = lead ? (size_t)lead->n : 0;
+    for (size_t d = 0; *same && d < *rank; d++) *same = dims[d] == (d < n ? lead->dims[d] : want[d]);
     return NULL;
 }
 
-/* Input i's element type and dimensions against the kernel's (with `lead` rows where that
- * is not negative); its data pointer in *data. */
+/* Input i's element type and dimensions against the kernel's (with the leading dimensions
+ * `lead` where that is not NULL); its data pointer in *data. */
 static ort_status *bind_input(const tc_kernel *k, const ort_kernel_context *ctx, int32_t i,
-                              int64_t lead, void **data) {
+                              const tc_lead *lead, void **data) {
     const ort_api *api = k->api;
     const ort_value *value = NULL;
     ort_status *st = ORT_CALL(api, SLOT_KERNEL_CONTEXT_GET_INPUT, context_input_fn)(ctx, (size_t)i,
@@ -1194,7 +1212,8 @@ static ort_status *bind_input(const tc_kernel *k, const ort_kernel_context *ctx,
         int64_t want[TC_MAX_RANK];
         size_t want_rank = (size_t)k->ranks[i];
         memcpy(want, k->dims + k->dims_offset[i], want_rank * sizeof *want);
-        if (lead >= 0) want[0] = lead;
+        for (int32_t d = 0; lead && d < lead->n && d < (int32_t)want_rank; d++)
+            want[d] = lead->dims[d];
         char got_shape[256], want_shape[256];
         if (rank <= TC_MAX_RANK)
             format_shape(got_shape, sizeof got_shape, dims, rank);
@@ -1206,9 +1225,9 @@ static ort_status *bind_input(const tc_kernel *k, const ort_kernel_context *ctx,
                      "shape %s (%s)",
                      k->entry, k->key, (int)i, dtype_name(k->dtypes[i]), want_shape,
                      dtype_name(dtype), got_shape,
-                     lead >= 0 ? "its first dimension is the rows of the kernel's first input "
-                                 "that has them"
-                               : "the kernel is compiled for these shapes");
+                     lead ? "its leading dimensions are the rows of the kernel's first input "
+                            "that has them"
+                          : "the kernel is compiled for these shapes");
     }
     return ORT_CALL(api, SLOT_GET_TENSOR_MUTABLE_DATA, mutable_data_fn)((ort_value *)value, data);
 }
@@ -1217,16 +1236,16 @@ static ort_status *bind_input(const tc_kernel *k, const ort_kernel_context *ctx,
  * checked against the kernel's before anything is written: the graph may declare another
  * type (a float64 kernel writing into a uint8 tensor would overflow it). */
 static ort_status *bind_output(const tc_kernel *k, ort_kernel_context *ctx, int32_t o,
-                               int64_t lead, void **data) {
+                               const tc_lead *lead, void **data) {
     const ort_api *api = k->api;
     int32_t t = k->num_inputs + o;
     ort_value *value = NULL;
     int64_t shape[TC_MAX_RANK];
     memcpy(shape, k->dims + k->dims_offset[t], (size_t)k->ranks[t] * sizeof *shape);
-    if (lead >= 0) shape[0] = lead;
-    size_t bytes = lead >= 0 ? k->tensor_bytes[t] / (size_t)k->dims[k->dims_offset[t]] *
-                                   (size_t)lead
-                             : k->tensor_bytes[t];
+    for (int32_t d = 0; lead && d < lead->n; d++) shape[d] = lead->dims[d];
+    size_t bytes = lead ? k->tensor_bytes[t] / (size_t)k->dims[k->dims_offset[t]] *
+                              (size_t)lead->rows
+                        : k->tensor_bytes[t];
     ort_status *st = ORT_CALL(api, SLOT_KERNEL_CONTEXT_GET_OUTPUT, context_output_fn)(
         ctx, (size_t)o, shape, (size_t)k->ranks[t], &value);
     if (st) return st;
@@ -1277,10 +1296,12 @@ static void free_temps(const tc_kernel *k, void **temps) {
     }
 }
 
-/* The rows of a rows node's run: the first dimension of its first input that has them
- * (-1 for a fixed-shape node). */
-static ort_status *run_rows(const tc_kernel *h, const ort_kernel_context *ctx, int64_t *rows) {
-    *rows = -1;
+/* The leading dimensions of a rows node's run: those of its first input that has them
+ * (lead->n stays 0 for a fixed-shape node, or where that input is missing or too small:
+ * binding it reports that). */
+static ort_status *run_lead(const tc_kernel *h, const ort_kernel_context *ctx, tc_lead *lead) {
+    lead->n = 0;
+    lead->rows = 0;
     if (!h->num_rows) return NULL;
     const tc_kernel *k = &h->variants[0];
     int32_t i = 0;
@@ -1288,13 +1309,23 @@ static ort_status *run_rows(const tc_kernel *h, const ort_kernel_context *ctx, i
     const ort_value *value = NULL;
     ort_status *st = ORT_CALL(k->api, SLOT_KERNEL_CONTEXT_GET_INPUT, context_input_fn)(
         ctx, (size_t)i, &value);
-    if (st || !value) return st; /* bind_input reports a missing input */
+    if (st || !value) return st;
     int dtype = 0, same = 0;
     size_t rank = 0;
     int64_t dims[TC_MAX_RANK];
-    st = value_matches(k, value, i, -1, &dtype, &rank, dims, &same);
-    if (!st && rank >= 1 && rank <= TC_MAX_RANK) *rows = dims[0];
-    return st;
+    st = value_matches(k, value, i, NULL, &dtype, &rank, dims, &same);
+    int32_t n = (int32_t)h->row_flags[i];
+    if (st || rank < (size_t)n || rank > TC_MAX_RANK) return st;
+    lead->rows = 1;
+    for (int32_t d = 0; d < n; d++) {
+        lead->dims[d] = dims[d];
+        if (dims[d] < 0 || (dims[d] && lead->rows > INT64_MAX / dims[d]))
+            return error(k->api, ORT_INVALID_ARGUMENT,
+                         "tc_graph kernel '%s': input %d has too many rows", k->entry, (int)i);
+        lead->rows *= dims[d];
+    }
+    lead->n = n;
+    return NULL;
 }
 
 /* Run a rows node over `rows` rows: chunk after chunk, each by the kernel of the largest
@@ -1341,9 +1372,10 @@ static ort_status *compute_v2(void *p, ort_kernel_context *ctx) {
         return error(api, ORT_INVALID_ARGUMENT,
                      "tc_graph kernel '%s' takes %d inputs and %d outputs, got %zu and %zu",
                      k->entry, k->num_inputs, k->num_outputs, n_in, n_out);
-    int64_t rows = -1;
-    st = run_rows(h, ctx, &rows);
+    tc_lead lead;
+    st = run_lead(h, ctx, &lead);
     if (st) return st;
+    const tc_lead *led = h->num_rows ? &lead : NULL;
 
     /* args, the chunk's args, then temps in one per-run block: runs never share buffers. */
     size_t n = 2 * (size_t)k->num_tensors + (size_t)most_temps(h) + 1;
@@ -1351,11 +1383,11 @@ static ort_status *compute_v2(void *p, ort_kernel_context *ctx) {
     if (!args) return error(api, ORT_FAIL, "tc_graph kernel '%s': out of memory", k->entry);
     void **moved = args + k->num_tensors, **temps = moved + k->num_tensors;
     for (int32_t i = 0; i < k->num_inputs && !st; i++)
-        st = bind_input(k, ctx, i, h->num_rows && h->row_flags[i] ? rows : -1, &args[i]);
+        st = bind_input(k, ctx, i, led && h->row_flags[i] ? led : NULL, &args[i]);
     for (int32_t o = 0; o < k->num_outputs && !st; o++)
-        st = bind_output(k, ctx, o, h->num_rows ? rows : -1, &args[k->num_inputs + o]);
+        st = bind_output(k, ctx, o, led, &args[k->num_inputs + o]);
     if (!st && h->num_rows) {
-        st = run_chunks(h, ctx, args, moved, temps, rows);
+        st = run_chunks(h, ctx, args, moved, temps, lead.rows);
     } else if (!st) {
         st = alloc_temps(k, temps);
         if (!st) st = run_phases(k, ctx, args, temps);

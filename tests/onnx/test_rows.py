@@ -48,7 +48,7 @@ def _attrs(sizes: tuple[int, ...], flags: tuple[int, ...] = (1, 0, 0, 1, 1)) -> 
         output_shapes=((first, 5), (first,)),
         row_sizes=sizes,
         row_tensors=flags,
-        row_symbol="batch",
+        row_symbols=("batch",),
     )
     return replace(attrs, kernel_key=kernel_key(attrs.attributes()))
 

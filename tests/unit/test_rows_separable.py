@@ -26,6 +26,11 @@ def _why(body: str, params: str, outputs: str) -> str | None:
             "Y(i, j, k) = T(max(min(I(i, j), 99), 0), k)",
         ),
         ("float(7) B", "float(7) Y", "Y(j) = B(j)"),  # no rows at all
+        (  # rows over two leading dimensions (batch, sequence)
+            "float(rows, rows_1, 4) X, float(4) B",
+            "float(rows, rows_1) Y",
+            "Y(i, j) +=! X(i, j, k) * B(k)",
+        ),
     ],
 )
 def test_row_by_row_programs_are_separable(params: str, outputs: str, body: str) -> None:
@@ -65,6 +70,12 @@ def test_row_by_row_programs_are_separable(params: str, outputs: str, body: str)
             "float(rows, 7) Y",
             "Y(i, j) = X(i, j) / rows",
             "reads other rows than the one it writes, or their number",
+        ),
+        (  # a neighbour along the second dimension of the rows
+            "float(rows, rows_1) X",
+            "float(rows, rows_1) Y",
+            "Y(i, j) = X(i, max(j - 1, 0)) where j in 0:rows_1",
+            "reads other rows than the one it writes",
         ),
     ],
 )

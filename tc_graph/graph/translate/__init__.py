@@ -18,7 +18,15 @@ ROWS instead (graph/rows.py).
 """
 
 from .context import Untranslatable, ValueType
-from .driver import ROWS, TRANSLATABLE, Translation, opset_version, translatable, translate
+from .driver import (
+    ROWS,
+    TRANSLATABLE,
+    Translation,
+    opset_version,
+    row_names,
+    translatable,
+    translate,
+)
 
 __all__ = [
     "ROWS",
@@ -27,6 +35,7 @@ __all__ = [
     "Untranslatable",
     "ValueType",
     "opset_version",
+    "row_names",
     "translatable",
     "translate",
 ]

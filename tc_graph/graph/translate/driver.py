@@ -29,7 +29,15 @@ from .library import table
 from .registry import TRANSLATORS
 from .text import decl
 
-__all__ = ["ROWS", "TRANSLATABLE", "Translation", "opset_version", "translatable", "translate"]
+__all__ = [
+    "ROWS",
+    "TRANSLATABLE",
+    "Translation",
+    "opset_version",
+    "row_names",
+    "translatable",
+    "translate",
+]
 
 
 @dataclass(frozen=True)
@@ -46,6 +54,11 @@ class Translation:
 TRANSLATABLE: frozenset[str] = frozenset(TRANSLATORS)
 # The size name of the leading dimension of a rows group's inputs and outputs.
 ROWS = "rows"
+
+
+def row_names(count: int) -> tuple[str, ...]:
+    """The TC size names of a rows group's `count` leading dimensions: ROWS, ROWS_1, ..."""
+    return (ROWS, *(f"{ROWS}_{d}" for d in range(1, count)))
 
 
 def _translate_node(node: onnx.NodeProto, ctx: Context) -> Call:
@@ -180,6 +193,7 @@ def translate(
     panel: int = 0,
     rows: Collection[str] = (),
     declare: Mapping[str, ValueType] | None = None,
+    row_dims: int = 1,
 ) -> Translation:
     """One TC program for a group of nodes (in topological order).
 
@@ -192,9 +206,9 @@ def translate(
     float32 weight of a Gemm or MatMul whose contraction gets a kernel of its own is
     passed as panels of that many columns instead, `<weight>__tc_p<panel>`, which the
     CPU's outer-product kernel reads in place (docs/cpu.md; optimize passes the CPU's
-    panel width). The inputs and outputs named in `rows` are declared with the size
-    ROWS as their leading dimension, so the program holds for any number of rows
-    (graph/rows.py). `declare` lists the entry's parameters in order, with the types of
+    panel width). The inputs and outputs named in `rows` are declared with the sizes
+    row_names(row_dims) as their leading dimensions, so the program holds for any number
+    of rows (graph/rows.py). `declare` lists the entry's parameters in order, with the types of
     those the group does not read (another translation's packed weights: every kernel of
     a rows node takes the node's inputs).
     """
@@ -215,7 +229,8 @@ def translate(
 
     inputs = _inputs(calls, produced, declare)
     def_names = _def_names(calls, name)
-    ident = _Names({name, *def_names.values(), *([ROWS] if rows else [])})
+    leading = row_names(row_dims)
+    ident = _Names({name, *def_names.values(), *(leading if rows else [])})
 
     packed_arrays = {new: array for new, array in ctx.packed.values()}
 
@@ -224,7 +239,7 @@ def translate(
             return BY_NUMPY[packed_arrays[value].dtype], packed_arrays[value].shape
         other = declare is not None and value in declare and value not in types
         dtype, shape = declare[value] if other else ctx.type(value)  # type: ignore[index]
-        return BY_NUMPY[dtype], (ROWS, *shape[1:]) if value in rows else shape
+        return BY_NUMPY[dtype], (*leading, *shape[row_dims:]) if value in rows else shape
 
     params = [f"{decl(*value_type(v))} {ident(v)}" for v in inputs]
     outs = [f"{t}({', '.join(map(str, shape))}) {ident(v)}" for v in outputs
