@@ -102,10 +102,11 @@ def test_a_dynamic_batch_fuses_into_a_node_for_every_size() -> None:
 
 
 def test_the_default_samples_of_a_batch_are_1_and_8() -> None:
+    """With 4, a power of four below the largest, for the chunks of other sizes."""
     out = tg.optimize(_mlp(), force=True)
     (node,) = _tc_nodes(out)
     attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
-    assert list(attrs["row_sizes"]) == [8, 1]
+    assert list(attrs["row_sizes"]) == [8, 4, 1]
 
 
 @pytest.mark.parametrize(

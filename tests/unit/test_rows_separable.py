@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tc_graph.api import define_entry
-from tc_graph.graph.rows import separable
+from tc_graph.graph.rows import Dynamic, separable
 
 
 def _why(body: str, params: str, outputs: str) -> str | None:
@@ -84,3 +84,9 @@ def test_programs_whose_rows_meet_are_refused(
 ) -> None:
     found = _why(body, params, outputs)
     assert found is not None and why in found
+
+
+def test_row_sizes_are_the_sample_products_and_the_powers_of_four_below() -> None:
+    dyn = Dynamic(None, None, None, {"batch": (8, 1), "seq": (128,)}, {}, None)  # type: ignore[arg-type]
+    assert dyn.row_sizes(("batch", "seq")) == (1024, 256, 128, 64, 16, 4, 1)
+    assert dyn.row_sizes(("batch",)) == (8, 4, 1)
