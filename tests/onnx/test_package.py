@@ -234,3 +234,25 @@ def test_a_model_without_tckernels_is_optimized_first(
     manifest = package(models[0], tmp_path / "pkg")
     model = onnx.load(tmp_path / "pkg" / MODEL)
     assert manifest["kernels"] and any(n.op_type == "TcKernel" for n in model.graph.node)
+
+
+def test_a_packaged_rows_model_runs_every_batch_in_plain_onnxruntime(tmp_path: Path) -> None:
+    """A model with a dynamic batch packages each rows node's kernel for every size it
+    has; plain onnxruntime then runs it at any batch, and only those kernels are there."""
+    model = _small_model()
+    for value in (model.graph.input[0], model.graph.output[0]):
+        value.type.tensor_type.shape.dim[0].dim_param = "batch"
+    fused = tg.optimize(model, force=True, shapes={"batch": [4]})
+    manifest = package(fused, tmp_path / "pkg")
+    keys = sorted(k["key"] for k in manifest["kernels"])
+    assert [k.rsplit("-r", 1)[1] for k in keys] == ["1", "4"]
+    so = ort.SessionOptions()
+    so.register_custom_ops_library(str(tmp_path / "pkg" / LIBRARY))
+    so.add_session_config_entry("tc_graph.kernel_dir", str(tmp_path / "pkg" / KERNELS))
+    session = ort.InferenceSession(str(tmp_path / "pkg" / MODEL), so)
+    plain = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    for batch in (1, 4, 6):
+        x = np.random.default_rng(batch).standard_normal((batch, 32)).astype(np.float32)
+        (got,) = session.run(None, {"X": x})
+        (want,) = plain.run(None, {"X": x})
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-6)
