@@ -859,6 +859,9 @@ def _rows_translation(
         other = None
     if other is None or (other.source, other.inputs) != (t.source, t.inputs):
         return "its translation changes with the symbolic sizes"
+    changed = rows.same_constants(dyn, t.inputs)
+    if changed:
+        return changed
     fn = define_entry(t.source, t.entry)
     assert fn is not None  # a translation defines its entry
     why = rows.separable(fn.program_for({}))

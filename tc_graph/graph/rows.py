@@ -152,9 +152,7 @@ def row_values(dyn: Dynamic, group: Group, outputs: Sequence[str]) -> RowValues 
     if not dyn.aligned:
         return "the model's nodes differ at different sizes of its symbolic dimensions"
     for v in [*group.inputs, *outputs]:
-        if v in g.constants:
-            if v not in h.constants or not _same_array(g.constants[v], h.constants[v]):
-                return f"the constant '{v}' changes with the symbolic sizes"
+        if v in g.constants:  # what the translation reads of it: same_constants
             continue
         if v not in g.types or v not in h.types:
             return f"'{v}' has no static type at the sample sizes"
@@ -171,6 +169,19 @@ def row_values(dyn: Dynamic, group: Group, outputs: Sequence[str]) -> RowValues 
         fixed = next(o for o in outputs if o not in values)
         return f"its output '{fixed}' does not lead with the rows its inputs have"
     return RowValues(leads.pop() if leads else (), frozenset(values))
+
+
+def same_constants(dyn: Dynamic, names: Iterable[str]) -> str | None:
+    """None when the constants among `names` (those a translation passes to its kernel)
+    are the same at both pinnings; else why not. Constants a translation reads while it
+    writes the text (a Reshape's target, a Slice's starts) show in the text instead."""
+    g, h = dyn.pinned, dyn.other
+    for v in names:
+        if v in g.constants and (
+            v not in h.constants or not _same_array(g.constants[v], h.constants[v])
+        ):
+            return f"the constant '{v}' changes with the symbolic sizes"
+    return None
 
 
 def types_at(dyn: Dynamic, values: Iterable[str], symbols: Sequence[str], rows: int) -> dict:

@@ -17,16 +17,18 @@ from .text import decl, indices, normalize_axis, ref, scaled, sizes, tc_type
 _INDEX_DTYPES = (np.dtype(np.int32), np.dtype(np.int64))
 
 
-def _remap(src: tuple[int, ...], dst: tuple[int, ...]) -> list[str]:
+def _remap(src: tuple[int, ...], dst: tuple[int, ...]) -> tuple[list[str], dict[int, int]]:
     """Subscripts into a row-major tensor of shape `src` that read element (i0, i1, ...) of
-    the same elements seen as shape `dst`.
+    the same elements seen as shape `dst`, and which output dimensions copy an input
+    dimension (output -> input).
 
     Dimensions of size 1 are dropped, the rest are matched in runs whose products agree:
     within a run, the output indices make one linear index, and each input dimension
     reads it back with / and % by constants (a run of one dimension on each side is a
-    plain index). So Squeeze, Unsqueeze, Flatten and most Reshapes stay affine.
+    plain index: a copy). So Squeeze, Unsqueeze, Flatten and most Reshapes stay affine.
     """
     subs = ["0"] * len(src)
+    copies: dict[int, int] = {}
     s_dims = [j for j, d in enumerate(src) if d != 1]
     d_dims = [j for j, d in enumerate(dst) if d != 1]
     si = di = 0
@@ -50,6 +52,8 @@ def _remap(src: tuple[int, ...], dst: tuple[int, ...]) -> list[str]:
         flat = " + ".join(reversed(terms))
         if len(s_run) == 1:
             subs[s_run[0]] = flat
+            if len(d_run) == 1:
+                copies[d_run[0]] = s_run[0]
             continue
         flat = f"({flat})" if len(d_run) > 1 else flat
         stride = ps
@@ -59,7 +63,7 @@ def _remap(src: tuple[int, ...], dst: tuple[int, ...]) -> list[str]:
             if pos:
                 sub = f"({sub}) % {src[j]}" if stride != 1 else f"{sub} % {src[j]}"
             subs[j] = sub
-    return subs
+    return subs, copies
 
 
 @translator("Reshape", "Flatten", "Squeeze", "Unsqueeze")
@@ -80,14 +84,18 @@ def _reshape(node: onnx.NodeProto, ctx: Context) -> Call:
         raise Untranslatable(f"{op} of an empty tensor")
     out = ctx.check_output(node, shape, dtype)
     y_idx = indices(len(shape))
-    ranges = ", ".join(f"i{j} in 0:{d}" for j, d in enumerate(shape))
+    subs, copies = _remap(sx, shape)
+    # A dimension that copies one of X's is bounded by X's size, not its value: the text
+    # then holds for any size of it (a rows group's batch, graph/rows.py).
+    names = sizes(len(sx))
+    bounds = [names[copies[j]] if j in copies else str(d) for j, d in enumerate(shape)]
+    ranges = ", ".join(f"i{j} in 0:{b}" for j, b in enumerate(bounds))
     text = instantiate(
         op,
         "default",
         op=op,
-        shape=list(shape),
-        X=decl(tc_type(dtype), sizes(len(sx))),
-        Xr=ref("X", _remap(sx, shape)),
+        X=decl(tc_type(dtype), names),
+        Xr=ref("X", subs),
         Y=ref("Y", y_idx),
         ranges=f" where {ranges}" if ranges else "",
     )
