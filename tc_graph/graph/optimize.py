@@ -792,21 +792,20 @@ def _evaluate(
             return Decision(ops, shapes, None, None, False, f"{_ONE_SIZE}: {made}"), None
         t, row_values = made
         compiled = _compile(g, group, name=name, sample=not force or _TUNING.get() is not None, t=t)
-    except TcError as e:
+        if force:
+            forced = Decision(ops, shapes, None, None, True, "forced")
+            return forced, _as_rows(g, compiled, row_values, name)
+        if known is None:  # else a win remembered (a twin's, perhaps): compiled, not raced
+            known = _measured(g, compiled, name=name, what=f"{ops} -> {shapes}")
+            known = _at_every_sample(compiled, row_values, known, name=name, what=ops)
+        if loss_key is not None:  # a win replaces a loss
+            _store_decision(loss_key, known)
+        decision = _decision(ops, shapes, known)
+        log.debug("%s: %s", name, verdict(decision))
+        return decision, _as_rows(g, compiled, row_values, name) if decision.fused else compiled
+    except TcError as e:  # a kernel of a rows group, for another size, included
         first = str(e).splitlines()[0]
         return Decision(ops, shapes, None, None, False, f"not compiled: {first}"), None
-    if force:
-        return Decision(ops, shapes, None, None, True, "forced"), _as_rows(
-            g, compiled, row_values, name
-        )
-    if known is None:  # else a win remembered (a twin's, perhaps): compiled, not raced
-        known = _measured(g, compiled, name=name, what=f"{ops} -> {shapes}")
-        known = _at_every_sample(compiled, row_values, known, name=name, what=ops)
-    if loss_key is not None:  # a win replaces a loss
-        _store_decision(loss_key, known)
-    decision = _decision(ops, shapes, known)
-    log.debug("%s: %s", name, verdict(decision))
-    return decision, _as_rows(g, compiled, row_values, name) if decision.fused else compiled
 
 
 _ONE_SIZE = "not fused: it would serve one size of the symbolic dimensions"
@@ -1680,8 +1679,9 @@ def _node_spec(node: onnx.NodeProto) -> _NodeSpec:
 
 def _with_rows(node: onnx.NodeProto, spec: _NodeSpec, raw: Mapping[str, Any]) -> _NodeSpec:
     """A rows node's spec, its row_sizes and row_tensors checked as the native op checks
-    them: sizes that descend to 1, the first the shapes'; a flag per input and output;
-    every output and at least one input leading with the rows."""
+    them: sizes that descend to 1, the first the shapes'; per input and output, how many
+    leading dimensions the rows span (0, or the same count for all: the shapes then have
+    the first size and 1s there); every output and at least one input with them."""
     sizes, flags = tuple(raw["row_sizes"]), tuple(raw.get("row_tensors", ()))
     n_in = len(spec.shapes[0])
     shapes = (*spec.shapes[0], *spec.shapes[1])
