@@ -230,3 +230,18 @@ def test_a_group_is_kept_only_when_it_wins_at_every_sample(
     assert [d["why"] for d in json.loads(decisions)] == [
         "0.50x, slower than onnxruntime at batch=1"
     ]
+
+
+def test_a_kernel_for_another_size_that_fails_leaves_the_group_unfused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The error is the group's reason, not optimize's exception."""
+    from tc_graph.graph import optimize as opt
+
+    def failing(*args: object, **kw: object) -> None:
+        raise tg.TcError("no translation for 1 row")
+
+    monkeypatch.setattr(opt, "_translate_rows", failing)
+    out = tg.optimize(_mlp(), force=True)
+    assert _tc_nodes(out) == []
+    assert "not compiled: error: no translation for 1 row" in _summary(out)
