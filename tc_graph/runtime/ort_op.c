@@ -1328,24 +1328,75 @@ static ort_status *run_lead(const tc_kernel *h, const ort_kernel_context *ctx, t
     return NULL;
 }
 
-/* Run a rows node over `rows` rows: chunk after chunk, each by the kernel of the largest
- * size that fits what is left, on the chunk's part of every tensor that has the rows. */
+/* Point moved at the part of each tensor that a chunk starting at row `at` reads. */
+static void move_to(const tc_kernel *h, void *const *args, void **moved, int64_t at) {
+    const tc_kernel *k = &h->variants[0];
+    for (int32_t t = 0; t < k->num_tensors; t++) {
+        size_t row = h->row_flags[t] ? k->tensor_bytes[t] / (size_t)h->row_sizes[0] : 0;
+        moved[t] = (char *)args[t] + (size_t)at * row;
+    }
+}
+
+/* Copies of one size that the pool's threads share: each runs whole chunks, every phase
+ * of a chunk in one call (no pool inside a pool). Lives on the run's stack. */
+typedef struct {
+    const tc_kernel *head, *kernel;
+    void *const *args;
+    int64_t at, size;
+    int code;
+    int64_t value;
+} tc_copies;
+
+static void run_copy(void *usr, size_t i) {
+    tc_copies *c = usr;
+    if (__atomic_load_n(&c->code, __ATOMIC_RELAXED) != 0) return;
+    const tc_kernel *v = c->kernel;
+    void **own = calloc((size_t)v->num_tensors + (size_t)v->num_temps + 1, sizeof *own);
+    int code = -1;
+    int64_t value = 0;
+    if (own) {
+        void **temps = own + v->num_tensors;
+        move_to(c->head, c->args, own, c->at + (int64_t)i * c->size);
+        ort_status *st = alloc_temps(v, temps);
+        code = st ? -1 : 0;
+        if (st) release_status(v->api, st);
+        for (int32_t p = 0; !code && p < v->num_phases; p++)
+            if (v->phase_trips[p] > 0) code = v->phase(p, own, temps, 0, v->phase_trips[p], &value);
+        free_temps(v, temps);
+        free(own);
+    }
+    int expected = 0;
+    if (code && __atomic_compare_exchange_n(&c->code, &expected, code, 0, __ATOMIC_ACQ_REL,
+                                            __ATOMIC_RELAXED))
+        __atomic_store_n(&c->value, value, __ATOMIC_RELEASE);
+}
+
+/* Run a rows node over `rows` rows: chunks of the largest size that fits what is left,
+ * then of the next, ... Several chunks of one size run side by side on the pool, each on
+ * one thread (15 rows with kernels for 4 and 1: three chunks of 4 at once, then three of
+ * 1; 64 rows by a kernel for 8: eight, not eight in turn each spread over the pool); a
+ * single chunk runs as a fixed-shape node does. */
 static ort_status *run_chunks(const tc_kernel *h, ort_kernel_context *ctx, void *const *args,
                               void **moved, void **temps, int64_t rows) {
-    const tc_kernel *k = &h->variants[0];
+    parallel_for_fn parallel_for =
+        ORT_CALL(h->api, SLOT_KERNEL_CONTEXT_PARALLEL_FOR, parallel_for_fn);
     ort_status *st = NULL;
-    for (int64_t at = 0; at < rows && !st;) {
-        int32_t i = 0;
-        while (h->row_sizes[i] > rows - at) i++; /* the sizes descend to 1 */
+    int64_t at = 0;
+    for (int32_t i = 0; i < h->num_rows && !st; i++) {
         const tc_kernel *v = &h->variants[i];
-        for (int32_t t = 0; t < k->num_tensors; t++) {
-            size_t row = h->row_flags[t] ? k->tensor_bytes[t] / (size_t)h->row_sizes[0] : 0;
-            moved[t] = (char *)args[t] + (size_t)at * row;
+        int64_t size = h->row_sizes[i], count = (rows - at) / size;
+        if (count == 1) {
+            move_to(h, args, moved, at);
+            st = alloc_temps(v, temps);
+            if (!st) st = run_phases(v, ctx, moved, temps);
+            free_temps(v, temps);
+        } else if (count > 1) {
+            tc_copies c = {.head = h, .kernel = v, .args = args, .at = at, .size = size};
+            st = parallel_for(ctx, run_copy, (size_t)count, 0, &c);
+            int code = __atomic_load_n(&c.code, __ATOMIC_ACQUIRE);
+            if (!st && code) st = phase_error(v, code, __atomic_load_n(&c.value, __ATOMIC_ACQUIRE));
         }
-        st = alloc_temps(v, temps);
-        if (!st) st = run_phases(v, ctx, moved, temps);
-        free_temps(v, temps);
-        at += h->row_sizes[i];
+        at += count * size;
     }
     return st;
 }
