@@ -13,6 +13,8 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from onnx import helper, numpy_helper
 
 import tc_graph as tg
@@ -145,3 +147,19 @@ def test_malformed_rows_attributes_are_refused(
 
 def test_the_key_covers_the_row_sizes() -> None:
     assert _attrs((4, 1)).kernel_key != _attrs((4, 2, 1)).kernel_key
+
+
+@settings(max_examples=40, deadline=None)
+@given(batch=st.integers(min_value=0, max_value=70), seed=st.integers(0, 2**16))
+def test_any_batch_matches_numpy(session_any: ort.InferenceSession, batch: int, seed: int) -> None:
+    """Chunks of every mix of sizes (kernels for 16, 4 and 1) against NumPy."""
+    x = np.random.default_rng(seed).standard_normal((batch, 7)).astype(np.float32)
+    y, s = session_any.run(None, {"x": x})
+    want_y, want_s = _expected(x)
+    np.testing.assert_allclose(y, want_y, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(s, want_s, rtol=1e-5, atol=1e-4)
+
+
+@pytest.fixture(scope="module")
+def session_any() -> ort.InferenceSession:
+    return tg.InferenceSession(_model(_attrs((16, 4, 1))))
