@@ -802,7 +802,11 @@ def _evaluate(
             _store_decision(loss_key, known)
         decision = _decision(ops, shapes, known)
         log.debug("%s: %s", name, verdict(decision))
-        return decision, _as_rows(g, compiled, row_values, name) if decision.fused else compiled
+        if not decision.fused:
+            return decision, compiled
+        made = _as_rows(g, compiled, row_values, name)
+        lost = _in_chunks(made, row_values, name=name, what=ops)
+        return (decision if lost is None else _decision(ops, shapes, lost)), made
     except TcError as e:  # a kernel of a rows group, for another size, included
         first = str(e).splitlines()[0]
         return Decision(ops, shapes, None, None, False, f"not compiled: {first}"), None
@@ -834,6 +838,24 @@ def _at_every_sample(
             why = there.get("why") or _ratio_why(there.get("ratio", 0.0))
             return {**there, "why": f"{why} at {at}"}
     return known
+
+
+def _in_chunks(
+    made: _Compiled, found: rows.RowValues | None, *, name: str, what: str
+) -> dict[str, Any] | None:
+    """A rows node that won at every round of samples, raced at the sizes no sample has
+    (the model pinned there), which it runs in chunks of its sizes: the loss, with those
+    sizes, or None. Sizes between the samples are what a user of a dynamic batch runs
+    too."""
+    dyn = _DYNAMIC.get()
+    if dyn is None or found is None or not found.values:
+        return None
+    at = ", ".join(f"{s}={n}" for s, n in dyn.other_sizes.items())
+    there = _measured(dyn.other, made, name=name, what=f"{what} at {at} in chunks")
+    if _won(there):
+        return None
+    why = there.get("why") or _ratio_why(there.get("ratio", 0.0))
+    return {**there, "why": f"{why} at {at}, in chunks"}
 
 
 def _rows_translation(

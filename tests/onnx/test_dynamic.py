@@ -224,7 +224,7 @@ def test_a_group_is_kept_only_when_it_wins_at_every_sample(
 
     monkeypatch.setattr(opt, "_measured", measured)
     monkeypatch.setattr(opt, "_calibration", lambda: None)
-    out = tg.optimize(_mlp(), shapes={"batch": [1, 8]})
+    out = tg.optimize(_mlp(), shapes={"batch": [1, 8]}, remeasure=True)
     assert _tc_nodes(out) == []
     (decisions,) = [p.value for p in out.metadata_props if p.key == "tc_graph.decisions"]
     assert [d["why"] for d in json.loads(decisions)] == [
@@ -245,3 +245,22 @@ def test_a_kernel_for_another_size_that_fails_leaves_the_group_unfused(
     out = tg.optimize(_mlp(), force=True)
     assert _tc_nodes(out) == []
     assert "not compiled: error: no translation for 1 row" in _summary(out)
+
+
+def test_a_rows_node_that_loses_in_chunks_is_left(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The races are stubbed: wins at the samples, a loss at a size none has (15 rows,
+    run as 8, 4, 1, 1, 1) leaves the group, saying so."""
+    from tc_graph.graph import optimize as opt
+
+    def measured(g: object, compiled: object, *, name: str, what: str) -> dict:
+        ratio = 0.5 if what.endswith("in chunks") else 2.0
+        return {"ratio": ratio, "fused_us": 10.0, "ort_us": 10.0 * ratio}
+
+    monkeypatch.setattr(opt, "_measured", measured)
+    monkeypatch.setattr(opt, "_calibration", lambda: None)
+    out = tg.optimize(_mlp(), shapes={"batch": [1, 8]}, remeasure=True)
+    assert _tc_nodes(out) == []
+    (decisions,) = [p.value for p in out.metadata_props if p.key == "tc_graph.decisions"]
+    assert [d["why"] for d in json.loads(decisions)] == [
+        "0.50x, slower than onnxruntime at batch=15, in chunks"
+    ]
