@@ -211,15 +211,23 @@ def test_the_command_line_takes_sample_sizes(
     assert "expected NAME=N[,N...]" in capsys.readouterr().err
 
 
-def test_a_group_is_kept_only_when_it_wins_at_every_sample(
-    monkeypatch: pytest.MonkeyPatch,
+@pytest.mark.parametrize(
+    ("losing", "why"),
+    [
+        ("at batch=1", "0.50x, slower than onnxruntime at batch=1"),
+        # a size no sample has: 15 rows, run as 8, 4, 1, 1, 1
+        ("in chunks", "0.50x, slower than onnxruntime at batch=15, in chunks"),
+    ],
+)
+def test_a_group_is_kept_only_when_it_wins_at_every_size_raced(
+    monkeypatch: pytest.MonkeyPatch, losing: str, why: str
 ) -> None:
-    """The races are stubbed: a win at the largest sample and a loss at batch 1 leaves the
-    group with onnxruntime, saying where it lost."""
+    """The races are stubbed: a win at the largest sample and a loss at another size
+    leaves the group with onnxruntime, saying where it lost."""
     from tc_graph.graph import optimize as opt
 
     def measured(g: object, compiled: object, *, name: str, what: str) -> dict:
-        ratio = 0.5 if what.endswith("at batch=1") else 2.0
+        ratio = 0.5 if what.endswith(losing) else 2.0
         return {"ratio": ratio, "fused_us": 10.0, "ort_us": 10.0 * ratio}
 
     monkeypatch.setattr(opt, "_measured", measured)
@@ -227,9 +235,7 @@ def test_a_group_is_kept_only_when_it_wins_at_every_sample(
     out = tg.optimize(_mlp(), shapes={"batch": [1, 8]}, remeasure=True)
     assert _tc_nodes(out) == []
     (decisions,) = [p.value for p in out.metadata_props if p.key == "tc_graph.decisions"]
-    assert [d["why"] for d in json.loads(decisions)] == [
-        "0.50x, slower than onnxruntime at batch=1"
-    ]
+    assert [d["why"] for d in json.loads(decisions)] == [why]
 
 
 def test_a_kernel_for_another_size_that_fails_leaves_the_group_unfused(
@@ -245,22 +251,3 @@ def test_a_kernel_for_another_size_that_fails_leaves_the_group_unfused(
     out = tg.optimize(_mlp(), force=True)
     assert _tc_nodes(out) == []
     assert "not compiled: error: no translation for 1 row" in _summary(out)
-
-
-def test_a_rows_node_that_loses_in_chunks_is_left(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The races are stubbed: wins at the samples, a loss at a size none has (15 rows,
-    run as 8, 4, 1, 1, 1) leaves the group, saying so."""
-    from tc_graph.graph import optimize as opt
-
-    def measured(g: object, compiled: object, *, name: str, what: str) -> dict:
-        ratio = 0.5 if what.endswith("in chunks") else 2.0
-        return {"ratio": ratio, "fused_us": 10.0, "ort_us": 10.0 * ratio}
-
-    monkeypatch.setattr(opt, "_measured", measured)
-    monkeypatch.setattr(opt, "_calibration", lambda: None)
-    out = tg.optimize(_mlp(), shapes={"batch": [1, 8]}, remeasure=True)
-    assert _tc_nodes(out) == []
-    (decisions,) = [p.value for p in out.metadata_props if p.key == "tc_graph.decisions"]
-    assert [d["why"] for d in json.loads(decisions)] == [
-        "0.50x, slower than onnxruntime at batch=15, in chunks"
-    ]
