@@ -931,18 +931,8 @@ def _translate_rows(
 ) -> tr.Translation:
     """The rows group translated for `count` rows."""
     values = {v for n in group.nodes for v in (*g.node(n).input, *g.node(n).output) if v}
-    return tr.translate(
-        [g.node(n) for n in group.nodes],
-        types={**g.types, **rows.types_at(dyn, values, found.symbols, count)},
-        constants=g.constants,
-        outputs=group.outputs,
-        name=name,
-        opset=tr.opset_version(g.model),
-        panel=panel_width(cc.vector_unit()),
-        rows=found.values,
-        declare=declare,
-        row_dims=len(found.symbols),
-    )
+    types = {**g.types, **rows.types_at(dyn, values, found.symbols, count)}
+    return _translate(g, group, name, found, types=types, declare=declare)
 
 
 def _declared(
@@ -1059,11 +1049,19 @@ def _ratio_why(ratio: float) -> str:
 
 
 def _translate(
-    g: Graph, group: Group, name: str, found: rows.RowValues | None = None
+    g: Graph,
+    group: Group,
+    name: str,
+    found: rows.RowValues | None = None,
+    *,
+    types: Mapping[str, tr.ValueType] | None = None,
+    declare: Mapping[str, tr.ValueType] | None = None,
 ) -> tr.Translation:
+    """The group's translation; a rows group's (`found`) declares its rows, with `types`
+    where they are not the graph's (another number of rows)."""
     return tr.translate(
         [g.node(n) for n in group.nodes],
-        types=g.types,
+        types=g.types if types is None else types,
         constants=g.constants,
         outputs=group.outputs,
         name=name,
@@ -1071,6 +1069,7 @@ def _translate(
         panel=panel_width(cc.vector_unit()),
         rows=found.values if found else (),
         row_dims=len(found.symbols) if found and found.symbols else 1,
+        declare=declare,
     )
 
 

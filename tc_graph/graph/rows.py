@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import islpy as isl
+import numpy as np
 import onnx
 
 from .. import ir
@@ -200,8 +201,6 @@ def types_at(dyn: Dynamic, values: Iterable[str], symbols: Sequence[str], rows: 
 
 
 def _same_array(a: object, b: object) -> bool:
-    import numpy as np
-
     x, y = np.asarray(a), np.asarray(b)
     return x.shape == y.shape and x.dtype == y.dtype and bool(np.array_equal(x, y))
 

@@ -1296,6 +1296,15 @@ static void free_temps(const tc_kernel *k, void **temps) {
     }
 }
 
+/* One run of k on these tensors, with temporaries of its own (in temps). */
+static ort_status *run_once(const tc_kernel *k, ort_kernel_context *ctx, void *const *args,
+                            void **temps) {
+    ort_status *st = alloc_temps(k, temps);
+    if (!st) st = run_phases(k, ctx, args, temps);
+    free_temps(k, temps);
+    return st;
+}
+
 /* The leading dimensions of a rows node's run: those of its first input that has them
  * (lead->n stays 0 for a fixed-shape node, or where that input is missing or too small:
  * binding it reports that). */
@@ -1387,9 +1396,7 @@ static ort_status *run_chunks(const tc_kernel *h, ort_kernel_context *ctx, void 
         int64_t size = h->row_sizes[i], count = (rows - at) / size;
         if (count == 1) {
             move_to(h, args, moved, at);
-            st = alloc_temps(v, temps);
-            if (!st) st = run_phases(v, ctx, moved, temps);
-            free_temps(v, temps);
+            st = run_once(v, ctx, moved, temps);
         } else if (count > 1) {
             tc_copies c = {.head = h, .kernel = v, .args = args, .at = at, .size = size};
             st = parallel_for(ctx, run_copy, (size_t)count, 0, &c);
@@ -1440,9 +1447,7 @@ static ort_status *compute_v2(void *p, ort_kernel_context *ctx) {
     if (!st && h->num_rows) {
         st = run_chunks(h, ctx, args, moved, temps, lead.rows);
     } else if (!st) {
-        st = alloc_temps(k, temps);
-        if (!st) st = run_phases(k, ctx, args, temps);
-        free_temps(k, temps);
+        st = run_once(k, ctx, args, temps);
     }
     free(args);
     return st;
