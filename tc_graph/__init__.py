@@ -7,12 +7,14 @@ from .graph.optimize import InferenceSession, optimize, prepare
 from .options import MappingOptions
 from .runtime.kernel import Kernel
 from .runtime.ort import library_path as ort_library_path
+from .runtime.parametric import ParametricKernel
 from .tune.tuner import autotune
 
 __all__ = [
     "InferenceSession",
     "Kernel",
     "MappingOptions",
+    "ParametricKernel",
     "TcError",
     "TcFunction",
     "TcModule",

@@ -13,6 +13,7 @@ from .lang.parser import parse
 from .lang.sema import CheckedDef, check
 from .options import MappingOptions
 from .runtime.kernel import Kernel
+from .runtime.parametric import ParametricKernel
 
 TARGETS = ("reference", "cpu", "opencl", "cuda")
 DEFAULT_TARGET = "cpu"
@@ -27,7 +28,7 @@ class TcFunction:
         # The symbolic program; None when the def is specialized on integer scalars.
         self.program = program
         self._specialized: dict[tuple[tuple[str, int], ...], ir.Program] = {}
-        self._kernels: dict[tuple[Any, ...], Kernel] = {}
+        self._kernels: dict[tuple[Any, ...], Kernel | ParametricKernel] = {}
 
     def __repr__(self) -> str:
         return f"<TcFunction {self.name}({', '.join(self.checked.inputs)})>"
@@ -53,14 +54,25 @@ class TcFunction:
         return tuple(np.dtype(self.checked.tensors[o].dtype) for o in self.checked.outputs)
 
     def compile(
-        self, *args: Any, target: str | None = None, options: MappingOptions | None = None
-    ) -> Kernel:
-        """A kernel specialized on these arguments' shapes, dtypes and integer scalars."""
+        self,
+        *args: Any,
+        target: str | None = None,
+        options: MappingOptions | None = None,
+        parametric: bool = False,
+    ) -> Kernel | ParametricKernel:
+        """A kernel specialized on these arguments' shapes, dtypes and integer scalars;
+        with `parametric`, one for every shape (dtypes and integer scalars fixed) whose
+        size-dependent choices are made at these arguments' sizes (docs/api.md)."""
         target = _target(target)
         if target == "reference":
             raise TcError(
                 "the reference target interprets; it has nothing to compile",
                 hint="call the function with target='reference' instead",
+            )
+        if parametric and target != "cpu":
+            raise TcError(
+                f"kernels for every size are compiled for the cpu target, not '{target}' yet",
+                hint="use target='cpu', or parametric=False",
             )
         if options is not None and not isinstance(options, MappingOptions):
             raise TcError(f"options must be a tg.MappingOptions, got {type(options).__name__}")
@@ -68,12 +80,18 @@ class TcFunction:
         key = (
             target,
             options,
-            tuple((np.asarray(a).dtype.str, np.shape(a)) for a in args),
+            tuple(
+                (np.asarray(a).dtype.str, np.ndim(a) if parametric else np.shape(a)) for a in args
+            ),
             tuple((n, bound.sizes[n]) for n in self.checked.index_scalars),
+            parametric,
         )
         kernel = self._kernels.get(key)
         if kernel is None:
-            kernel = compiler.kernel(bound, target, options)
+            if parametric:
+                kernel = compiler.parametric_kernel(bound, options)
+            else:
+                kernel = compiler.kernel(bound, target, options)
             self._kernels[key] = kernel
         return kernel
 

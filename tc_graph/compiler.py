@@ -12,8 +12,9 @@ Triton keeps its intermediates.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -33,9 +34,10 @@ from .poly.inline import inline_copies, snapshot_in_place, widen_reductions
 from .poly.promotion import promoted_ast
 from .poly.proof import annotated_ast
 from .poly.schedule import build_schedule
-from .poly.scop import Scop, build_scop
+from .poly.scop import Scop, build_scop, symbolic_for
 from .runtime import cc
 from .runtime.kernel import ENTRY, Kernel, code_version, library_for
+from .runtime.parametric import ParametricKernel
 from .tune import db
 
 TARGETS = ("cpu", "opencl", "cuda")
@@ -257,6 +259,86 @@ def kernel(bound: Bound, target: str, options: MappingOptions | None = None) -> 
     from .runtime.opencl import OpenclKernel
 
     return OpenclKernel(bound.checked, made, options)  # type: ignore[return-value]
+
+
+# Names the C of a kernel for every size uses itself: a size of one of these names could
+# not be declared as the C variable its loop bounds read.
+_C_NAMES = re.compile(
+    r"(?:[arc]\d+|t_.*|tc_.*|args|sizes|check|err|code|done|acc|v|min|max|floord|"
+    r"auto|break|case|char|const|continue|default|do|double|else|enum|extern|float|for|goto|"
+    r"if|inline|int|long|register|restrict|return|short|signed|sizeof|static|struct|switch|"
+    r"typedef|union|unsigned|void|volatile|while|exp|log|sqrt|tanh|fabs|pow|erf|free|malloc|"
+    r"calloc|int\d+_t|uint\d+_t|[A-Za-z_]\w*__\w*)"
+)
+
+
+def for_every_size(options: MappingOptions) -> MappingOptions:
+    """The options of a kernel for every size: the forms whose plans read the sizes
+    (register and dot tiles, contraction kernels, unrolled loops, prefetches) are off."""
+    return replace(options, register_tile=0, unroll=1, prefetch_distance=0)
+
+
+def prepare_every_size(bound: Bound) -> Prepared:
+    """`prepare` for a kernel for every size: copies stay (whether a copy covers its
+    whole tensor is decided at sizes); `sizes` and `shapes` are the call's, its sample."""
+    program = widen_reductions(snapshot_in_place(bound.program))
+    shapes = {
+        **{n: a.shape for n, a in bound.arrays.items()},
+        **binding.tensor_shapes(program, bound.sizes),
+    }
+    return Prepared(program, {**bound.sizes, **program.constants}, shapes)
+
+
+def _check_size_names(program: ir.Program) -> None:
+    for n in program.params:
+        if _C_NAMES.fullmatch(n):
+            raise TcError(
+                f"size '{n}' has a name the generated C uses itself; a kernel for every "
+                "size cannot declare it",
+                hint=f"rename '{n}' in the TC (upper-case size names never clash)",
+            )
+
+
+def scop_every_size(prepared: Prepared) -> Scop:
+    """The scop for every size, sampled at the prepared call's sizes."""
+    p = prepared
+    _check_size_names(p.program)
+    return build_scop(
+        p.program, p.sizes, p.shapes, contractions=False, symbolic=symbolic_for(p.program, p.sizes)
+    )
+
+
+def parametric_kernel(bound: Bound, options: MappingOptions | None = None) -> ParametricKernel:
+    """The CPU kernel of a bound call's def for every shape (its dtypes and integer
+    scalars fixed), with `options_for`'s options as `for_every_size` leaves them.
+    Mapping choices are taken at the call's sizes (part of the key)."""
+    options = for_every_size(options_for(bound, "cpu", options))
+    prepared = prepare_every_size(bound)
+    _check_size_names(prepared.program)
+    d = bound.checked
+    key = cc.cache_key(
+        code_version(),
+        "cpu-every-size",
+        canonical(prepared.program.source)[0],
+        d.name,
+        repr(sorted((n, str(bound.arrays[n].dtype), bound.arrays[n].ndim) for n in d.inputs)),
+        repr(sorted(bound.sizes.items())),
+        options.to_json(),
+    )
+
+    def generate() -> str:
+        s = scop_every_size(prepared)
+        tree = mapped(s, schedule(s, "cpu", options), "cpu", options)
+        return text(s, tree, "cpu", options, cc.vector_unit()).text
+
+    return ParametricKernel(
+        checked=d,
+        program=prepared.program,
+        params=tuple(n for n in prepared.program.params if n not in prepared.program.constants),
+        scalars={n: bound.sizes[n] for n in d.index_scalars},
+        options=options,
+        library=library_for(key, d.name, generate),
+    )
 
 
 def _yaml(tree: isl.Schedule) -> str:

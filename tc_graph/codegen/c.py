@@ -27,7 +27,7 @@ from ..poly.proof import annotated_ast, children, loop_depth, loop_parallel, ref
 from ..poly.scop import Scop, ScopStmt
 from .expr import C_OPENMP, Dialect, acc_start, cname, combine, helper_lines, identity
 from .outer import OuterKernel, outer_items, print_kernel
-from .phases import phase_kernel
+from .phases import phase_kernel, sizes_metadata
 from .stmt import StatementPrinter, affine, ast_int, constant_loop, mentions, with_value
 
 
@@ -417,6 +417,18 @@ class _Printer(StatementPrinter):
             out[v] = (lo, hi)
         return out
 
+    def range_text(self, st: ScopStmt, v: str) -> tuple[str, str]:
+        """A statement's range of iterator v, [lo, hi), as C: numbers, or in a kernel for
+        every size, isl's expressions of the sizes."""
+        if self.scop.symbolic is None:
+            lo, hi = self.ranges(st)[v]
+            return str(lo), str(hi)
+        k = st.iterators.index(v)
+        build = isl.AstBuild.from_context(self.program.context)
+        lo = build.expr_from_pw_aff(st.domain.dim_min(k)).to_C_str()
+        hi = build.expr_from_pw_aff(st.domain.dim_max(k)).to_C_str()
+        return f"({lo})", f"({hi}) + 1"
+
     def vector_reduction(
         self, node: isl.AstNode, st: ScopStmt, env: dict[str, str], depth: int
     ) -> bool:
@@ -430,7 +442,7 @@ class _Printer(StatementPrinter):
         vec = [self.vector_rhs(st, env, r, f"(r0 + {q * width})") for q in range(4)]
         if any(v is None for v in vec):
             return False
-        lo, hi = self.ranges(st)[r]
+        lo, hi = self.range_text(st, r)
         target = f"{cname(src.tensor)}[{self.linear(src.tensor, [env[v] for v in src.lhs])}]"
         tail = self.expr(src.rhs, {**env, r: "r0"})
         if src.op == "+":
@@ -910,9 +922,29 @@ class _Printer(StatementPrinter):
                 f"({const}{C_TYPES[t.dtype]} *)args[{k}];",
             )
 
+    def sizes(self) -> None:
+        """A kernel for every size: the sizes it reads (`sizes`, in the scop's order) and
+        the program's constants, as C variables of the names the loop bounds use."""
+        sym = self.scop.symbolic
+        assert sym is not None
+        for k, n in enumerate(sym.params):
+            self.out(1, f"const int64_t {n} = sizes[{k}];")
+        for n, v in self.program.constants.items():
+            if n in self.program.params:
+                self.out(1, f"const int64_t {n} = {v};")
+        names = [*sym.params, *(n for n in self.program.constants if n in self.program.params)]
+        self.out(1, "".join(f"(void){n}; " for n in names).rstrip())
+
     def kernel(self, ast: isl.AstNode | None, name: str) -> str:
         p = self.program
-        self.out(0, f"int {name}(void *const *args, int check, int64_t *err) {{")
+        if self.scop.symbolic is None:
+            self.out(0, f"int {name}(void *const *args, int check, int64_t *err) {{")
+        else:
+            self.out(
+                0,
+                f"int {name}(void *const *args, const int64_t *sizes, int check, int64_t *err) {{",
+            )
+            self.sizes()
         self.arguments()
         prologue = self.lines
         self.lines = []
@@ -922,9 +954,9 @@ class _Printer(StatementPrinter):
         temps = self.shared_temps()
         for n in temps:
             t = p.tensors[n]
-            count = max(1, math.prod(self.scop.shapes[n]))
-            size = f"{count}, sizeof({C_TYPES[t.dtype]})"
-            alloc = f"calloc({size})" if t.zero_fill else f"malloc({size.replace(', ', ' * ')})"
+            count = self.count(n)
+            one = f"sizeof({C_TYPES[t.dtype]})"
+            alloc = f"calloc({count}, {one})" if t.zero_fill else f"malloc({count} * {one})"
             self.out(1, f"{C_TYPES[t.dtype]} *restrict {cname(n)} = ({C_TYPES[t.dtype]} *){alloc};")
         self.out(1, "int code = 0;")
         if temps:
@@ -938,6 +970,13 @@ class _Printer(StatementPrinter):
         self.out(1, "return code;")
         self.out(0, "}")
         return "\n".join(self.lines)
+
+    def count(self, tensor: str) -> str:
+        """A temporary's elements as C, at least one (malloc(0) may return NULL)."""
+        if self.scop.symbolic is None:
+            return str(max(1, math.prod(self.scop.shapes[tensor])))
+        dims = [self.extent(tensor, k) for k in range(self.program.tensors[tensor].rank)]
+        return f"max((int64_t)1, {' * '.join(['(int64_t)1', *dims])})"
 
     def shared_temps(self) -> list[str]:
         """The temporaries the caller allocates: all but the local ones."""
@@ -1079,4 +1118,6 @@ def emit(
     printer = _Printer(scop, options, dialect, proved=True, unit=unit)
     printer.locals = frozenset(m.tensor for m in in_tree(schedule) if isinstance(m, Local))
     main = printer.kernel(ast, name)
+    if scop.symbolic is not None:
+        return f"{_prelude(options.vector_width)}\n\n{main}\n\n{sizes_metadata(scop)}\n"
     return f"{_prelude(options.vector_width)}\n\n{main}\n\n{phase_kernel(printer, ast)}\n"

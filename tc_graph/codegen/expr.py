@@ -181,8 +181,14 @@ class ExprPrinter:
         # A private box held in a buffer of another name (an outer kernel's block).
         self.renamed: dict[str, str] = {}
 
+    def extent(self, tensor: str, k: int) -> str:
+        """Dimension k of a tensor as C: its size, or, in a kernel for every size, its
+        expression over the sizes the kernel reads."""
+        sym = self.scop.symbolic
+        return str(self.scop.shapes[tensor][k]) if sym is None else f"({sym.extents[tensor][k]})"
+
     def linear(self, tensor: str, subs: Sequence[str]) -> str:
-        shape = self.scop.shapes[tensor]
+        shape: Sequence[int | str] = [self.extent(tensor, k) for k in range(len(subs))]
         if tensor in self.private:
             # A local array (poly/local.py): the box of one loop iteration, its offsets; a
             # dimension of one element contributes nothing.
@@ -207,6 +213,10 @@ class ExprPrinter:
                 return literal(v, e.dtype)
             case ir.Index(name=n):
                 return f"(({dt})({env[n]}))"
+            case ir.Size(name=n) if self.scop.symbolic is not None:
+                return f"(({dt})({n}))"
+            case ir.DimSize(tensor=t, dim=k) if self.scop.symbolic is not None:
+                return f"(({dt}){self.extent(t, k)})"
             case ir.Size() | ir.DimSize():
                 raise AssertionError("sizes are specialized before printing")
             case ir.Read(tensor=t, subscripts=subs):

@@ -49,6 +49,8 @@ class PhasePrinter(Protocol):
 
 ABI_VERSION = 1
 """Version of the library-kernel contract of docs/onnx.md."""
+SIZES_ABI_VERSION = 2
+"""Version of a kernel for every size: `tc_kernel(args, sizes, check, err)`."""
 
 
 @dataclass(frozen=True)
@@ -153,6 +155,18 @@ def phase_metadata(printer: PhasePrinter, trips: list[int]) -> str:
     lines.append(f"const int32_t tc_num_checks = {len(texts)};")
     lines.append(f"const char *const tc_check_text[] = {{{', '.join(quoted)}}};")
     return "\n".join([*lines, "", *printer.lines])
+
+
+def sizes_metadata(scop: Scop) -> str:
+    """What a kernel for every size exports beside its entry point (docs/api.md, "Kernels
+    for every size"): ABI version 2, and how many sizes its `sizes` argument holds."""
+    assert scop.symbolic is not None
+    return "\n".join(
+        [
+            f"const int32_t tc_abi_version = {SIZES_ABI_VERSION};",
+            f"const int32_t tc_num_sizes = {len(scop.symbolic.params)};",
+        ]
+    )
 
 
 def _one_nest(node: isl.AstNode) -> bool:

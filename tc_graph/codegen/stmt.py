@@ -82,7 +82,7 @@ class StatementPrinter(ExprPrinter):
         self.out(depth, "if (check) { int64_t v;")
         for n, (r, k) in enumerate(chain):
             value = self.expr(r.subscripts[k], env)
-            test = f"(v = (int64_t)({value})) < 0 || v >= {self.scop.shapes[r.tensor][k]}"
+            test = f"(v = (int64_t)({value})) < 0 || v >= {self.extent(r.tensor, k)}"
             fail = self.dialect.record_error(codes[r, k])
             text = f"{'else ' if n else ''}if ({test}) {{ {fail} }}"
             self.out(depth + 1, text + (" }" if n == len(chain) - 1 else ""))

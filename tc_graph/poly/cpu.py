@@ -124,7 +124,7 @@ def map_cpu(schedule: isl.Schedule, scop: Scop, options: MappingOptions) -> isl.
             return _mark(node, Loop.CONTRACT)
         if node.get_type() == _BAND and not any(n.startswith("K") for n in _names(node)):
             parallel_here = False
-            if node.band_n_member() > 1 and _trip_count(node) <= 1:
+            if node.band_n_member() > 1 and _trip_count(node, scop) <= 1:
                 # isl prints no loop for a one-iteration member: a mark above it would
                 # land on the next loop down, which may carry a reduction.
                 node = node.band_split(1).child(0)
@@ -133,8 +133,8 @@ def map_cpu(schedule: isl.Schedule, scop: Scop, options: MappingOptions) -> isl.
                 not parallel_done
                 and options.parallel_depth > 0
                 and node.band_member_get_coincident(0)
-                and _trip_count(node) > 1
-                and (_has_band_below(node) or _instances(node) >= MIN_PARALLEL)
+                and _trip_count(node, scop) > 1
+                and (_has_band_below(node) or _instances(node, scop) >= MIN_PARALLEL)
             ):
                 # A first tile size that covers its loop would leave a one-iteration
                 # tile loop, which isl does not print: the parallel mark would land on
@@ -142,7 +142,7 @@ def map_cpu(schedule: isl.Schedule, scop: Scop, options: MappingOptions) -> isl.
                 if (
                     options.tile
                     and node.band_get_permutable()
-                    and options.tile[0] < _trip_count(node)
+                    and options.tile[0] < _trip_count(node, scop)
                 ):
                     node = _tile(node, options.tile)
                 node = _mark(node, Loop.PARALLEL).child(0)
@@ -157,6 +157,9 @@ def map_cpu(schedule: isl.Schedule, scop: Scop, options: MappingOptions) -> isl.
         return node
 
     root = walk(schedule.get_root(), False)
+    if scop.symbolic is not None:
+        # A local array's box is sized by the sizes, and C arrays on the stack are not.
+        return root.get_schedule()
     return localize(root.get_schedule(), scop)
 
 
@@ -191,13 +194,13 @@ def _mark_inner(
     elif not _has_band_below(node):
         # the last member that isl prints a loop for (one iteration prints none:
         # a softmax over (1000, 1, 1) reduces along the 1000)
-        last = _last_loop(node)
+        last = _last_loop(node, scop)
         if last > 0:
             node = node.band_split(last).child(0)
             down += 1
-        if options.unroll > 1 and _trip_count(node) <= options.unroll:
+        if options.unroll > 1 and _trip_count(node, scop) <= options.unroll:
             node = node.band_member_set_ast_loop_type(0, isl.ast_loop_type.unroll)
-        elif _trip_count(node) <= 1:
+        elif _trip_count(node, scop) <= 1:
             pass
         elif node.band_member_get_coincident(0):
             node = _mark(node, Loop.SIMD).child(0)
@@ -214,10 +217,14 @@ def _mark(node: isl.ScheduleNode, kind: Loop) -> isl.ScheduleNode:
     return insert(node, LoopMark(kind, node.get_schedule_depth()))
 
 
-def _trip_count(node: isl.ScheduleNode, member: int = 0) -> int:
-    """Iterations of a band member's loop (the first by default)."""
+def _trip_count(node: isl.ScheduleNode, scop: Scop, member: int = 0) -> int:
+    """Iterations of a band member's loop (the first by default); in a scop for every
+    size, at its sample."""
     schedule = node.band_get_partial_schedule().get_at(member)
-    values = isl.UnionMap.from_union_pw_aff(schedule).intersect_domain(node.get_domain()).range()
+    domain = node.get_domain()
+    if scop.symbolic is not None:
+        domain = domain.intersect_params(scop.symbolic.sample)
+    values = isl.UnionMap.from_union_pw_aff(schedule).intersect_domain(domain).range()
     sets: list[isl.Set] = []
     values.foreach_set(sets.append)
     count = 0
@@ -226,10 +233,10 @@ def _trip_count(node: isl.ScheduleNode, member: int = 0) -> int:
     return count
 
 
-def _last_loop(node: isl.ScheduleNode) -> int:
+def _last_loop(node: isl.ScheduleNode, scop: Scop) -> int:
     """The band's last member with more than one iteration (0 if none has)."""
     n = node.band_n_member()
-    return next((j for j in reversed(range(n)) if _trip_count(node, j) > 1), 0)
+    return next((j for j in reversed(range(n)) if _trip_count(node, scop, j) > 1), 0)
 
 
 # An innermost band with fewer instances than this is not worth a parallel loop: the
@@ -238,11 +245,11 @@ def _last_loop(node: isl.ScheduleNode) -> int:
 MIN_PARALLEL = 4096
 
 
-def _instances(node: isl.ScheduleNode) -> int:
+def _instances(node: isl.ScheduleNode, scop: Scop) -> int:
     """The iterations of all the band's loops together (an upper bound: their box)."""
     count = 1
     for j in range(node.band_n_member()):
-        count *= max(1, _trip_count(node, j))
+        count *= max(1, _trip_count(node, scop, j))
     return count
 
 

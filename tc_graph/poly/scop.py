@@ -1,4 +1,4 @@
-"""The polyhedral model of a program specialized to concrete sizes.
+"""The polyhedral model of a program, specialized to concrete sizes or for every size.
 
 Each `ir.Statement` becomes up to two scop statements: `S<n>_init` (the `!`
 of a reduction: the left-hand region set to the identity) and `S<n>`. Every
@@ -37,12 +37,25 @@ class ScopStmt:
 
 
 @dataclass(frozen=True)
+class Symbolic:
+    """What a scop for every size adds: the sizes its kernel reads at run time (in the
+    order of its `sizes` argument), each tensor's extents as C text over them, and the
+    sample point (the scop's `sizes`) at which size-dependent mapping choices are made;
+    the choices change speed only, never what the code computes."""
+
+    params: tuple[str, ...]
+    extents: Mapping[str, tuple[str, ...]]
+    sample: isl.Set = field(compare=False)
+
+
+@dataclass(frozen=True)
 class Scop:
     program: ir.Program = field(compare=False)
     sizes: Mapping[str, int]
     shapes: Mapping[str, tuple[int, ...]]
     statements: tuple[ScopStmt, ...]
     dependences: isl.UnionMap = field(compare=False)
+    symbolic: Symbolic | None = field(default=None, compare=False)
 
     @property
     def domain(self) -> isl.UnionSet:
@@ -80,14 +93,15 @@ class Scop:
 
 
 def specialize(
-    e: ir.Expr, sizes: Mapping[str, int], shapes: Mapping[str, tuple[int, ...]]
+    e: ir.Expr, sizes: Mapping[str, int], shapes: Mapping[str, tuple[int, ...]] | None
 ) -> ir.Expr:
-    """Sizes and `T.d` replaced by their values."""
+    """Sizes and `T.d` replaced by their values; with `shapes` None (a scop for every
+    size) only the sizes in `sizes` (the program's constants) are."""
 
     def fn(n: ir.Expr) -> ir.Expr:
-        if isinstance(n, ir.Size):
+        if isinstance(n, ir.Size) and n.name in sizes:
             return ir.Const(sizes[n.name], n.dtype, span=n.span)
-        if isinstance(n, ir.DimSize):
+        if isinstance(n, ir.DimSize) and shapes is not None:
             return ir.Const(shapes[n.tensor][n.dim], n.dtype, span=n.span)
         return n
 
@@ -131,6 +145,24 @@ def _space(name: str, iters: Sequence[str]) -> isl.Space:
     return sp.set_tuple_name(isl.dim_type.set, name)
 
 
+def _domain(
+    name: str,
+    st: ir.Statement,
+    iters: Sequence[str],
+    ranges: Sequence[tuple[int, int]],
+    program: ir.Program | None,
+) -> isl.Set:
+    """The instances of `iters` (some of st's iterators, in order) named `name`: the box of
+    their ranges, or, given the program (a scop for every size), st's own domain over them."""
+    if program is None:
+        return _box(name, iters, [ranges[st.iterators.index(v)] for v in iters])
+    d = st.domain
+    for k in reversed(range(len(st.iterators))):
+        if st.iterators[k] not in iters:
+            d = d.project_out(isl.dim_type.set, k, 1)
+    return d.set_tuple_name(name)
+
+
 def _box(name: str, iters: Sequence[str], ranges: Sequence[tuple[int, int]]) -> isl.Set:
     s = isl.Set.universe(_space(name, iters))
     for k, (lo, hi) in enumerate(ranges):
@@ -143,8 +175,31 @@ def _no_extent(_t: str, _k: int) -> None:
     return None
 
 
-def _pa(e: ir.Expr, sp: isl.Space, iters: Sequence[str]) -> isl.PwAff | None:
-    return affine.to_pw_aff(e, sp, iters, params=(), constants={}, extent=_no_extent)
+def _pa(
+    e: ir.Expr, sp: isl.Space, iters: Sequence[str], program: ir.Program | None
+) -> isl.PwAff | None:
+    """e over the iterators; over the program's sizes too when `program` is given (a scop
+    for every size), where `T.d` is the tensor's extent."""
+    if program is None:
+        return affine.to_pw_aff(e, sp, iters, params=(), constants={}, extent=_no_extent)
+
+    def extent(t: str, k: int) -> isl.PwAff:
+        return program.tensors[t].shape[k]
+
+    return affine.to_pw_aff(
+        e, sp, iters, params=program.params, constants=program.constants, extent=extent
+    )
+
+
+def _whole(k: int, shape: Sequence[int], tensor: ir.Tensor | None) -> isl.Set:
+    """{ [t] : 0 <= t < extent k }, the extent a number or, given the tensor, its own."""
+    rng = isl.Set.universe(isl.Space.create_from_names(_CTX, set=["t"]))
+    rng = rng.lower_bound_val(isl.dim_type.set, 0, isl.Val.zero(_CTX))
+    if tensor is None:
+        return rng.upper_bound_val(isl.dim_type.set, 0, isl.Val.int_from_si(_CTX, shape[k] - 1))
+    extent = tensor.shape[k]
+    t = affine.var(extent.get_domain_space().add_dims(isl.dim_type.set, 1), 0)
+    return rng.intersect(t.lt_set(affine.lift(extent, t.get_domain_space())))
 
 
 def access_map(
@@ -153,19 +208,19 @@ def access_map(
     tensor: str,
     subs: Sequence[ir.Expr],
     shape: Sequence[int],
+    program: ir.Program | None = None,
 ) -> isl.Map:
-    """{ S[iters] -> T[subscripts] }; non-affine subscripts cover the whole dimension."""
+    """{ S[iters] -> T[subscripts] }; non-affine subscripts cover the whole dimension.
+    Given the program, subscripts and extents are over its sizes (a scop for every size)."""
     sp = domain.get_space()
     out: isl.Map | None = None
     for k, sub in enumerate(subs):
-        pa = _pa(sub, sp, iters)
+        pa = _pa(sub, sp, iters, program)
         if pa is not None:
             m = pa.as_map()
         else:
-            rng = isl.Set.universe(isl.Space.create_from_names(_CTX, set=["t"]))
-            rng = rng.lower_bound_val(isl.dim_type.set, 0, isl.Val.zero(_CTX))
-            rng = rng.upper_bound_val(isl.dim_type.set, 0, isl.Val.int_from_si(_CTX, shape[k] - 1))
-            m = isl.Map.from_domain_and_range(isl.Set.universe(sp), rng)
+            whole = _whole(k, shape, None if program is None else program.tensors[tensor])
+            m = isl.Map.from_domain_and_range(isl.Set.universe(sp), whole)
         out = m if out is None else out.flat_range_product(m)
     if out is None:
         out = isl.Map.from_domain_and_range(
@@ -214,19 +269,22 @@ def _checks(
     ranges: Sequence[tuple[int, int]],
     trips: Mapping[str, int],
     shapes: Mapping[str, tuple[int, ...]],
+    symbolic: bool,
 ) -> list[ScopStmt]:
     """One check statement per indirect subscript of statement n, over the box of the
     subscript's own variables; empty when the statement runs nowhere (issue 12 item 12:
     nothing it reads is checked then, whatever the ranges of those variables)."""
     out = []
+    sym = program if symbolic else None
     for j, (r, k) in enumerate(indirect_reads(st.rhs)):
         sub = r.subscripts[k]
         used = [v for v in st.iterators if v in ir.index_names(sub)]
-        cdom = _box(f"K{n}_{j}", used, [ranges[st.iterators.index(v)] for v in used])
-        if any(t == 0 for t in trips.values()):
+        cdom = _domain(f"K{n}_{j}", st, used, ranges, sym)
+        if not symbolic and any(t == 0 for t in trips.values()):
             cdom = isl.Set.empty(cdom.get_space())
         creads = [
-            access_map(cdom, used, x.tensor, x.subscripts, shapes[x.tensor]) for x in ir.reads(sub)
+            access_map(cdom, used, x.tensor, x.subscripts, shapes[x.tensor], sym)
+            for x in ir.reads(sub)
         ]
         out.append(
             ScopStmt(
@@ -248,15 +306,24 @@ _Prepared = tuple[ir.Statement, list[tuple[int, int]], dict[str, int]]
 
 
 def _prepared(
-    program: ir.Program, sizes: Mapping[str, int], shapes: Mapping[str, tuple[int, ...]]
+    program: ir.Program,
+    sizes: Mapping[str, int],
+    shapes: Mapping[str, tuple[int, ...]],
+    symbolic: bool,
 ) -> list[_Prepared]:
-    """Each statement with its sizes substituted, its iterators' ranges and trip counts."""
+    """Each statement with its sizes substituted (the constants only in a scop for every
+    size), its iterators' ranges and trip counts (at `sizes`)."""
     point = ir.param_point(program, sizes)
     out = []
     for st in program.statements:
         ranges = [(ir.eval_pw(lo, point), ir.eval_pw(hi, point)) for lo, hi in st.bounds]
         lows = {v: lo for v, (lo, _) in zip(st.iterators, ranges, strict=True)}
-        rhs = unsigned_divisions(specialize(st.rhs, sizes, shapes), lows)
+        if symbolic:
+            fixed = [affine.constant_value(lo) for lo, _ in st.bounds]
+            lows = {v: -1 if lo is None else lo for v, lo in zip(st.iterators, fixed, strict=True)}
+            rhs = unsigned_divisions(specialize(st.rhs, program.constants, None), lows)
+        else:
+            rhs = unsigned_divisions(specialize(st.rhs, sizes, shapes), lows)
         st = ir.Statement(
             st.tensor, st.lhs, st.iterators, st.op, st.init, rhs, st.domain, st.bounds, st.span
         )
@@ -387,13 +454,18 @@ def build_scop(
     *,
     contractions: bool = True,
     kernels: bool = True,
+    symbolic: Symbolic | None = None,
 ) -> Scop:
-    """The scop of program for concrete sizes (`shapes` holds every tensor's shape).
+    """The scop of program for concrete sizes (`shapes` holds every tensor's shape), or,
+    given `symbolic`, for every size (`sizes` and `shapes` then the sample's).
     With `contractions`, dot products get their tiled forms: with `kernels` too, the
     long ones become single "contract" statements, which need a nest of their own (our
     scheduler gives them one; isl's may fuse or skew them, so it is given none). A
-    contract statement that starts from the statement before it (a bias) takes its place."""
-    prepared = _prepared(program, sizes, shapes)
+    contract statement that starts from the statement before it (a bias) takes its place.
+    A scop for every size has none of these forms yet: their plans read the sizes."""
+    sym = program if symbolic is not None else None
+    contractions = contractions and sym is None
+    prepared = _prepared(program, sizes, shapes, sym is not None)
     contracts = _contracts(program, prepared, shapes) if contractions and kernels else {}
     folded = {n - 1 for n, c in contracts.items() if c.start is not None}
     folded |= {n + 1 for n, c in contracts.items() if c.end is not None}
@@ -403,21 +475,20 @@ def build_scop(
         if n in folded:
             continue
         shape = shapes[st.tensor]
-        nl = len(st.lhs)
         contract = contracts.get(n)
         inner = inner_plan(program, st, trips) if contractions and not contract else None
         if st.init and contract is None:
-            dom = _box(f"S{n}_init", st.lhs, ranges[:nl])
-            w = access_map(dom, st.lhs, st.tensor, [ir.Index(v) for v in st.lhs], shape)
+            dom = _domain(f"S{n}_init", st, st.lhs, ranges, sym)
+            w = access_map(dom, st.lhs, st.tensor, [ir.Index(v) for v in st.lhs], shape, sym)
             body.append(ScopStmt(f"S{n}_init", "init", st, st.lhs, dom, _union([]), _union([w])))
         name = f"S{n}"
-        dom = _box(name, st.iterators, ranges)
+        dom = _domain(name, st, st.iterators, ranges, sym)
         lhs_idx = [ir.Index(v) for v in st.lhs]
-        write = access_map(dom, st.iterators, st.tensor, lhs_idx, shape)
+        write = access_map(dom, st.iterators, st.tensor, lhs_idx, shape, sym)
         start = contract.start if contract and contract.start is not None else None
         end = contract.end if contract else None
         reads = [
-            access_map(dom, st.iterators, r.tensor, r.subscripts, shapes[r.tensor])
+            access_map(dom, st.iterators, r.tensor, r.subscripts, shapes[r.tensor], sym)
             for r in (
                 *ir.reads(st.rhs),
                 *(ir.reads(start) if start is not None else ()),
@@ -430,7 +501,7 @@ def build_scop(
         kind = "assign" if st.op == "=" else "contract" if contract else "update"
         if kind != "assign":
             reads.append(write)
-        for check in _checks(program, n, st, ranges, trips, shapes):
+        for check in _checks(program, n, st, ranges, trips, shapes, sym is not None):
             # Index values read from inputs are checked before anything runs; values
             # computed by the program are checked right before the statement that uses them.
             inputs_only = _inputs_only(program, check.checked.subscripts[check.checked_dim])
@@ -448,7 +519,22 @@ def build_scop(
             )
         )
     statements = (*checks, *body)
-    return Scop(program, dict(sizes), dict(shapes), statements, _dependences(statements))
+    deps = _dependences(statements)
+    return Scop(program, dict(sizes), dict(shapes), statements, deps, symbolic)
+
+
+def symbolic_for(program: ir.Program, sample: Mapping[str, int]) -> Symbolic:
+    """The sizes a kernel for every size reads (the program's parameters that are not
+    constants), its tensors' extents as exact C text over them (isl's, for every size
+    the program's context allows, zero included), and the sample point."""
+    params = tuple(n for n in program.params if n not in program.constants)
+    build = isl.AstBuild.from_context(program.context)
+
+    def text(pa: isl.PwAff) -> str:
+        return build.expr_from_pw_aff(pa.gist_params(program.context)).to_C_str()
+
+    extents = {n: tuple(text(d) for d in t.shape) for n, t in program.tensors.items()}
+    return Symbolic(params, extents, ir.param_point(program, sample))
 
 
 def original_order(statements: Sequence[ScopStmt]) -> isl.UnionMap:

@@ -1,0 +1,131 @@
+"""Kernels for every size: one library that serves every shape its program allows.
+
+The library's entry point reads the sizes as an argument (`tc_kernel(args, sizes, check,
+err)`, ABI version 2, docs/api.md). A call binds its arguments, and the first call at
+new sizes checks the program's preconditions and computes the output shapes once; later
+calls at those sizes look them up. Nothing is compiled again.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .. import binding, ir
+from ..codegen.phases import SIZES_ABI_VERSION
+from ..errors import TcError
+from ..lang.sema import CheckedDef
+from ..options import MappingOptions
+from ..poly.scop import checked_accesses
+from . import cc
+from .kernel import ENTRY, address
+
+
+class _At:
+    """What a kernel needs at one point of sizes: the sizes argument, and every shape."""
+
+    def __init__(self, program: ir.Program, sizes: Mapping[str, int], params: Sequence[str]):
+        binding.check_preconditions(program, sizes)
+        self.values = (ctypes.c_int64 * max(1, len(params)))(*(sizes[n] for n in params))
+        self.shapes = binding.tensor_shapes(program, sizes)
+        self.outputs = {n: self.shapes[n] for n in program.outputs}
+
+
+class ParametricKernel:
+    """A TC function compiled once for every size (`fn.compile(..., parametric=True)`):
+    the dtypes and the integer scalars are fixed, the shapes are not."""
+
+    def __init__(
+        self,
+        *,
+        checked: CheckedDef,
+        program: ir.Program,
+        params: tuple[str, ...],
+        scalars: Mapping[str, int],
+        options: MappingOptions,
+        library: Path,
+    ) -> None:
+        self.checked = checked
+        self.program = program
+        self.options = options
+        self.target = "cpu"
+        self.library = library
+        self._params = params
+        self._scalars = dict(scalars)
+        self._checks = checked_accesses(program)
+        self._at: dict[tuple[int, ...], _At] = {}
+        functions = cc.load(library)
+        version = ctypes.c_int32.in_dll(functions, "tc_abi_version").value
+        if version != SIZES_ABI_VERSION:
+            raise TcError(
+                f"internal: {library} has kernel ABI {version}, not {SIZES_ABI_VERSION}",
+                hint="clear the kernel cache: tc-graph cache clear",
+            )
+        # The function pointer holds its library: the kernel is unloaded with this object.
+        self._fn = functions[ENTRY]
+        self._fn.restype = ctypes.c_int
+        self._fn.argtypes = [
+            ctypes.POINTER(ctypes.c_void_p),
+            ctypes.POINTER(ctypes.c_int64),
+            ctypes.c_int,
+            ctypes.POINTER(ctypes.c_int64),
+        ]
+        self._ptr_array = ctypes.c_void_p * (len(program.inputs) + len(program.outputs))
+
+    @property
+    def source(self) -> str:
+        return (self.library.parent / "kernel.c").read_text(encoding="utf-8")
+
+    def __repr__(self) -> str:
+        return f"<ParametricKernel {self.checked.name} target=cpu {self.options}>"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (
+            functools.partial(
+                ParametricKernel, checked=self.checked, program=self.program,
+                params=self._params, scalars=self._scalars, options=self.options,
+                library=self.library,
+            ),
+            (),
+        )  # fmt: skip
+
+    def at(self, sizes: Mapping[str, int]) -> _At:
+        """The sizes argument and shapes at these sizes, found once per point."""
+        for name, value in self._scalars.items():
+            if sizes.get(name) != value:
+                raise TcError(
+                    f"this kernel was compiled for {name}={value}, got {sizes.get(name)}; "
+                    "an integer scalar is a constant of the kernel: compile it again"
+                )
+        key = tuple(sizes[n] for n in self._params)
+        found = self._at.get(key)
+        if found is None:
+            found = self._at[key] = _At(self.program, sizes, self._params)
+        return found
+
+    def __call__(
+        self,
+        *args: Any,
+        out: Sequence[np.ndarray] | np.ndarray | None = None,
+        unchecked: bool = False,
+    ) -> np.ndarray | tuple[np.ndarray, ...]:
+        arrays, sizes = binding.bind_inputs(self.checked, args)
+        at = self.at(sizes)
+        buffers = binding.allocate(self.program, at.outputs, out)
+        outputs = [buffers[n] for n in self.program.outputs]
+        inputs = [arrays[n] for n in self.program.inputs]
+        ptrs = self._ptr_array(*(address(a) for a in [*inputs, *outputs]))
+        err = ctypes.c_int64(0)
+        code = self._fn(ptrs, at.values, 0 if unchecked else 1, ctypes.byref(err))
+        if code > 0:
+            r, k = self._checks[code - 1]
+            shape = arrays[r.tensor].shape if r.tensor in arrays else at.shapes[r.tensor]
+            raise binding.index_error(self.program, r, k, err.value, shape[k])
+        if code < 0:
+            raise TcError("out of memory allocating the kernel's temporaries")
+        return outputs[0] if len(outputs) == 1 else tuple(outputs)

@@ -1,0 +1,121 @@
+"""Kernels for every size (fn.compile(..., parametric=True)) against the NumPy reference
+evaluator, at sizes Hypothesis draws (tests/data/parametric.toml)."""
+
+from __future__ import annotations
+
+import functools
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import tc_graph as tg
+from tc_graph.runtime import cc
+
+CASES = tomllib.loads(
+    (Path(__file__).parents[1] / "data" / "parametric.toml").read_text(encoding="utf-8")
+)["case"]
+SAMPLE = 13
+
+
+def _arguments(case: dict[str, Any], sizes: dict[str, int], seed: int) -> list[Any]:
+    rng = np.random.default_rng(seed)
+    out: list[Any] = []
+    for a in case["args"]:
+        if isinstance(a, list):
+            out.append(rng.standard_normal([sizes[n] for n in a]).astype(np.float32))
+        elif "scalar" in a:
+            out.append(a["scalar"])
+        else:
+            shape = [sizes[n] for n in a["shape"]]
+            out.append(rng.integers(0, max(1, sizes[a["high"]]), shape).astype(np.int32))
+    return out
+
+
+@functools.cache
+def _compiled(name: str) -> tuple[tg.TcFunction, tg.ParametricKernel]:
+    """The case's def, and its kernel for every size, compiled once at SAMPLE."""
+    case = next(c for c in CASES if c["name"] == name)
+    fn = getattr(tg.define(case["source"]), name)
+    args = _arguments(case, dict.fromkeys(case["sizes"], SAMPLE), 0)
+    kernel = fn.compile(*args, parametric=True)
+    assert isinstance(kernel, tg.ParametricKernel)
+    return fn, kernel
+
+
+def _check(case: dict[str, Any], sizes: dict[str, int], seed: int) -> None:
+    fn, kernel = _compiled(case["name"])
+    args = _arguments(case, sizes, seed)
+    try:
+        want = fn(*args, target="reference")
+    except tg.TcError as e:
+        with pytest.raises(tg.TcError):
+            kernel(*args)
+        assert str(e)
+        return
+    got = kernel(*args)
+    wants = want if isinstance(want, tuple) else (want,)
+    gots = got if isinstance(got, tuple) else (got,)
+    for g, w in zip(gots, wants, strict=True):
+        assert g.shape == w.shape and g.dtype == w.dtype
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c["name"] for c in CASES])
+@settings(max_examples=12, deadline=None)
+@given(data=st.data(), seed=st.integers(0, 2**16))
+def test_every_size_matches_reference(case: dict[str, Any], data: Any, seed: int) -> None:
+    sizes = {n: data.draw(st.integers(0, 24), label=n) for n in case["sizes"]}
+    for a in case["args"]:
+        if isinstance(a, dict) and "high" in a:
+            sizes[a["high"]] = max(1, sizes[a["high"]])
+    _check(case, sizes, seed)
+
+
+def test_new_shapes_do_not_compile(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One kernel serves every shape: neither its calls nor compile() at other shapes
+    build anything."""
+    case = next(c for c in CASES if c["name"] == "softmax")
+    fn, kernel = _compiled("softmax")
+
+    def refuse(*_: Any, **__: Any) -> None:
+        raise AssertionError("a kernel for every size was compiled again")
+
+    monkeypatch.setattr(cc, "build", refuse)
+    for n, d in [(1, 1), (3, 1000), (70, 5), (0, 4)]:
+        args = _arguments(case, {"N": n, "D": d}, n)
+        assert fn.compile(*args, parametric=True) is kernel
+        np.testing.assert_allclose(kernel(*args), fn(*args, target="reference"), rtol=1e-5)
+
+
+def test_index_out_of_range_names_the_call_extent() -> None:
+    fn, kernel = _compiled("bag")
+    table = np.ones((5, 3), np.float32)
+    index = np.array([[0, 5]], np.int32)
+    with pytest.raises(tg.TcError, match=r"at 5 in dimension 0, whose extent is 5"):
+        kernel(table, index)
+    with pytest.raises(tg.TcError, match=r"at 5 in dimension 0, whose extent is 5"):
+        fn(table, index)
+
+
+def test_integer_scalar_is_a_constant_of_the_kernel() -> None:
+    _, kernel = _compiled("repeat")
+    with pytest.raises(tg.TcError, match=r"compiled for R=3, got 4"):
+        kernel(np.ones(5, np.float32), 4)
+
+
+def test_size_named_like_the_generated_c_is_refused() -> None:
+    fn = tg.define("def f(float(v) A) -> (O) { O(i) = A(i) }").f
+    with pytest.raises(tg.TcError, match=r"size 'v' has a name the generated C uses"):
+        fn.compile(np.ones(3, np.float32), parametric=True)
+
+
+def test_every_size_is_a_cpu_kernel() -> None:
+    fn, _ = _compiled("transpose_bias")
+    with pytest.raises(tg.TcError, match=r"compiled for the cpu target, not 'opencl'"):
+        fn.compile(np.ones((2, 2), np.float32), np.ones(2, np.float32), target="opencl",
+                   parametric=True)  # fmt: skip
