@@ -356,10 +356,13 @@ def _ort_session(model: onnx.ModelProto, threads: int) -> ort.InferenceSession:
 
 
 @contextmanager
-def prepared(name: str, small: bool, target: str, threads: int) -> Iterator[Prepared]:
+def prepared(
+    name: str, small: bool, target: str, threads: int, parametric: bool = False
+) -> Iterator[Prepared]:
     """Build kernel `name`, compile it for `target` in a fresh cache (timing cold and warm),
-    check tc_graph and onnxruntime against NumPy, and yield the three calls. The cache
-    directory lives until the context exits."""
+    check tc_graph and onnxruntime against NumPy, and yield the three calls; with
+    `parametric`, a fourth: the kernel for every size (`fn.compile(..., parametric=True)`),
+    checked too. The cache directory lives until the context exits."""
     case = BUILDERS[name](small)
     with _fresh_cache() as cache:
         tc_call, cold_s, warm_ms, note = _tc_graph_call(case, target, cache)
@@ -368,5 +371,10 @@ def prepared(name: str, small: bool, target: str, threads: int) -> Iterator[Prep
         ort_call = partial(_ort_session(case.model, threads).run, None, case.feeds)
         _check(name, "onnxruntime", tuple(ort_call()), want)
         calls = {"tc_graph": tc_call, "ort": ort_call, "numpy": partial(case.numpy_fn, *case.args)}
+        if parametric:
+            fn = tg.define(case.source)[case.name]
+            every = partial(fn.compile(*case.args, parametric=True), *case.args)
+            _check(name, "tc_graph for every size", _as_tuple(every()), want)
+            calls["parametric"] = every
         del case, want  # the ONNX model (512 MB for 2LUT) is not needed while timing
         yield Prepared(calls, cold_s, warm_ms, note)

@@ -2,6 +2,7 @@
 
     python scripts/bench.py kernels [--json FILE] [--rounds N] [--threads N]
                                     [--target cpu|reference|...] [--only NAME[,NAME]] [--small]
+                                    [--parametric]
     python scripts/bench.py models  [--json FILE] [--rounds N] [--threads N]
                                     [--only NAME[,NAME]] [--small] [--force]
     python scripts/bench.py layers  [--json FILE] [--rounds N] [--threads N]
@@ -18,7 +19,10 @@ compiles a new `define` of it again (warm, milliseconds), checks tc_graph and on
 against NumPy, and then times the three in interleaved rounds: in each round every contender
 warms up and runs calls for about 50 ms, and its round time is the median call. Reported:
 medians over rounds, p10/p90 over rounds, and `ratio_vs_ort`, the median of the per-round
-ratios onnxruntime time / tc_graph time (above 1: tc_graph is faster).
+ratios onnxruntime time / tc_graph time (above 1: tc_graph is faster). With --parametric, a
+fourth contender races too: the kernel compiled once for every size (`fn.compile(...,
+parametric=True)`, checked against NumPy); a last table gives its median and the median of
+the per-round ratios parametric / specialised (issue 17's goal: at most 1.1).
 
 `models` runs the benchmark ONNX models of tc_graph.graph.bench_models (what models/build.py
 writes: mlp3_gemm ... prodmodel). Per model it builds the model, `tg.optimize`s it (cost-aware)
@@ -224,20 +228,43 @@ def _kernels(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     notes: dict[str, list[str]] = {}
     for name in names:
         print(f"[{name}] building, compiling, checking against NumPy ...", file=sys.stderr)
-        with bm.prepared(name, args.small, args.target, args.threads) as prep:
+        with bm.prepared(name, args.small, args.target, args.threads, args.parametric) as prep:
             print(f"[{name}] timing {args.rounds} rounds ...", file=sys.stderr)
             times = _rounds(prep.calls, args.rounds)
         row, ratio_range = _result(
             name, times, args.threads, prep.compile_cold_s, prep.compile_warm_ms
         )
+        if args.parametric:
+            row.update(_every_size(times))
         rows.append(row)
         if prep.note:
             notes.setdefault(prep.note, []).append(name)
         print(_table_line(row, ratio_range), flush=True)
     for note, kernels in notes.items():
         print(f"note ({', '.join(kernels)}): {note}")
+    if args.parametric:
+        _every_size_table(rows)
     _write_json(args.json, rows)
     return 0
+
+
+def _every_size(times: dict[str, list[float]]) -> dict[str, object]:
+    """The kernel for every size against the specialised one: its median, and the median
+    of the per-round ratios parametric time / specialised time (at most 1.1: within 10%)."""
+    ratios = [p / t for p, t in zip(times["parametric"], times["tc_graph"], strict=True)]
+    return {
+        "parametric_us": round(statistics.median(times["parametric"]) * 1e6, 2),
+        "parametric_vs_specialised": round(statistics.median(ratios), 4),
+    }
+
+
+def _every_size_table(rows: list[dict[str, object]]) -> None:
+    print("\nkernels for every size (--parametric): median µs, parametric/specialised")
+    for row in rows:
+        print(
+            f"{row['name']:<11} specialised {row['tc_graph_us']:>12.1f}  parametric "
+            f"{row['parametric_us']:>12.1f}  {row['parametric_vs_specialised']:.3g}x"
+        )
 
 
 def _models(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
@@ -513,8 +540,13 @@ def _parser() -> argparse.ArgumentParser:
         description="Benchmark tc_graph against onnxruntime and NumPy."
     )
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser(
+    kernels = sub.add_parser(
         "kernels", parents=[common], help="the TC paper kernels against onnxruntime and NumPy"
+    )
+    kernels.add_argument(
+        "--parametric",
+        action="store_true",
+        help="also time each kernel compiled for every size (fn.compile(parametric=True))",
     )
     sub.add_parser(
         "models",

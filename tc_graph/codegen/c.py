@@ -27,8 +27,16 @@ from ..poly.proof import annotated_ast, children, loop_depth, loop_parallel, ref
 from ..poly.scop import Scop, ScopStmt
 from .expr import C_OPENMP, Dialect, acc_start, cname, combine, helper_lines, identity
 from .outer import OuterKernel, outer_items, print_kernel
-from .phases import phase_kernel, sizes_metadata
-from .stmt import StatementPrinter, affine, ast_int, constant_loop, mentions, with_value
+from .phases import phase_kernel
+from .stmt import (
+    StatementPrinter,
+    affine,
+    ast_int,
+    constant_loop,
+    counted_loop,
+    mentions,
+    with_value,
+)
 
 
 def _prelude(vector_width: int) -> str:
@@ -789,8 +797,11 @@ class _Printer(StatementPrinter):
 
     # -- AST -------------------------------------------------------------
     def parallel_for(self, node: isl.AstNode, depth: int, *, simd: bool) -> None:
-        """Open a parallel loop of the isl AST (its bounds are constants: sizes are baked in)."""
-        counted = constant_loop(node)
+        """Open a parallel loop of the isl AST (its bounds are constants where sizes are
+        baked in, expressions of the sizes in a kernel for every size)."""
+        counted: tuple[int | str, int | str, int] | None = constant_loop(node)
+        if counted is None and self.scop.symbolic is not None:
+            counted = counted_loop(node)
         if counted is None:
             if self.mode == "omp":
                 self.out(depth, self.dialect.parallel_pragma(self.options, simd=simd))
@@ -801,7 +812,7 @@ class _Printer(StatementPrinter):
         self.parallel_loop(depth, it, first, count, step, simd=simd)
 
     def parallel_loop(
-        self, depth: int, var: str, first: int, count: int, step: int, *, simd: bool
+        self, depth: int, var: str, first: int | str, count: int | str, step: int, *, simd: bool
     ) -> None:
         """Open `for var = first, first + step, ...` (count iterations) whose iterations are
         independent: an OpenMP loop in tc_kernel, a phase's [lo, hi) in tc_phase."""
@@ -813,7 +824,10 @@ class _Printer(StatementPrinter):
             return
         if self.mode == "omp":
             self.out(depth, self.dialect.parallel_pragma(self.options, simd=simd))
-        end = first + count * step
+        if isinstance(first, int) and isinstance(count, int):
+            end: int | str = first + count * step
+        else:
+            end = f"({first}) + ({count}) * {step}"
         self.out(depth, f"for (int {var} = {first}; {var} < {end}; {var} += {step}) {{")
 
     def loop(self, node: isl.AstNode, depth: int, marks: frozenset[Loop]) -> None:
@@ -865,10 +879,11 @@ class _Printer(StatementPrinter):
 
     def top_parallel(
         self, node: isl.AstNode, marks: frozenset[Loop], depths: Mapping[Loop, int | None]
-    ) -> list[int | None]:
+    ) -> list[int | str | None]:
         """The iterations of each parallel loop that `node` prints outside every other
-        loop (None where its bounds are not constants), as `node` decides them: `marks`
-        and `depths` are those in force, as the printer's `marks` and `mark_depth`."""
+        loop (C text of the sizes in a kernel for every size; None where its bounds are
+        not constants), as `node` decides them: `marks` and `depths` are those in force,
+        as the printer's `marks` and `mark_depth`."""
         t = node.get_type()
         if t == isl.ast_node_type.for_:
             if node.for_is_degenerate():
@@ -877,6 +892,9 @@ class _Printer(StatementPrinter):
             if Loop.PARALLEL not in here:
                 return []
             counted = constant_loop(node)
+            if counted is None and self.scop.symbolic is not None:
+                texts = counted_loop(node)
+                return [None if texts is None else texts[1]]
             return [None if counted is None else counted[1]]
         if t == isl.ast_node_type.mark:
             mark = of_node(node)
@@ -1118,6 +1136,4 @@ def emit(
     printer = _Printer(scop, options, dialect, proved=True, unit=unit)
     printer.locals = frozenset(m.tensor for m in in_tree(schedule) if isinstance(m, Local))
     main = printer.kernel(ast, name)
-    if scop.symbolic is not None:
-        return f"{_prelude(options.vector_width)}\n\n{main}\n\n{sizes_metadata(scop)}\n"
     return f"{_prelude(options.vector_width)}\n\n{main}\n\n{phase_kernel(printer, ast)}\n"

@@ -21,6 +21,7 @@ from ..poly.marks import Loop
 from ..poly.proof import children
 from ..poly.scop import Scop
 from .expr import cname
+from .sizes import c_list, c_string, size_function
 
 
 class PhasePrinter(Protocol):
@@ -40,17 +41,19 @@ class PhasePrinter(Protocol):
 
     def arguments(self) -> None: ...
 
+    def sizes(self) -> None: ...
+
+    def extent(self, tensor: str, k: int) -> str: ...
+
     def shared_temps(self) -> list[str]: ...
 
     def top_parallel(
         self, node: isl.AstNode, marks: frozenset[Loop], depths: Mapping[Loop, int | None]
-    ) -> list[int | None]: ...
+    ) -> list[int | str | None]: ...
 
 
 ABI_VERSION = 1
 """Version of the library-kernel contract of docs/onnx.md."""
-SIZES_ABI_VERSION = 2
-"""Version of a kernel for every size: `tc_kernel(args, sizes, check, err)`."""
 
 
 @dataclass(frozen=True)
@@ -58,7 +61,7 @@ class PhasePlan:
     """How tc_phase runs one top-level node: `trips` independent iterations of its
     parallel loop, or, where `serial` says why not, one iteration."""
 
-    trips: int = 1
+    trips: int | str = 1
     serial: str | None = None
 
 
@@ -66,7 +69,8 @@ def phase_plan(printer: PhasePrinter, node: isl.AstNode) -> PhasePlan:
     """How tc_phase runs a top-level node, decided before it is printed: split into
     the iterations of its one parallel loop outside every other loop when the node
     is one loop nest (code beside the loop would run once per chunk) and the loop's
-    bounds are constants; else as one iteration, with the reason."""
+    bounds are constants (expressions of the sizes in a kernel for every size); else as one
+    iteration, with the reason."""
     if not _one_nest(node):
         return PhasePlan(serial="more than one loop nest")
     loops = printer.top_parallel(node, frozenset(), {})
@@ -84,7 +88,7 @@ def phase_kernel(printer: PhasePrinter, ast: isl.AstNode | None) -> str:
     `temps` here; the local arrays poly/local.py decided are not among them)."""
     p = printer.program
     printer.lines = []
-    trips: list[int] = []
+    trips: list[int | str] = []
     tops = [] if ast is None else [ast]
     if ast is not None and ast.get_type() == isl.ast_node_type.block:
         tops = children(ast)
@@ -99,11 +103,14 @@ def phase_kernel(printer: PhasePrinter, ast: isl.AstNode | None) -> str:
     printer.mode = "omp"
     body, printer.lines = printer.lines, []
     temps = printer.shared_temps()
+    sizes = "const int64_t *sizes, " if printer.scop.symbolic is not None else ""
     printer.out(
         0,
         "int tc_phase(int32_t phase, void *const *args, void *const *temps, "
-        "int64_t lo, int64_t hi, int64_t *err) {",
+        f"{sizes}int64_t lo, int64_t hi, int64_t *err) {{",
     )
+    if sizes:
+        printer.sizes()
     printer.out(1, "const int check = 1;")
     printer.out(1, "(void)check; (void)lo; (void)hi; (void)temps;")
     printer.arguments()
@@ -118,19 +125,28 @@ def phase_kernel(printer: PhasePrinter, ast: isl.AstNode | None) -> str:
     printer.out(0, "done:")
     printer.out(1, "return code;")
     printer.out(0, "}")
-    return phase_metadata(printer, trips)
+    if printer.scop.symbolic is not None:
+        return size_function(printer, trips, _check_texts(printer))
+    return phase_metadata(printer, [int(t) for t in trips])
+
+
+def _check_texts(printer: PhasePrinter) -> list[str]:
+    """tc_check_text's entries: what each check code of the kernel tests, as C strings."""
+    out = []
+    for st in printer.scop.statements:
+        if st.kind == "check":
+            assert st.checked is not None
+            extent = printer.extent(st.checked.tensor, st.checked_dim)
+            text = f"subscript {st.checked_dim} of '{st.checked.tensor}' (extent {extent})"
+            out.append(c_string(text))
+    return out
 
 
 def phase_metadata(printer: PhasePrinter, trips: list[int]) -> str:
     """The exported metadata of docs/onnx.md, then tc_phase (already in printer.lines)."""
     p = printer.program
     temps = printer.shared_temps()
-    checks = [s for s in printer.scop.statements if s.kind == "check"]
-    texts = []
-    for st in checks:
-        assert st.checked is not None
-        ext = printer.scop.shapes[st.checked.tensor][st.checked_dim]
-        texts.append(f"subscript {st.checked_dim} of '{st.checked.tensor}' (extent {ext})")
+    checks = _check_texts(printer)
     signature = [*p.inputs, *p.outputs]
     meta = [
         ("int32_t", "tc_abi_version", [ABI_VERSION]),
@@ -148,25 +164,12 @@ def phase_metadata(printer: PhasePrinter, trips: list[int]) -> str:
         ("int64_t", "tc_phase_trips[]", trips),
     ]  # fmt: skip
     lines = [
-        f"const {c} {name} = {_c_list(values, scalar=not name.endswith('[]'))};"
+        f"const {c} {name} = {c_list(values, scalar=not name.endswith('[]'))};"
         for c, name, values in meta
     ]
-    quoted = [f'"{t}"' for t in texts] or ["0"]
-    lines.append(f"const int32_t tc_num_checks = {len(texts)};")
-    lines.append(f"const char *const tc_check_text[] = {{{', '.join(quoted)}}};")
+    lines.append(f"const int32_t tc_num_checks = {len(checks)};")
+    lines.append(f"const char *const tc_check_text[] = {{{', '.join(checks) or '0'}}};")
     return "\n".join([*lines, "", *printer.lines])
-
-
-def sizes_metadata(scop: Scop) -> str:
-    """What a kernel for every size exports beside its entry point (docs/api.md, "Kernels
-    for every size"): ABI version 2, and how many sizes its `sizes` argument holds."""
-    assert scop.symbolic is not None
-    return "\n".join(
-        [
-            f"const int32_t tc_abi_version = {SIZES_ABI_VERSION};",
-            f"const int32_t tc_num_sizes = {len(scop.symbolic.params)};",
-        ]
-    )
 
 
 def _one_nest(node: isl.AstNode) -> bool:
@@ -184,10 +187,3 @@ def _one_nest(node: isl.AstNode) -> bool:
 
 def _bytes(shape: Sequence[int], dtype: str) -> int:
     return max(1, math.prod(shape)) * SCALARS[dtype].bytes
-
-
-def _c_list(values: Sequence[int], *, scalar: bool) -> str:
-    """A C initializer (C forbids empty arrays: an unused 0 stands in)."""
-    if scalar:
-        return str(values[0])
-    return "{" + ", ".join(str(v) for v in values or [0]) + "}"

@@ -216,6 +216,22 @@ def constant_loop(node: isl.AstNode) -> tuple[int, int, int] | None:
     return first, max(0, (last - first) // step + 1), step
 
 
+def counted_loop(node: isl.AstNode) -> tuple[str, str, int] | None:
+    """(first, iterations, step) of a loop of the isl AST whose bounds are expressions of
+    the sizes (a kernel for every size), as C text; None for any other (a loop whose
+    step is not a positive integer)."""
+    cond = node.for_get_cond()
+    step = ast_int(node.for_get_inc())
+    op = cond.get_op_type()
+    if step is None or step < 1 or op not in (isl.ast_expr_op_type.le, isl.ast_expr_op_type.lt):
+        return None
+    first = node.for_get_init().to_C_str()
+    bound = cond.get_op_arg(1).to_C_str()
+    last = f"({bound})" if op == isl.ast_expr_op_type.le else f"({bound}) - 1"
+    count = f"max((int64_t)0, floord((int64_t){last} - ({first}), {step}) + 1)"
+    return first, count, step
+
+
 def with_value(e: isl.AstExpr, name: str, value: int) -> isl.AstExpr:
     """e with the iterator `name` replaced by the integer `value`, rebuilt by isl (whose
     printer then prints it as it prints every expression)."""

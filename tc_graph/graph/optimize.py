@@ -56,6 +56,7 @@ from .fold import batch_norms_folded
 from .model import Graph, input_symbols, symbolic_dims
 from .partition import Group, candidate_groups, components, excluded, is_convex, make_group
 from .rewrite import (
+    EVERY_SIZE,
     KEY_INTS,
     KEY_STRINGS,
     ROW_INTS,
@@ -1606,6 +1607,7 @@ class _NodeSpec:
     rows: tuple[int, ...] = ()  # a rows node's sizes (row_sizes), the first the shapes'
     row_tensors: tuple[int, ...] = ()
     row_sources: Mapping[int, str] = field(default_factory=dict)  # sizes with their own
+    every_size: bool = False  # one kernel for every size; the shapes are its sample's
 
     def variants(self) -> list[_NodeSpec]:
         """One spec per kernel the node needs: itself, or a rows node's one per size, under
@@ -1657,10 +1659,13 @@ def _node_spec(node: onnx.NodeProto) -> _NodeSpec:
         if a is None or a.type != onnx.AttributeProto.INTS:
             raise _node_error(node, f"lacks the ints attribute '{name}'")
         raw[name] = list(a.ints)
-    for name in ROW_INTS:
+    for name in (*ROW_INTS, EVERY_SIZE):
         a = found.get(name)
         if a is not None:
             raw[name] = list(a.ints)
+    if raw.get(EVERY_SIZE, [1]) != [1] or (EVERY_SIZE in raw and "row_sizes" in raw):
+        raise _node_error(node, f"has a malformed {EVERY_SIZE} attribute (it must be [1], "
+                          "on a node without row_sizes)")  # fmt: skip
     for r in raw.get("row_sizes", [])[1:]:
         a = found.get(row_source(r))
         if a is not None and a.type == onnx.AttributeProto.STRING:
@@ -1694,6 +1699,7 @@ def _node_spec(node: onnx.NodeProto) -> _NodeSpec:
         options=options,
         dtypes=(sides[0][0], sides[1][0]),
         shapes=(sides[0][1], sides[1][1]),
+        every_size=EVERY_SIZE in raw,
     )
     return _with_rows(node, spec, raw) if "row_sizes" in raw else spec
 
@@ -1791,7 +1797,9 @@ def _check_declared(
             elem, dims = declared[name]
             same_dims = dims is None or (
                 len(dims) == len(shape)
-                and all(d in (None, s) for d, s in zip(dims, shape, strict=True))
+                and (
+                    spec.every_size or all(d in (None, s) for d, s in zip(dims, shape, strict=True))
+                )
             )
             if (elem and elem != dtype) or not same_dims:
                 want = f"{helper.tensor_dtype_to_string(dtype)} {list(shape)}"
@@ -1818,6 +1826,8 @@ def _compile_node(node: onnx.NodeProto, spec: _NodeSpec) -> Path:
     got_shapes = tuple(tuple(s) for s in bound.output_shapes)
     if got_dtypes != spec.dtypes[1] or got_shapes != spec.shapes[1]:
         raise _node_error(node, "declares output dtypes or shapes that its source does not compute")
+    if spec.every_size:
+        return compiler.parametric_kernel(bound, spec.options).library
     return compiler.kernel(bound, "cpu", spec.options).library
 
 

@@ -38,6 +38,8 @@ KEY_INTS = (
 # A node that serves every size of one symbolic dimension (docs/onnx.md, "Symbolic dimensions") names
 # the sizes it has kernels for and which of its tensors lead with that dimension.
 ROW_INTS = ("row_sizes", "row_tensors")
+# A node whose kernel serves every size (docs/onnx.md, "Kernels for every size"): [1].
+EVERY_SIZE = "every_size"
 
 
 def kernel_key(attributes: Mapping[str, object]) -> str:
@@ -60,7 +62,8 @@ def kernel_key(attributes: Mapping[str, object]) -> str:
         value = attributes[name]
         part(value if isinstance(value, bytes) else str(value).encode("utf-8", "surrogatepass"))
     sizes = list(attributes.get("row_sizes") or ())  # type: ignore[call-overload]
-    for name in KEY_INTS + (ROW_INTS if sizes else ()):
+    every = (EVERY_SIZE,) if EVERY_SIZE in attributes else ()
+    for name in KEY_INTS + every + (ROW_INTS if sizes else ()):
         part(",".join(str(int(x)) for x in attributes[name]).encode())  # type: ignore[attr-defined]
     for rows in sizes[1:]:
         name = row_source(int(rows))
@@ -112,6 +115,8 @@ class NodeAttrs:
     # The sources of sizes after the first that have their own (translated for that many
     # rows: a weight's layout may differ), by size.
     row_sources: Mapping[int, str] = field(default_factory=dict)
+    # A node for every size: its shapes are the sample its kernel's choices were made at.
+    every_size: bool = False
 
     def __post_init__(self) -> None:
         if not (len(self.inputs) == len(self.input_dtypes) == len(self.input_shapes)):
@@ -142,6 +147,7 @@ class NodeAttrs:
                 else {}
             ),
             **{row_source(r): text for r, text in sorted(self.row_sources.items())},
+            **({EVERY_SIZE: [1]} if self.every_size else {}),
         }
 
 

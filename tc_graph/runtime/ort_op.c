@@ -170,6 +170,7 @@ _Static_assert(offsetof(tc_op, release_alias_map) == 8 * 25, "ReleaseAliasMap is
 /* ------------------------------------------------------------------------ kernel contract */
 
 #define TC_ABI_VERSION 1
+#define TC_SIZES_ABI_VERSION 2 /* a kernel for every size (docs/onnx.md) */
 #define TC_MAX_RANK 64      /* per-run dimension buffers live on the stack */
 #define TC_MAX_CHUNKS 256   /* parallel phases are split into at most this many ranges */
 #define TC_MESSAGE_BYTES 1024
@@ -177,6 +178,13 @@ _Static_assert(offsetof(tc_op, release_alias_map) == 8 * 25, "ReleaseAliasMap is
 
 typedef int (*tc_phase_fn)(int32_t phase, void *const *args, void *const *temps, int64_t lo,
                            int64_t hi, int64_t *err);
+/* ABI 2: the phases take the sizes, which tc_shapes reads off the input dimensions (with
+ * the outputs' dimensions, the temporaries' bytes and the phases' iterations), or refuses
+ * with a message. */
+typedef int (*tc_sized_phase_fn)(int32_t phase, void *const *args, void *const *temps,
+                                 const int64_t *sizes, int64_t lo, int64_t hi, int64_t *err);
+typedef int (*tc_shapes_fn)(const int64_t *in_dims, int64_t *sizes, int64_t *out_dims,
+                            int64_t *temp_bytes, int64_t *trips, char *why, size_t why_size);
 
 typedef struct tc_kernel tc_kernel;
 struct tc_kernel {
@@ -191,6 +199,13 @@ struct tc_kernel {
     const char *const *check_text;
     int32_t num_checks; /* entries of check_text; 0 when the kernel declares none */
     tc_phase_fn phase;
+    /* ABI 2 (abi == TC_SIZES_ABI_VERSION): dims, temp_bytes, phase_trips, tensor_bytes and
+     * sizes are those of one run, in a copy of the kernel made for it (run_every_size). */
+    int32_t abi, num_sizes;
+    int32_t every_size; /* the node's every_size attribute: its kernel must be ABI 2 */
+    tc_sized_phase_fn sized_phase;
+    tc_shapes_fn shapes;
+    const int64_t *sizes;
     int64_t *dims_offset; /* where each tensor's dimensions start in dims */
     size_t *tensor_bytes; /* bytes of each tensor */
     /* A rows node (docs/onnx.md): one kernel per entry of row_sizes, which descend to 1;
@@ -599,6 +614,9 @@ static ort_status *check_key(const tc_kernel *k, const ort_kernel_info *info) {
             return error(k->api, ORT_INVALID_ARGUMENT,
                          "tc_graph kernel '%s': the TcKernel node has no ints attribute '%s'",
                          k->entry, key_ints[i]);
+    /* A node for every size says so in its key (every_size, docs/onnx.md). */
+    if (k->every_size && !hash_ints(k->api, info, "every_size", &s))
+        return error(k->api, ORT_FAIL, "tc_graph: out of memory");
     /* A rows node's sizes and flags are part of what its key names, and so are the sources
      * of its other sizes, where it has them (row_source_<rows>). */
     if (k->num_rows && (!hash_ints(k->api, info, "row_sizes", &s) ||
@@ -845,7 +863,7 @@ static ort_status *check_node(tc_kernel *k, const ort_kernel_info *info, const t
     int64_t *values = calloc((size_t)tensors + (size_t)k->dims_offset[tensors] + 1, sizeof *values);
     if (!values) return error(k->api, ORT_FAIL, "tc_graph: out of memory");
     int64_t *dims = values + tensors;
-    if (!node_dims(k, head, rows, dims)) {
+    if (k->abi == TC_ABI_VERSION && !node_dims(k, head, rows, dims)) {
         free(values);
         return error(k->api, ORT_INVALID_ARGUMENT,
                      "tc_graph kernel '%s' (key %s) is not the node's kernel for %" PRId64
@@ -866,50 +884,17 @@ static ort_status *check_node(tc_kernel *k, const ort_kernel_info *info, const t
         st = check_ints(k, info, names[side][1], values, (size_t)count);
         if (st) break;
         int64_t lo = k->dims_offset[first], hi = k->dims_offset[first + count];
-        st = check_ints(k, info, names[side][2], dims + lo, (size_t)(hi - lo));
+        /* A kernel for every size has no shapes: the node's are its sample's. */
+        if (k->abi == TC_ABI_VERSION)
+            st = check_ints(k, info, names[side][2], dims + lo, (size_t)(hi - lo));
     }
     free(values);
     return st;
 }
 
-/* Read the kernel's metadata, check it is sane, and precompute offsets and byte sizes. */
-static ort_status *load_metadata(tc_kernel *k) {
-    ort_status *st = NULL;
-    const int32_t *abi = kernel_symbol(k, "tc_abi_version", &st);
-    if (st) return st;
-    if (*abi != TC_ABI_VERSION)
-        return error(k->api, ORT_FAIL,
-                     "tc_graph kernel '%s' (key %s) has ABI version %d, this library expects "
-                     "%d: run `tc-graph cache clear` and prepare the model again",
-                     k->entry, k->key, (int)*abi, TC_ABI_VERSION);
-    const int32_t *n_in = kernel_symbol(k, "tc_num_inputs", &st);
-    const int32_t *n_out = kernel_symbol(k, "tc_num_outputs", &st);
-    const int32_t *n_temps = kernel_symbol(k, "tc_num_temps", &st);
-    const int32_t *n_phases = kernel_symbol(k, "tc_num_phases", &st);
-    k->dtypes = kernel_symbol(k, "tc_dtypes", &st);
-    k->ranks = kernel_symbol(k, "tc_ranks", &st);
-    k->dims = kernel_symbol(k, "tc_dims", &st);
-    k->output_zero = kernel_symbol(k, "tc_output_zero", &st);
-    k->phase_trips = kernel_symbol(k, "tc_phase_trips", &st);
-    k->phase = (tc_phase_fn)(uintptr_t)kernel_symbol(k, "tc_phase", &st);
-    if (st) return st;
-    k->num_inputs = *n_in;
-    k->num_outputs = *n_out;
-    k->num_temps = *n_temps;
-    k->num_phases = *n_phases;
-    /* Arrays of a count that is zero may be left out by the generator. */
-    if (k->num_temps > 0) {
-        k->temp_bytes = kernel_symbol(k, "tc_temp_bytes", &st);
-        k->temp_zero = kernel_symbol(k, "tc_temp_zero", &st);
-        if (st) return st;
-    }
-    k->check_text = dlsym(k->handle, "tc_check_text");
-    const int32_t *n_checks = dlsym(k->handle, "tc_num_checks");
-    k->num_checks = k->check_text && n_checks && *n_checks > 0 ? *n_checks : 0;
-    if (k->num_inputs < 0 || k->num_outputs < 1 || k->num_temps < 0 || k->num_phases < 0 ||
-        k->num_inputs > 65536 || k->num_outputs > 65536 || k->num_temps > 65536)
-        return error(k->api, ORT_FAIL, "tc_graph kernel '%s' (key %s) has corrupt metadata",
-                     k->entry, k->key);
+/* Each tensor's element type and rank checked, where its dimensions start, and (ABI 1)
+ * its bytes. */
+static ort_status *load_layout(tc_kernel *k) {
     k->num_tensors = k->num_inputs + k->num_outputs;
     k->dims_offset = calloc((size_t)k->num_tensors + 1, sizeof *k->dims_offset);
     k->tensor_bytes = calloc((size_t)k->num_tensors + 1, sizeof *k->tensor_bytes);
@@ -929,6 +914,7 @@ static ort_status *load_metadata(tc_kernel *k) {
                          "tc_graph kernel '%s' (key %s): %s %d has rank %d (at most %d)",
                          k->entry, k->key, what, index, (int)rank, TC_MAX_RANK);
         k->dims_offset[t + 1] = k->dims_offset[t] + rank;
+        if (k->abi != TC_ABI_VERSION) continue; /* sized per run */
         const int64_t *dims = k->dims + k->dims_offset[t];
         for (int32_t d = 0; d < rank; d++) {
             if (dims[d] < 0 || (dims[d] > 0 && size > SIZE_MAX / (size_t)dims[d]))
@@ -939,6 +925,58 @@ static ort_status *load_metadata(tc_kernel *k) {
         k->tensor_bytes[t] = size;
     }
     return NULL;
+}
+
+/* Read the kernel's metadata (ABI 1, or 2 for a kernel for every size), check it is
+ * sane, and precompute offsets and byte sizes. */
+static ort_status *load_metadata(tc_kernel *k) {
+    ort_status *st = NULL;
+    const int32_t *abi = kernel_symbol(k, "tc_abi_version", &st);
+    if (st) return st;
+    if (*abi != TC_ABI_VERSION && *abi != TC_SIZES_ABI_VERSION)
+        return error(k->api, ORT_FAIL,
+                     "tc_graph kernel '%s' (key %s) has ABI version %d, this library expects "
+                     "%d or %d: run `tc-graph cache clear` and prepare the model again",
+                     k->entry, k->key, (int)*abi, TC_ABI_VERSION, TC_SIZES_ABI_VERSION);
+    k->abi = *abi;
+    const int32_t *n_in = kernel_symbol(k, "tc_num_inputs", &st);
+    const int32_t *n_out = kernel_symbol(k, "tc_num_outputs", &st);
+    const int32_t *n_temps = kernel_symbol(k, "tc_num_temps", &st);
+    const int32_t *n_phases = kernel_symbol(k, "tc_num_phases", &st);
+    const int32_t *n_sizes = NULL;
+    k->dtypes = kernel_symbol(k, "tc_dtypes", &st);
+    k->ranks = kernel_symbol(k, "tc_ranks", &st);
+    k->output_zero = kernel_symbol(k, "tc_output_zero", &st);
+    if (k->abi == TC_ABI_VERSION) {
+        k->dims = kernel_symbol(k, "tc_dims", &st);
+        k->phase_trips = kernel_symbol(k, "tc_phase_trips", &st);
+        k->phase = (tc_phase_fn)(uintptr_t)kernel_symbol(k, "tc_phase", &st);
+    } else {
+        n_sizes = kernel_symbol(k, "tc_num_sizes", &st);
+        k->shapes = (tc_shapes_fn)(uintptr_t)kernel_symbol(k, "tc_shapes", &st);
+        k->sized_phase = (tc_sized_phase_fn)(uintptr_t)kernel_symbol(k, "tc_phase", &st);
+    }
+    if (st) return st;
+    k->num_inputs = *n_in;
+    k->num_outputs = *n_out;
+    k->num_temps = *n_temps;
+    k->num_phases = *n_phases;
+    k->num_sizes = n_sizes ? *n_sizes : 0;
+    /* Arrays of a count that is zero may be left out by the generator. */
+    if (k->num_temps > 0) {
+        if (k->abi == TC_ABI_VERSION) k->temp_bytes = kernel_symbol(k, "tc_temp_bytes", &st);
+        k->temp_zero = kernel_symbol(k, "tc_temp_zero", &st);
+        if (st) return st;
+    }
+    k->check_text = dlsym(k->handle, "tc_check_text");
+    const int32_t *n_checks = dlsym(k->handle, "tc_num_checks");
+    k->num_checks = k->check_text && n_checks && *n_checks > 0 ? *n_checks : 0;
+    if (k->num_inputs < 0 || k->num_outputs < 1 || k->num_temps < 0 || k->num_phases < 0 ||
+        k->num_inputs > 65536 || k->num_outputs > 65536 || k->num_temps > 65536 ||
+        k->num_phases > 65536 || k->num_sizes < 0 || k->num_sizes > 65536)
+        return error(k->api, ORT_FAIL, "tc_graph kernel '%s' (key %s) has corrupt metadata",
+                     k->entry, k->key);
+    return load_layout(k);
 }
 
 /* Why a kernel could not be loaded, with the fix: a deployed model (from says which kernel
@@ -996,6 +1034,14 @@ static ort_status *load_kernel(tc_kernel *k, const tc_op *op, const ort_kernel_i
     k->handle = load_verified(entry, k->key, &k->fd, &kind, why, sizeof why);
     if (k->handle) {
         st = load_metadata(k);
+        if (!st && (k->abi == TC_SIZES_ABI_VERSION) != (head ? 0 : k->every_size))
+            st = error(k->api, ORT_INVALID_ARGUMENT,
+                       "tc_graph kernel '%s' (key %s) is %s, the node %s; run "
+                       "tc_graph.prepare(model) again, or re-run tc_graph.optimize",
+                       k->entry, k->key,
+                       k->abi == TC_SIZES_ABI_VERSION ? "a kernel for every size"
+                                                      : "a kernel of fixed shapes",
+                       k->every_size ? "serves every size" : "has fixed shapes");
         return st ? st : check_node(k, info, head, rows);
     }
     return load_error(k, kind, entry, from, why);
@@ -1050,6 +1096,22 @@ static ort_status *load_variants(tc_kernel *h, const tc_op *op, const ort_kernel
     return NULL;
 }
 
+/* The node's every_size attribute: absent (fixed shapes), or [1]. */
+static ort_status *read_every_size(tc_kernel *k, const ort_kernel_info *info) {
+    size_t n = 0;
+    int64_t *flag = ints_attribute(k->api, info, "every_size", &n);
+    if (!flag) return NULL;
+    int ok = n == 1 && flag[0] == 1;
+    free(flag);
+    if (!ok)
+        return error(k->api, ORT_INVALID_ARGUMENT,
+                     "tc_graph kernel '%s': the node's every_size attribute must be [1]; "
+                     "re-run tc_graph.optimize on the original model",
+                     k->entry);
+    k->every_size = 1;
+    return NULL;
+}
+
 /* What creating a kernel checks, in order: the key's form, the key against the node's
  * attributes, then load_kernel's checks, for each of a rows node's kernels. The first
  * failure is returned. */
@@ -1063,7 +1125,13 @@ static ort_status *open_kernel(tc_kernel *k, const tc_op *op, const ort_kernel_i
         return error(api, ORT_INVALID_ARGUMENT,
                      "tc_graph kernel '%s': invalid kernel_key attribute '%.200s'", k->entry,
                      k->key);
-    st = read_rows(k, info);
+    st = read_every_size(k, info);
+    if (!st) st = read_rows(k, info);
+    if (!st && k->num_rows && k->every_size)
+        st = error(api, ORT_INVALID_ARGUMENT,
+                   "tc_graph kernel '%s': a node has row_sizes or every_size, not both; re-run "
+                   "tc_graph.optimize on the original model",
+                   k->entry);
     if (!st) st = check_key(k, info);
     if (st) return st;
     return k->num_rows ? load_variants(k, op, info) : load_kernel(k, op, info, NULL, 0);
@@ -1106,6 +1174,14 @@ static ort_status *create_kernel_v2(const tc_op *op, const ort_api *api,
 
 /* ------------------------------------------------------------------------------ compute */
 
+/* Iterations [lo, hi) of phase p: a kernel for every size passes its run's sizes. */
+static int call_phase(const tc_kernel *k, int32_t p, void *const *args, void *const *temps,
+                      int64_t lo, int64_t hi, int64_t *value) {
+    if (k->abi == TC_SIZES_ABI_VERSION)
+        return k->sized_phase(p, args, temps, k->sizes, lo, hi, value);
+    return k->phase(p, args, temps, lo, hi, value);
+}
+
 /* One chunk of a parallel phase: a contiguous range of its iterations. */
 static void run_chunk(void *usr, size_t i) {
     tc_run *run = usr;
@@ -1115,7 +1191,7 @@ static void run_chunk(void *usr, size_t i) {
     int64_t lo = c * base + (c < extra ? c : extra);
     int64_t hi = lo + base + (c < extra ? 1 : 0);
     int64_t value = 0;
-    int code = run->kernel->phase(run->phase, run->args, run->temps, lo, hi, &value);
+    int code = call_phase(run->kernel, run->phase, run->args, run->temps, lo, hi, &value);
     if (code != 0) {
         int expected = 0;
         if (__atomic_compare_exchange_n(&run->code, &expected, code, 0, __ATOMIC_ACQ_REL,
@@ -1148,7 +1224,7 @@ static ort_status *run_phases(const tc_kernel *k, ort_kernel_context *ctx, void 
         if (trips <= 0) continue;
         if (trips == 1) {
             int64_t value = 0;
-            int code = k->phase(p, args, temps, 0, 1, &value);
+            int code = call_phase(k, p, args, temps, 0, 1, &value);
             if (code) return phase_error(k, code, value);
             continue;
         }
@@ -1408,6 +1484,94 @@ static ort_status *run_chunks(const tc_kernel *h, ort_kernel_context *ctx, void 
     return st;
 }
 
+/* Input i's dimensions, into dims, once its element type and rank are the kernel's (a
+ * kernel for every size: tc_shapes checks the dimensions). */
+static ort_status *input_dims(const tc_kernel *k, const ort_kernel_context *ctx, int32_t i,
+                              int64_t *dims) {
+    const ort_api *api = k->api;
+    const ort_value *value = NULL;
+    ort_status *st = ORT_CALL(api, SLOT_KERNEL_CONTEXT_GET_INPUT, context_input_fn)(ctx, (size_t)i,
+                                                                                 &value);
+    if (st) return st;
+    if (!value)
+        return error(api, ORT_INVALID_ARGUMENT, "tc_graph kernel '%s': input %d is missing",
+                     k->entry, (int)i);
+    ort_type_shape *info = NULL;
+    st = ORT_CALL(api, SLOT_GET_TENSOR_TYPE_AND_SHAPE, type_and_shape_fn)(value, &info);
+    if (st) return st;
+    int dtype = 0;
+    size_t rank = 0;
+    st = ORT_CALL(api, SLOT_GET_TENSOR_ELEMENT_TYPE, element_type_fn)(info, &dtype);
+    if (!st) st = ORT_CALL(api, SLOT_GET_DIMENSIONS_COUNT, dims_count_fn)(info, &rank);
+    if (!st && dtype == k->dtypes[i] && rank == (size_t)k->ranks[i])
+        st = ORT_CALL(api, SLOT_GET_DIMENSIONS, dims_fn)(info, dims, rank);
+    ORT_CALL(api, SLOT_RELEASE_TENSOR_TYPE_AND_SHAPE, release_type_shape_fn)(info);
+    if (st || (dtype == k->dtypes[i] && rank == (size_t)k->ranks[i])) return st;
+    return error(api, ORT_INVALID_ARGUMENT,
+                 "tc_graph kernel '%s' (key %s): input %d must be %s of rank %d, got %s of "
+                 "rank %zu",
+                 k->entry, k->key, (int)i, dtype_name(k->dtypes[i]), (int)k->ranks[i],
+                 dtype_name(dtype), rank);
+}
+
+/* Each tensor's bytes at these dimensions (a size_t each, or an error). */
+static ort_status *tensor_sizes(const tc_kernel *k, const int64_t *dims, size_t *bytes) {
+    for (int32_t t = 0; t < k->num_tensors; t++) {
+        size_t size = element_size(k->dtypes[t]);
+        for (int64_t d = k->dims_offset[t]; d < k->dims_offset[t + 1]; d++) {
+            if (dims[d] < 0 || (dims[d] > 0 && size > SIZE_MAX / (size_t)dims[d]))
+                return error(k->api, ORT_INVALID_ARGUMENT,
+                             "tc_graph kernel '%s' (key %s): tensor %d is too large", k->entry,
+                             k->key, (int)t);
+            size *= (size_t)dims[d];
+        }
+        bytes[t] = size;
+    }
+    return NULL;
+}
+
+/* A run of a kernel for every size: the input dimensions, then tc_shapes' sizes, output
+ * dimensions, temporaries' bytes and phases' iterations (or its message), all in a copy
+ * of the kernel for this run, which then runs as a fixed-shape kernel does. */
+static ort_status *run_every_size(const tc_kernel *k, ort_kernel_context *ctx) {
+    size_t n_dims = (size_t)k->dims_offset[k->num_tensors];
+    size_t words = n_dims + (size_t)k->num_sizes + (size_t)k->num_temps + (size_t)k->num_phases;
+    int64_t *dims = calloc(words + 1, sizeof *dims);
+    size_t *bytes = calloc((size_t)k->num_tensors + 1, sizeof *bytes);
+    void **args = calloc((size_t)k->num_tensors + (size_t)k->num_temps + 1, sizeof *args);
+    if (!dims || !bytes || !args) {
+        free(dims);
+        free(bytes);
+        free(args);
+        return error(k->api, ORT_FAIL, "tc_graph kernel '%s': out of memory", k->entry);
+    }
+    ort_status *st = NULL;
+    int64_t *sizes = dims + n_dims, *temp_bytes = sizes + k->num_sizes;
+    int64_t *trips = temp_bytes + k->num_temps;
+    for (int32_t i = 0; i < k->num_inputs && !st; i++)
+        st = input_dims(k, ctx, i, dims + k->dims_offset[i]);
+    char why[TC_MESSAGE_BYTES / 2];
+    if (!st && k->shapes(dims, sizes, dims + k->dims_offset[k->num_inputs], temp_bytes, trips,
+                         why, sizeof why))
+        st = error(k->api, ORT_INVALID_ARGUMENT, "tc_graph kernel '%s' (key %s): %s", k->entry,
+                   k->key, why);
+    if (!st) st = tensor_sizes(k, dims, bytes);
+    tc_kernel run = *k;
+    run.dims = dims;
+    run.tensor_bytes = bytes;
+    run.temp_bytes = temp_bytes;
+    run.phase_trips = trips;
+    run.sizes = sizes;
+    for (int32_t i = 0; i < k->num_inputs && !st; i++) st = bind_input(&run, ctx, i, NULL, &args[i]);
+    for (int32_t o = 0; o < k->num_outputs && !st; o++)
+        st = bind_output(&run, ctx, o, NULL, &args[k->num_inputs + o]);
+    if (!st) st = run_once(&run, ctx, args, args + k->num_tensors);
+    free(dims);
+    free(bytes);
+    free(args);
+    return st;
+}
+
 /* The most temporaries of any of a node's kernels. */
 static int32_t most_temps(const tc_kernel *h) {
     int32_t most = h->num_rows ? 0 : h->num_temps;
@@ -1430,6 +1594,7 @@ static ort_status *compute_v2(void *p, ort_kernel_context *ctx) {
         return error(api, ORT_INVALID_ARGUMENT,
                      "tc_graph kernel '%s' takes %d inputs and %d outputs, got %zu and %zu",
                      k->entry, k->num_inputs, k->num_outputs, n_in, n_out);
+    if (k->abi == TC_SIZES_ABI_VERSION) return run_every_size(k, ctx);
     tc_lead lead;
     st = run_lead(h, ctx, &lead);
     if (st) return st;

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from .. import binding, ir
-from ..codegen.phases import SIZES_ABI_VERSION
+from ..codegen.sizes import SIZES_ABI_VERSION
 from ..errors import TcError
 from ..lang.sema import CheckedDef
 from ..options import MappingOptions

@@ -387,10 +387,21 @@ def test_node_arity_must_match_the_kernel() -> None:
 
 
 def test_other_abi_version_is_refused() -> None:
-    text = GATHER_C.replace("ABI", "2")
-    source = hand_kernel("gather-abi2", text, "g", GATHER_INPUTS, GATHER_OUTPUTS)
+    text = GATHER_C.replace("ABI", "3")
+    source = hand_kernel("gather-abi3", text, "g", GATHER_INPUTS, GATHER_OUTPUTS)
     model = tc_model(source=source, entry="g", inputs=GATHER_INPUTS, outputs=GATHER_OUTPUTS)
-    with pytest.raises(Exception, match="ABI version 2, this library expects 1"):
+    with pytest.raises(Exception, match="ABI version 3, this library expects 1 or 2"):
+        session(model)
+
+
+def test_fixed_shape_kernel_under_a_node_for_every_size_is_refused() -> None:
+    every = {"every_size": [1]}
+    text = GATHER_C.replace("ABI", "1")
+    source = hand_kernel("gather-every", text, "g", GATHER_INPUTS, GATHER_OUTPUTS, every)
+    model = tc_model(
+        source=source, entry="g", inputs=GATHER_INPUTS, outputs=GATHER_OUTPUTS, attributes=every
+    )
+    with pytest.raises(Exception, match="is a kernel of fixed shapes, the node serves every size"):
         session(model)
 
 

@@ -1,0 +1,187 @@
+"""Nodes for every size (docs/onnx.md, "Kernels for every size"): one TcKernel, one kernel,
+every batch and sequence length; the native op reads the sizes off its inputs and sizes
+its outputs and temporaries from the kernel's own expressions.
+
+The kernels are compiled by tg.prepare from hand-written TCs; the oracle is NumPy.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import replace
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from onnx import helper, numpy_helper
+
+import tc_graph as tg
+from tc_graph.graph.rewrite import NodeAttrs, kernel_key, make_tc_node
+from tc_graph.onnx_domain import TC_DOMAIN, TC_DOMAIN_VERSION
+
+_ATTENTION = """
+def attention(float(B, S, 8) Q, float(B, S, 8) K, float(B, S, 8) V) -> (O) {
+  s(b, i, j) +=! Q(b, i, d) * K(b, j, d)
+  m(b, i) max=! s(b, i, j)
+  e(b, i, j) = exp(s(b, i, j) - m(b, i))
+  z(b, i) +=! e(b, i, j)
+  O(b, i, d) +=! e(b, i, j) * V(b, j, d)
+  O(b, i, d) = O(b, i, d) / z(b, i)
+}
+"""
+
+_CONV = """
+def conv(float(N, W) X, float(3) F) -> (Y) {
+  Y(n, w) +=! X(n, w + k) * F(k)
+}
+"""
+_F = np.array([0.5, -1.0, 2.0], np.float32)
+
+
+def _opset(graph: onnx.GraphProto) -> onnx.ModelProto:
+    return helper.make_model(
+        graph,
+        opset_imports=[
+            helper.make_opsetid("", 17),
+            helper.make_opsetid(TC_DOMAIN, TC_DOMAIN_VERSION),
+        ],
+        ir_version=9,
+    )
+
+
+def _node(attrs: NodeAttrs) -> onnx.NodeProto:
+    return make_tc_node("every", replace(attrs, kernel_key=kernel_key(attrs.attributes())))
+
+
+def _attention_model(every_size: bool = True) -> onnx.ModelProto:
+    attrs = NodeAttrs(
+        source=_ATTENTION,
+        entry="attention",
+        options="{}",
+        kernel_key="",
+        inputs=("q", "k", "v"),
+        outputs=("o",),
+        input_dtypes=(1, 1, 1),
+        output_dtypes=(1,),
+        input_shapes=((2, 16, 8),) * 3,
+        output_shapes=((2, 16, 8),),
+        every_size=every_size,
+    )
+    value = [
+        helper.make_tensor_value_info(n, onnx.TensorProto.FLOAT, ["batch", "seq", 8])
+        for n in ("q", "k", "v", "o")
+    ]
+    graph = helper.make_graph([_node(attrs)], "every", value[:3], value[3:])
+    return _opset(graph)
+
+
+def _conv_model() -> onnx.ModelProto:
+    attrs = NodeAttrs(
+        source=_CONV,
+        entry="conv",
+        options="{}",
+        kernel_key="",
+        inputs=("x", "f"),
+        outputs=("y",),
+        input_dtypes=(1, 1),
+        output_dtypes=(1,),
+        input_shapes=((4, 20), (3,)),
+        output_shapes=((4, 18),),
+        every_size=True,
+    )
+    graph = helper.make_graph(
+        [_node(attrs)],
+        "every",
+        [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["n", "w"])],
+        [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, ["n", "w_out"])],
+        [numpy_helper.from_array(_F, "f")],
+    )
+    return _opset(graph)
+
+
+def _attention(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> np.ndarray:
+    s = np.einsum("bid,bjd->bij", q.astype(np.float64), k)
+    e = np.exp(s - s.max(axis=2, keepdims=True, initial=-np.inf))
+    return (np.einsum("bij,bjd->bid", e, v) / e.sum(axis=2)[..., None]).astype(np.float32)
+
+
+@pytest.fixture(scope="module")
+def attention() -> ort.InferenceSession:
+    return tg.InferenceSession(_attention_model())
+
+
+def _inputs(batch: int, seq: int, seed: int) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return {n: rng.standard_normal((batch, seq, 8)).astype(np.float32) for n in "qkv"}
+
+
+@pytest.mark.parametrize(("batch", "seq"), [(1, 1), (3, 77), (1, 128), (5, 16), (2, 0)])
+def test_attention_at_every_size(attention: ort.InferenceSession, batch: int, seq: int) -> None:
+    feeds = _inputs(batch, seq, batch * 1000 + seq)
+    (got,) = attention.run(None, feeds)
+    assert got.shape == (batch, seq, 8)
+    np.testing.assert_allclose(got, _attention(*feeds.values()), rtol=1e-4, atol=1e-5)
+
+
+@settings(max_examples=15, deadline=None)
+@given(batch=st.integers(1, 9), seq=st.integers(1, 40), seed=st.integers(0, 2**16))
+def test_attention_at_drawn_sizes(
+    attention: ort.InferenceSession, batch: int, seq: int, seed: int
+) -> None:
+    feeds = _inputs(batch, seq, seed)
+    (got,) = attention.run(None, feeds)
+    np.testing.assert_allclose(got, _attention(*feeds.values()), rtol=1e-4, atol=1e-5)
+
+
+def test_output_extent_is_the_kernel_expression() -> None:
+    """The output's width is W - 2 at any W (none below 3)."""
+    session = tg.InferenceSession(_conv_model())
+    for n, w in [(4, 20), (1, 3), (3, 2), (2, 101)]:
+        x = np.random.default_rng(w).standard_normal((n, w)).astype(np.float32)
+        (got,) = session.run(None, {"x": x})
+        want = sum(x[:, k : k + max(0, w - 2)] * _F[k] for k in range(3))
+        assert got.shape == (n, max(0, w - 2))
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_mismatched_dimension_is_an_onnxruntime_error(attention: ort.InferenceSession) -> None:
+    feeds = _inputs(2, 4, 0)
+    feeds["k"] = np.zeros((2, 5, 8), np.float32)
+    with pytest.raises(ort.capi.onnxruntime_pybind11_state.InvalidArgument) as e:
+        attention.run(None, feeds)
+    assert "dimension 1 of input 1 ('K') is 5, expected S = 4" in str(e.value)
+
+
+def test_sizes_alternate_across_threads(attention: ort.InferenceSession) -> None:
+    """Each run has its own sizes, outputs and temporaries: threads running different
+    sizes at once see their own results."""
+    failures: list[str] = []
+
+    def work(batch: int, seq: int) -> None:
+        feeds = _inputs(batch, seq, seq)
+        want = _attention(*feeds.values())
+        for _ in range(10):
+            (got,) = attention.run(None, feeds)
+            if not np.allclose(got, want, rtol=1e-4, atol=1e-5):
+                failures.append(f"batch {batch}, seq {seq}")
+                return
+
+    threads = [threading.Thread(target=work, args=p) for p in [(1, 3), (4, 50), (2, 17), (3, 1)]]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not failures
+
+
+def test_malformed_every_size_is_refused() -> None:
+    model = _attention_model()
+    node = model.graph.node[0]
+    for a in node.attribute:
+        if a.name == "every_size":
+            a.ints[:] = [2]
+    with pytest.raises(tg.TcError, match="malformed every_size"):
+        tg.prepare(model)
