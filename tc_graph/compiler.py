@@ -282,6 +282,9 @@ def prepare_every_size(bound: Bound) -> Prepared:
     """`prepare` for a kernel for every size: copies stay (whether a copy covers its
     whole tensor is decided at sizes); `sizes` and `shapes` are the call's, its sample."""
     program = widen_reductions(snapshot_in_place(bound.program))
+    # Integer scalars used as sizes are constants of the kernel (ParametricKernel checks them).
+    scalars = {n: bound.sizes[n] for n in program.params if n not in program.size_params}
+    program = replace(program, constants={**program.constants, **scalars})
     shapes = {
         **{n: a.shape for n, a in bound.arrays.items()},
         **binding.tensor_shapes(program, bound.sizes),

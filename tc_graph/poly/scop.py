@@ -145,11 +145,14 @@ def _space(name: str, iters: Sequence[str]) -> isl.Space:
     return sp.set_tuple_name(isl.dim_type.set, name)
 
 
+_Ranges = Sequence[tuple[int, int]]
+
+
 def _domain(
     name: str,
     st: ir.Statement,
     iters: Sequence[str],
-    ranges: Sequence[tuple[int, int]],
+    ranges: _Ranges,
     program: ir.Program | None,
 ) -> isl.Set:
     """The instances of `iters` (some of st's iterators, in order) named `name`: the box of
@@ -161,6 +164,19 @@ def _domain(
         if st.iterators[k] not in iters:
             d = d.project_out(isl.dim_type.set, k, 1)
     return d.set_tuple_name(name)
+
+
+def _lhs_box(name: str, st: ir.Statement, program: ir.Program | None, ranges: _Ranges) -> isl.Set:
+    """The instances of a reduction's `!`: the box of its left-hand iterators' bounds,
+    however many elements the reduction has (none: the outputs are still set)."""
+    if program is None:
+        return _box(name, st.lhs, ranges[: len(st.lhs)])
+    sp = _domain(name, st, st.lhs, ranges, program).get_space()
+    box = isl.Set.universe(sp)
+    for k, (lo, hi) in enumerate(st.bounds[: len(st.lhs)]):
+        v = affine.var(sp, k)
+        box = box.intersect(affine.lift(lo, sp).le_set(v)).intersect(v.lt_set(affine.lift(hi, sp)))
+    return box
 
 
 def _box(name: str, iters: Sequence[str], ranges: Sequence[tuple[int, int]]) -> isl.Set:
@@ -478,7 +494,7 @@ def build_scop(
         contract = contracts.get(n)
         inner = inner_plan(program, st, trips) if contractions and not contract else None
         if st.init and contract is None:
-            dom = _domain(f"S{n}_init", st, st.lhs, ranges, sym)
+            dom = _lhs_box(f"S{n}_init", st, sym, ranges)
             w = access_map(dom, st.lhs, st.tensor, [ir.Index(v) for v in st.lhs], shape, sym)
             body.append(ScopStmt(f"S{n}_init", "init", st, st.lhs, dom, _union([]), _union([w])))
         name = f"S{n}"

@@ -76,6 +76,14 @@ def test_every_size_matches_reference(case: dict[str, Any], data: Any, seed: int
     _check(case, sizes, seed)
 
 
+@pytest.mark.parametrize(("name", "sizes"), [("mlp", (16, 0, 6)), ("matmul", (3, 0, 5))])
+def test_reduction_over_nothing_still_sets_the_outputs(name: str, sizes: tuple[int, ...]) -> None:
+    """A `+=!` with no elements leaves its outputs at 0 (its `!` runs over the left-hand
+    box, whatever the reduction's extent)."""
+    case = next(c for c in CASES if c["name"] == name)
+    _check(case, dict(zip(case["sizes"], sizes, strict=True)), 485)
+
+
 def test_new_shapes_do_not_compile(monkeypatch: pytest.MonkeyPatch) -> None:
     """One kernel serves every shape: neither its calls nor compile() at other shapes
     build anything."""
