@@ -273,9 +273,11 @@ _C_NAMES = re.compile(
 
 
 def for_every_size(options: MappingOptions) -> MappingOptions:
-    """The options of a kernel for every size: the forms whose plans read the sizes
-    (register and dot tiles, contraction kernels, unrolled loops, prefetches) are off."""
-    return replace(options, register_tile=0, unroll=1, prefetch_distance=0)
+    """The options of a kernel for every size: unrolled loops and prefetches, whose plans
+    read the sizes, are off (so are register and dot tiles and contraction kernels:
+    poly/cpu.py and scop_every_size leave them out; a register tile's vector reductions
+    stay)."""
+    return replace(options, unroll=1, prefetch_distance=0)
 
 
 def prepare_every_size(bound: Bound) -> Prepared:

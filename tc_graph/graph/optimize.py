@@ -48,9 +48,10 @@ from ..onnx_domain import TC_DOMAIN, TC_DOMAIN_VERSION, TC_OP
 from ..options import MappingOptions
 from ..poly.contraction import panel_width
 from ..runtime import cc, ort
-from ..runtime.kernel import CompileTimeout, code_version, compile_timeout
+from ..runtime.kernel import CompileTimeout, Kernel, code_version, compile_timeout
+from ..runtime.parametric import ParametricKernel
 from ..tune.tuner import ModelTuning
-from . import cost, external, kept, memo, rows
+from . import cost, external, kept, memo, rows, symbols
 from . import translate as tr
 from .fold import batch_norms_folded
 from .model import Graph, input_symbols, symbolic_dims
@@ -790,7 +791,11 @@ def _evaluate(
     try:
         made = _rows_translation(g, group, name)
         if isinstance(made, str):
-            return Decision(ops, shapes, None, None, False, f"{_ONE_SIZE}: {made}"), None
+            every = _every_size_translation(g, group, name)
+            if isinstance(every, str):
+                why = f"{_ONE_SIZE}: {made}; for every size: {every}"
+                return Decision(ops, shapes, None, None, False, why), None
+            return _for_every_size(g, group, force, known, loss_key, name=name, t=every)
         t, row_values = made
         compiled = _compile(g, group, name=name, sample=not force or _TUNING.get() is not None, t=t)
         if force:
@@ -814,6 +819,68 @@ def _evaluate(
 
 
 _ONE_SIZE = "not fused: it would serve one size of the symbolic dimensions"
+
+
+def _every_size_translation(g: Graph, group: Group, name: str) -> tr.Translation | str:
+    """The group translated with its symbolic dimensions as sizes (symbols.py), where that
+    translation reads the same at sizes no sample has and the constants it reads are
+    those of every size; else why not."""
+    dyn = _DYNAMIC.get()
+    assert dyn is not None  # a group with one size only where the model has symbols
+    named = symbols.named_shapes(dyn, [*group.inputs, *group.outputs])
+    if isinstance(named, str):
+        return named
+    t = _translate(g, group, name, named=named)
+    try:
+        other = _translate(dyn.other, group, name, named=named)
+    except TcError:
+        other = None
+    if other is None or (other.source, other.inputs) != (t.source, t.inputs):
+        return "its translation changes with the symbolic sizes"
+    return rows.same_constants(dyn, t.inputs) or t
+
+
+def _for_every_size(
+    g: Graph,
+    group: Group,
+    force: bool,
+    known: dict[str, Any] | None,
+    loss_key: str | None,
+    *,
+    name: str,
+    t: tr.Translation,
+) -> tuple[Decision, _Compiled | None]:
+    """A group for every size: one kernel (compiler.parametric_kernel), raced at every
+    round of samples and at sizes no sample has; kept only where it wins at all."""
+    ops, shapes = _describe(g, group)
+    compiled = _compile(g, group, name=name, sample=not force, t=t, every_size=True)
+    if force:
+        return Decision(ops, shapes, None, None, True, "forced, for every size"), compiled
+    if known is None:  # else a win remembered: compiled, not raced
+        known = _every_round(compiled, name=name, what=ops)
+    if loss_key is not None:
+        _store_decision(loss_key, known)
+    decision = _decision(ops, shapes, known)
+    log.debug("%s: %s, for every size", name, verdict(decision))
+    return decision, compiled
+
+
+def _every_round(compiled: _Compiled, *, name: str, what: str) -> dict[str, Any]:
+    """A node for every size raced at each round of samples, then at sizes no sample has:
+    the first loss, with its sizes, else the first round's win."""
+    dyn = _DYNAMIC.get()
+    assert dyn is not None
+    rounds = [(gk, dyn.describe_round(k)) for k, gk in enumerate(dyn.sample_graphs())]
+    rounds.append((dyn.other, ", ".join(f"{s}={n}" for s, n in dyn.other_sizes.items())))
+    first: dict[str, Any] | None = None
+    for gk, at in rounds:
+        there = _measured(gk, compiled, name=name, what=f"{what} at {at}, for every size", at=at)
+        if not _won(there):
+            why = there.get("why") or _ratio_why(there.get("ratio", 0.0))
+            return {**there, "why": f"{why} at {at}, for every size"}
+        first = first or there
+    assert first is not None
+    return first
 
 
 def _at_every_sample(
@@ -952,13 +1019,16 @@ def _declared(
     return inputs, declare
 
 
-def _measured(g: Graph, compiled: _Compiled, *, name: str, what: str) -> dict[str, Any]:
+def _measured(
+    g: Graph, compiled: _Compiled, *, name: str, what: str, at: str = ""
+) -> dict[str, Any]:
     """The compiled group's race against onnxruntime, from the cache when it was run
     before. Every outcome is remembered, a race that never settled included: it left the
     group with onnxruntime, which is never slower, and racing it again on every optimize
     spent the budget of a warm densenet121 (116 s). Only a steady race is a win (_won);
-    --remeasure races again."""
-    key = f"{compiled.attrs.kernel_key}:{_context_key()}"
+    --remeasure races again. `at` names the sizes of `g` where one node runs at several
+    (a node for every size)."""
+    key = f"{compiled.attrs.kernel_key}:{_context_key()}" + (f":{at}" if at else "")
     known = None if _now().remeasure else _known_decision(key)
     if compiled.unsampled:
         return {"why": f"not measured: {compiled.unsampled}"}
@@ -1057,9 +1127,11 @@ def _translate(
     *,
     types: Mapping[str, tr.ValueType] | None = None,
     declare: Mapping[str, tr.ValueType] | None = None,
+    named: Mapping[str, tuple[int | str, ...]] | None = None,
 ) -> tr.Translation:
     """The group's translation; a rows group's (`found`) declares its rows, with `types`
-    where they are not the graph's (another number of rows)."""
+    where they are not the graph's (another number of rows); a group for every size
+    declares its values' symbolic dimensions as sizes (`named`)."""
     return tr.translate(
         [g.node(n) for n in group.nodes],
         types=g.types if types is None else types,
@@ -1071,13 +1143,21 @@ def _translate(
         rows=found.values if found else (),
         row_dims=len(found.symbols) if found and found.symbols else 1,
         declare=declare,
+        named=named,
     )
 
 
 def _compile(
-    g: Graph, group: Group, *, name: str, sample: bool, t: tr.Translation | None = None
+    g: Graph,
+    group: Group,
+    *,
+    name: str,
+    sample: bool,
+    t: tr.Translation | None = None,
+    every_size: bool = False,
 ) -> _Compiled:
-    """The group translated (unless `t` is its translation) and compiled. With `sample`,
+    """The group translated (unless `t` is its translation) and compiled, for `g`'s sizes
+    or, with `every_size`, once for every size (its choices made at `g`'s). With `sample`,
     its runtime inputs get sample values for measuring (unless they would take more than
     _SAMPLE_MAX_BYTES); otherwise, or then, the compiler gets placeholders, which cost no
     memory: it reads only shapes."""
@@ -1112,7 +1192,10 @@ def _compile(
     bound = compiler.bind(fn, values)
     tuning = _TUNING.get()
     tuned = None if tuning is None else tuning.options(fn, values, "cpu")
-    kernel = compiler.kernel(bound, "cpu", tuned)
+    if every_size:
+        kernel: Kernel | ParametricKernel = compiler.parametric_kernel(bound, tuned)
+    else:
+        kernel = compiler.kernel(bound, "cpu", tuned)
     out_shapes, out_dtypes = bound.output_shapes, bound.output_dtypes
     attrs = NodeAttrs(
         source=t.source,
@@ -1126,6 +1209,7 @@ def _compile(
         output_dtypes=tuple(helper.np_dtype_to_tensor_dtype(d) for d in out_dtypes),
         output_shapes=tuple(tuple(s) for s in out_shapes),
         initializers=t.initializers,
+        every_size=every_size,
     )
     attrs = replace(attrs, kernel_key=kernel_key(attrs.attributes()))
     cc.adopt(attrs.kernel_key, kernel.library, stamp=_stamp())

@@ -157,9 +157,6 @@ def map_cpu(schedule: isl.Schedule, scop: Scop, options: MappingOptions) -> isl.
         return node
 
     root = walk(schedule.get_root(), False)
-    if scop.symbolic is not None:
-        # A local array's box is sized by the sizes, and C arrays on the stack are not.
-        return root.get_schedule()
     return localize(root.get_schedule(), scop)
 
 
@@ -170,7 +167,8 @@ def _mark_inner(
     reduce mark on its last loop), and how many levels below `node` the node returned
     lies. `parallel_here`: the band's first loop was just marked parallel."""
     down = 0
-    innermost = options.register_tile and not _has_band_below(node)
+    # Register and dot tiles are planned on the sizes (a scop for every size has none).
+    innermost = options.register_tile and not _has_band_below(node) and scop.symbolic is None
     dot = _dot_tile_start(node, scop) if innermost else None
     if dot == 0 and parallel_here:
         # The tile's output loop is the parallel loop, and a loop is one or the

@@ -181,6 +181,16 @@ def _inputs(
     return list(declare)
 
 
+def _check_outputs(outputs: Sequence[str], produced: set[str]) -> None:
+    if len(set(outputs)) != len(outputs):
+        raise TcError(f"outputs {list(outputs)} repeat a value")
+    for o in outputs:
+        if o not in produced:
+            raise Untranslatable(f"output '{o}' is not produced by the group")
+    if not outputs:
+        raise Untranslatable("the group has no outputs")
+
+
 def translate(
     nodes: Sequence[onnx.NodeProto],
     *,
@@ -194,6 +204,7 @@ def translate(
     rows: Collection[str] = (),
     declare: Mapping[str, ValueType] | None = None,
     row_dims: int = 1,
+    named: Mapping[str, tuple[int | str, ...]] | None = None,
 ) -> Translation:
     """One TC program for a group of nodes (in topological order).
 
@@ -210,7 +221,9 @@ def translate(
     row_names(row_dims) as their leading dimensions, so the program holds for any number
     of rows (graph/rows.py). `declare` lists the entry's parameters in order, with the types of
     those the group does not read (another translation's packed weights: every kernel of
-    a rows node takes the node's inputs).
+    a rows node takes the node's inputs). `named` declares inputs and outputs with these
+    shapes, sizes named where the model's dimensions are symbolic (a node for every size:
+    graph/symbols.py).
     """
     if not _IDENT.fullmatch(name) or _reserved(name):
         raise TcError(f"the entry name {name!r} is not a TC identifier")
@@ -219,18 +232,13 @@ def translate(
     ctx = Context(types, constants, pack_weights, opset, panel=panel)
     produced = {o for node in nodes for o in node.output if o}
     calls = _calls(nodes, ctx, produced)
-    if len(set(outputs)) != len(outputs):
-        raise TcError(f"outputs {list(outputs)} repeat a value")
-    for o in outputs:
-        if o not in produced:
-            raise Untranslatable(f"output '{o}' is not produced by the group")
-    if not outputs:
-        raise Untranslatable("the group has no outputs")
+    _check_outputs(outputs, produced)
 
     inputs = _inputs(calls, produced, declare)
     def_names = _def_names(calls, name)
     leading = row_names(row_dims)
-    ident = _Names({name, *def_names.values(), *(leading if rows else [])})
+    sizes = {d for shape in (named or {}).values() for d in shape if isinstance(d, str)}
+    ident = _Names({name, *def_names.values(), *(leading if rows else []), *sizes})
 
     packed_arrays = {new: array for new, array in ctx.packed.values()}
 
@@ -239,6 +247,8 @@ def translate(
             return BY_NUMPY[packed_arrays[value].dtype], packed_arrays[value].shape
         other = declare is not None and value in declare and value not in types
         dtype, shape = declare[value] if other else ctx.type(value)  # type: ignore[index]
+        if named is not None and value in named:
+            return BY_NUMPY[dtype], named[value]
         return BY_NUMPY[dtype], (*leading, *shape[row_dims:]) if value in rows else shape
 
     params = [f"{decl(*value_type(v))} {ident(v)}" for v in inputs]
