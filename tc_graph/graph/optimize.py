@@ -492,8 +492,11 @@ def _remembered(g: Graph, group: Group, force: bool) -> tuple[str | None, dict[s
 
 def _recall_key(g: Graph, t: tr.Translation) -> str:
     """The key a group's outcome is remembered under before it is compiled (see
-    _translation_key)."""
-    return f"loss:{_translation_key(g, t)}:{_context_key()}"
+    _translation_key); optimizing for every size, with the samples: a group that lost at
+    one of them may win with the model pinned at another."""
+    dyn = _DYNAMIC.get()
+    every = "" if dyn is None else f":every size at {dyn.describe()}"
+    return f"loss:{_translation_key(g, t)}:{_context_key()}{every}"
 
 
 def _recalled(known: Mapping[str, Any]) -> bool:

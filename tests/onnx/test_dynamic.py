@@ -110,7 +110,7 @@ def test_the_default_samples_of_a_batch_are_1_and_8() -> None:
 
 
 @pytest.mark.parametrize(
-    ("nodes", "out_shape", "why", "ops"),
+    ("nodes", "out_shape"),
     [
         (  # a reduction over the rows: the output does not lead with them
             [
@@ -118,8 +118,6 @@ def test_the_default_samples_of_a_batch_are_1_and_8() -> None:
                 helper.make_node("ReduceSum", ["m", "axis0"], ["y"], keepdims=1),
             ],
             [1, 8],
-            "its output 'y' does not lead with the rows its inputs have",
-            ["MatMul", "ReduceSum"],
         ),
         (  # a softmax across the rows: each output row reads every input row
             [
@@ -127,21 +125,40 @@ def test_the_default_samples_of_a_batch_are_1_and_8() -> None:
                 helper.make_node("Softmax", ["m"], ["y"], axis=0),
             ],
             ["batch", 8],
-            "whose range depends on the rows",
-            [TC_OP, "Softmax"],  # its MatMul is a part of its own
         ),
     ],
 )
-def test_a_group_whose_rows_depend_on_each_other_stays(
-    nodes: list[onnx.NodeProto], out_shape: list[int | str], why: str, ops: list[str]
+def test_a_group_whose_rows_depend_on_each_other_is_one_kernel_for_every_size(
+    nodes: list[onnx.NodeProto], out_shape: list[int | str]
 ) -> None:
+    """No rows node can run it in chunks: its kernel takes the batch as a size."""
     model = _model(nodes, out_shape)
     out = tg.optimize(model, force=True)
-    assert [n.op_type for n in out.graph.node] == ops
+    (node,) = _tc_nodes(out)
+    attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+    assert list(attrs["every_size"]) == [1] and "row_sizes" not in attrs
     (decisions,) = [p.value for p in out.metadata_props if p.key == "tc_graph.decisions"]
-    whole = json.loads(decisions)[0]
-    assert not whole["fused"] and why in whole["why"]
-    _same_at(out, model, [{"batch": n} for n in (1, 3)])
+    assert [d["why"] for d in json.loads(decisions)] == ["forced, for every size"]
+    _same_at(out, model, [{"batch": n} for n in (1, 3, 8, 13)])
+
+
+def test_a_group_of_a_product_of_symbols_stays() -> None:
+    """A Reshape that flattens (batch, 4) into one dimension follows no single symbol:
+    neither a rows node (the rows read each other) nor a node for every size."""
+    model = _model(
+        [
+            helper.make_node("MatMul", ["x", "w"], ["m"]),
+            helper.make_node("Reshape", ["m", "flat"], ["r"]),
+            helper.make_node("Softmax", ["r"], ["y"], axis=0),
+        ],
+        ["batch4", 2],
+    )
+    model.graph.initializer.append(numpy_helper.from_array(np.array([-1, 2], np.int64), "flat"))
+    out = tg.optimize(model, force=True)
+    assert _tc_nodes(out) == []
+    (decisions,) = [p.value for p in out.metadata_props if p.key == "tc_graph.decisions"]
+    why = "dimension 0 of 'r' follows no single symbolic dimension (32 at the samples, 60 at"
+    assert all(why in d["why"] for d in json.loads(decisions))
 
 
 def test_the_dlrm_export_with_a_dynamic_batch_fuses_and_matches() -> None:
@@ -152,19 +169,14 @@ def test_the_dlrm_export_with_a_dynamic_batch_fuses_and_matches() -> None:
 
 
 def test_the_bert_export_fuses_over_batch_and_sequence() -> None:
-    """Groups whose values lead with (batch, seq) take its pairs as rows; the attention's,
-    whose Reshape targets are computed from the batch, stay with onnxruntime."""
+    """Every group, its attention's included (a softmax over the sequence, Reshapes whose
+    targets are the batch and sequence): forced, each becomes a node for every size."""
     path = MODELS / "torch_bert_dyn.onnx"
     out = tg.optimize(path, force=True, shapes={"batch": [2, 1], "seq": [8]})
     nodes = _tc_nodes(out)
-    assert len(nodes) >= 4
-    flags = {
-        tuple(helper.get_attribute_value(a))
-        for n in nodes
-        for a in n.attribute
-        if a.name == "row_tensors"
-    }
-    assert any(2 in f for f in flags)
+    assert nodes and not any(n.op_type == "MatMul" for n in out.graph.node)
+    kinds = {a.name for n in nodes for a in n.attribute if a.name in ("every_size", "row_sizes")}
+    assert "every_size" in kinds
     sizes = [(1, 16), (3, 5), (2, 8), (7, 13)]
     _same_at(out, onnx.load(path), [{"batch": b, "seq": q} for b, q in sizes])
 
@@ -226,7 +238,7 @@ def test_a_group_is_kept_only_when_it_wins_at_every_size_raced(
     leaves the group with onnxruntime, saying where it lost."""
     from tc_graph.graph import optimize as opt
 
-    def measured(g: object, compiled: object, *, name: str, what: str) -> dict:
+    def measured(g: object, compiled: object, *, name: str, what: str, at: str = "") -> dict:
         ratio = 0.5 if what.endswith(losing) else 2.0
         return {"ratio": ratio, "fused_us": 10.0, "ort_us": 10.0 * ratio}
 
@@ -236,6 +248,28 @@ def test_a_group_is_kept_only_when_it_wins_at_every_size_raced(
     assert _tc_nodes(out) == []
     (decisions,) = [p.value for p in out.metadata_props if p.key == "tc_graph.decisions"]
     assert [d["why"] for d in json.loads(decisions)] == [why]
+
+
+def test_a_decision_for_every_size_is_not_recalled_for_one_size(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A group that lost at batch=1 when optimized for every size may win with the batch
+    pinned at 8: what was remembered for the one is not the other's outcome."""
+    from tc_graph.graph import optimize as opt
+
+    monkeypatch.setenv("TC_GRAPH_CACHE", str(tmp_path))
+
+    def measured(g: object, compiled: object, *, name: str, what: str, at: str = "") -> dict:
+        ratio = 0.5 if "batch=1" in what else 2.0
+        return {"ratio": ratio, "fused_us": 10.0, "ort_us": 10.0 * ratio}
+
+    monkeypatch.setattr(opt, "_measured", measured)
+    monkeypatch.setattr(opt, "_calibration", lambda: None)
+    monkeypatch.setattr(opt, "_keep_what_pays_whole", lambda *a, **k: None)
+    dynamic = tg.optimize(_mlp(), shapes={"batch": [8, 1]})
+    assert _tc_nodes(dynamic) == []
+    pinned = tg.optimize(_mlp(), fix_shapes={"batch": 8})
+    assert len(_tc_nodes(pinned)) == 1, _summary(pinned)
 
 
 def test_a_kernel_for_another_size_that_fails_leaves_the_group_unfused(
