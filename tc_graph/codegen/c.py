@@ -24,7 +24,7 @@ from ..options import AVX512, MappingOptions, VectorUnit
 from ..poly.contraction import Blocking, Packing, blocking, packing, window
 from ..poly.marks import Local, Loop, LoopMark, Mark, in_tree, is_loop, of_node
 from ..poly.proof import annotated_ast, children, loop_depth, loop_parallel, refuse
-from ..poly.scop import Scop, ScopStmt
+from ..poly.scop import Scop, ScopStmt, sampled
 from .expr import C_OPENMP, Dialect, acc_start, cname, combine, helper_lines, identity
 from .outer import OuterKernel, outer_items, print_kernel
 from .phases import phase_kernel
@@ -278,8 +278,11 @@ class _Printer(StatementPrinter):
             self.vector_rhs(st, {**e, **names}, j, "(j0)", {}) is None for e in envs
         ):  # fmt: skip
             return False
+        nest = _TileNest(st, tuple(envs), names, tuple(reds), self.loop_ranges(st))
+        if self.scop.symbolic is not None:
+            self.tiles_every_size(nest, vectors, depth)
+            return True
         # Full tiles, then one tile of the whole vectors left, then the last columns.
-        nest = _TileNest(st, tuple(envs), names, tuple(reds), ranges)
         tile = width * vectors
         full, rest = divmod(jhi - jlo, tile)
         self.out(depth, f"for (int j0 = {jlo}; j0 < {jlo + full * tile}; j0 += {tile}) {{")
@@ -341,6 +344,34 @@ class _Printer(StatementPrinter):
         for e, names_r in zip(envs, accs, strict=True):
             for acc, at in zip(names_r, lanes, strict=True):
                 self.out(depth, f"*(tc_vfu *)&{out}[{row(e, at)}] = {acc};")
+
+    def tiles_every_size(self, nest: _TileNest, vectors: int, depth: int) -> None:
+        """A register tile's columns in a kernel for every size: full tiles, then single
+        vectors, then the columns left one at a time (how many of each, the sizes say)."""
+        j = nest.st.source.lhs[-1]
+        lo, hi = nest.ranges[j]
+        width = self.options.vector_width
+        tile = width * vectors
+        self.out(depth, f"{{ int j0 = {lo};")
+        self.out(depth + 1, f"for (; j0 + {tile} <= {hi}; j0 += {tile}) {{")
+        self.vector_tile(nest, vectors, depth + 2)
+        self.out(depth + 1, "}")
+        if vectors > 1:
+            self.out(depth + 1, f"for (; j0 + {width} <= {hi}; j0 += {width}) {{")
+            self.vector_tile(nest, 1, depth + 2)
+            self.out(depth + 1, "}")
+        self.out(depth + 1, f"for (int _c = j0; _c < {hi}; _c++) {{")
+        src = nest.st.source
+        for e in nest.envs:
+            at = [("_c" if v == j else e[v]) for v in src.lhs]
+            target = f"{cname(src.tensor)}[{self.linear(src.tensor, at)}]"
+            self.out(depth + 2, f"{{ float t0 = {target};")
+            with self.reduction_loops(nest, depth + 3) as d:
+                rhs = self.expr(src.rhs, {**e, j: "_c", **nest.names})
+                self.out(d, f"t0 += (float)({rhs});")
+            self.out(depth + 2, f"{target} = t0; }}")
+        self.out(depth + 1, "}")
+        self.out(depth, "}")
 
     def column_tail(self, nest: _TileNest, start: int, depth: int) -> None:
         """The columns after the last whole vector: a scalar accumulator per row and
@@ -417,13 +448,22 @@ class _Printer(StatementPrinter):
             self.out(depth, "}")
 
     def ranges(self, st: ScopStmt) -> dict[str, tuple[int, int]]:
-        """The box of a statement's domain (domains are boxes): v -> [lo, hi)."""
+        """The box of a statement's domain (domains are boxes): v -> [lo, hi); in a kernel
+        for every size, at its sample (for choices only: loop_ranges prints)."""
         out = {}
+        domain = sampled(self.scop, st.domain)
         for k, v in enumerate(st.iterators):
-            lo = st.domain.dim_min_val(k).to_python()
-            hi = st.domain.dim_max_val(k).to_python() + 1
+            lo = domain.dim_min_val(k).to_python()
+            hi = domain.dim_max_val(k).to_python() + 1
             out[v] = (lo, hi)
         return out
+
+    def loop_ranges(self, st: ScopStmt) -> Mapping[str, tuple[int | str, int | str]]:
+        """The box of a statement's domain as the code runs it: numbers, or in a kernel
+        for every size, C expressions of its sizes."""
+        if self.scop.symbolic is None:
+            return self.ranges(st)
+        return {v: self.range_text(st, v) for v in st.iterators}
 
     def range_text(self, st: ScopStmt, v: str) -> tuple[str, str]:
         """A statement's range of iterator v, [lo, hi), as C: numbers, or in a kernel for
@@ -1072,7 +1112,7 @@ class _TileNest:
     envs: tuple[Mapping[str, str], ...]
     names: Mapping[str, str]
     reds: tuple[str, ...]
-    ranges: Mapping[str, tuple[int, int]]
+    ranges: Mapping[str, tuple[int | str, int | str]]
 
 
 def _blocks(lo: int, hi: int, size: int) -> list[tuple[int, int]]:

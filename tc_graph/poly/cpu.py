@@ -17,7 +17,7 @@ import islpy as isl
 from ..options import MappingOptions
 from .local import localize
 from .marks import Loop, LoopMark, insert
-from .scop import Scop, ScopStmt
+from .scop import Scop, ScopStmt, sampled
 
 _CTX = isl.DEFAULT_CONTEXT
 _BAND = isl.schedule_node_type.band
@@ -103,7 +103,8 @@ def _register_tile_start(node: isl.ScheduleNode, scop: Scop, width: int) -> int 
     if st.kind != "update" or src.op != "+" or not src.lhs or its[-1] != src.lhs[-1]:
         return None
     k = st.iterators.index(its[-1])
-    extent = st.domain.dim_max_val(k).to_python() - st.domain.dim_min_val(k).to_python() + 1
+    domain = sampled(scop, st.domain)
+    extent = domain.dim_max_val(k).to_python() - domain.dim_min_val(k).to_python() + 1
     if extent < width:
         return None
     start = len(its) - 1
@@ -167,9 +168,9 @@ def _mark_inner(
     reduce mark on its last loop), and how many levels below `node` the node returned
     lies. `parallel_here`: the band's first loop was just marked parallel."""
     down = 0
-    # Register and dot tiles are planned on the sizes (a scop for every size has none).
-    innermost = options.register_tile and not _has_band_below(node) and scop.symbolic is None
-    dot = _dot_tile_start(node, scop) if innermost else None
+    innermost = options.register_tile and not _has_band_below(node)
+    # A dot tile is planned on the sizes: a scop for every size has none.
+    dot = _dot_tile_start(node, scop) if innermost and scop.symbolic is None else None
     if dot == 0 and parallel_here:
         # The tile's output loop is the parallel loop, and a loop is one or the
         # other: each thread's dot products reduce in vectors instead (a batch-1

@@ -539,6 +539,12 @@ def build_scop(
     return Scop(program, dict(sizes), dict(shapes), statements, deps, symbolic)
 
 
+def sampled(scop: Scop, s: isl.Set) -> isl.Set:
+    """s at the scop's sizes: itself, or in a scop for every size, at the sample where
+    its size-dependent choices are made."""
+    return s if scop.symbolic is None else s.intersect_params(scop.symbolic.sample)
+
+
 def symbolic_for(program: ir.Program, sample: Mapping[str, int]) -> Symbolic:
     """The sizes a kernel for every size reads (the program's parameters that are not
     constants), its tensors' extents as exact C text over them (isl's, for every size
