@@ -274,9 +274,7 @@ _C_NAMES = re.compile(
 
 def for_every_size(options: MappingOptions) -> MappingOptions:
     """The options of a kernel for every size: unrolled loops and prefetches, whose plans
-    read the sizes, are off (so are register and dot tiles and contraction kernels:
-    poly/cpu.py and scop_every_size leave them out; a register tile's vector reductions
-    stay)."""
+    read the sizes, are off (so are contraction kernels: scop_every_size leaves them out)."""
     return replace(options, unroll=1, prefetch_distance=0)
 
 
@@ -304,12 +302,17 @@ def _check_size_names(program: ir.Program) -> None:
             )
 
 
-def scop_every_size(prepared: Prepared) -> Scop:
-    """The scop for every size, sampled at the prepared call's sizes."""
+def scop_every_size(prepared: Prepared, options: MappingOptions) -> Scop:
+    """The scop for every size, sampled at the prepared call's sizes (1 x C dot tiles
+    where register tiles are on)."""
     p = prepared
     _check_size_names(p.program)
     return build_scop(
-        p.program, p.sizes, p.shapes, contractions=False, symbolic=symbolic_for(p.program, p.sizes)
+        p.program,
+        p.sizes,
+        p.shapes,
+        contractions=options.register_tile > 0,
+        symbolic=symbolic_for(p.program, p.sizes),
     )
 
 
@@ -332,7 +335,7 @@ def parametric_kernel(bound: Bound, options: MappingOptions | None = None) -> Pa
     )
 
     def generate() -> str:
-        s = scop_every_size(prepared)
+        s = scop_every_size(prepared, options)
         tree = mapped(s, schedule(s, "cpu", options), "cpu", options)
         return text(s, tree, "cpu", options, cc.vector_unit()).text
 

@@ -670,10 +670,13 @@ class _Printer(StatementPrinter):
         env = {v: a for v, a in zip(st.iterators, args, strict=True) if a not in loops}
         if set(st.iterators) - set(env) != {plan.cols, plan.red}:
             return False
-        ranges = self.ranges(st)
-        (blo, bhi), (rlo, rhi) = ranges[plan.cols], ranges[plan.red]
         cap = 2 * max(1, min(self.options.register_tile, 4))
         names = {plan.cols: "_b", plan.red: "_r"}
+        if self.scop.symbolic is not None:
+            self.dots_every_size(st, env, names, cap, depth)
+            return True
+        ranges = self.ranges(st)
+        (blo, bhi), (rlo, rhi) = ranges[plan.cols], ranges[plan.red]
         self.out(depth, "{")
         self.blocked_loop(
             "bi",
@@ -687,6 +690,21 @@ class _Printer(StatementPrinter):
         self.out(depth, "}")
         return True
 
+    def dots_every_size(
+        self, st: ScopStmt, env: Mapping[str, str], names: Mapping[str, str], cap: int, depth: int
+    ) -> None:
+        """inner_dot in a kernel for every size: tiles of `cap` outputs, then one output at
+        a time, as many of each as the sizes give."""
+        plan = st.contraction
+        assert plan is not None
+        (blo, bhi), (rlo, rhi) = self.range_text(st, plan.cols), self.range_text(st, plan.red)
+        self.out(depth, f"{{ int b0 = {blo};")
+        for n, step in ((cap, f"b0 + {cap} <= {bhi}"), (1, f"b0 < {bhi}")):
+            self.out(depth + 1, f"for (; {step}; b0 += {n}) {{")
+            self.dot_tile(st, env, names, 1, n, rlo, rhi, depth + 2, first=False)
+            self.out(depth + 1, "}")
+        self.out(depth, "}")
+
     def dot_tile(
         self,
         st: ScopStmt,
@@ -694,17 +712,23 @@ class _Printer(StatementPrinter):
         names: Mapping[str, str],
         rows_n: int,
         cols_n: int,
-        rlo: int,
-        rhi: int,
+        rlo: int | str,
+        rhi: int | str,
         d: int,
         *,
         first: bool,
     ) -> None:
         """The rows_n x cols_n outputs at (a0, b0) over reductions [rlo, rhi): vector dot
-        products sharing loads, a masked last vector, then the lane sums and the tail."""
+        products sharing loads, a masked last vector (where the range is numbers), then
+        the lane sums and the tail."""
         plan = st.contraction
         assert plan is not None
         width = self.options.vector_width
+        if isinstance(rlo, str) or isinstance(rhi, str):
+            lo, hi = self.ranges(st)[plan.red]  # the sample's, for choices only
+            fixed = False
+        else:
+            lo, hi, fixed = rlo, rhi, True
         tile = [(i, j) for i in range(rows_n) for j in range(cols_n)]
         for i, j in tile:
             self.out(d, f"tc_vf acc{i}_{j} = {{0}};")
@@ -712,8 +736,8 @@ class _Printer(StatementPrinter):
         self.out(d, f"for (; r0 + {width} <= {rhi}; r0 += {width}) {{")
         self.tile_step(st, env, names, tile, "r0", d + 1, mask=None)
         self.out(d, "}")
-        tail = (rhi - rlo) % width
-        if tail and rhi - rlo >= width:
+        tail = (hi - lo) % width
+        if fixed and tail and hi - lo >= width:
             # The last partial vector: one more step over the final `width` elements, the
             # lanes the loop already summed masked off.
             lanes = ", ".join("1.0f" if k >= width - tail else "0.0f" for k in range(width))
@@ -723,7 +747,7 @@ class _Printer(StatementPrinter):
         accs = [f"acc{i}_{j}" for i, j in tile]
         # Short dot products are dominated by their horizontal sums: reduce them together.
         # (Long ones measured faster with one sum each: less pressure on the registers.)
-        sums = self.lane_sums(accs, d) if rhi - rlo < 256 else [f"tc_hsum({a})" for a in accs]
+        sums = self.lane_sums(accs, d) if hi - lo < 256 else [f"tc_hsum({a})" for a in accs]
         for (i, j), total in zip(tile, sums, strict=True):
             self.finish_dot(
                 st, self.tile_env(st, env, names, i, j), total, "r0", rhi, d, first=first
@@ -819,7 +843,7 @@ class _Printer(StatementPrinter):
         env: Mapping[str, str],
         total: str,
         r0: str,
-        rhi: int,
+        rhi: int | str,
         depth: int,
         *,
         first: bool,

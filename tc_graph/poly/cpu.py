@@ -169,8 +169,7 @@ def _mark_inner(
     lies. `parallel_here`: the band's first loop was just marked parallel."""
     down = 0
     innermost = options.register_tile and not _has_band_below(node)
-    # A dot tile is planned on the sizes: a scop for every size has none.
-    dot = _dot_tile_start(node, scop) if innermost and scop.symbolic is None else None
+    dot = _dot_tile_start(node, scop) if innermost else None
     if dot == 0 and parallel_here:
         # The tile's output loop is the parallel loop, and a loop is one or the
         # other: each thread's dot products reduce in vectors instead (a batch-1

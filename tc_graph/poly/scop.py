@@ -478,10 +478,11 @@ def build_scop(
     long ones become single "contract" statements, which need a nest of their own (our
     scheduler gives them one; isl's may fuse or skew them, so it is given none). A
     contract statement that starts from the statement before it (a bias) takes its place.
-    A scop for every size has none of these forms yet: their plans read the sizes."""
+    A scop for every size has no contract statements yet (their kernels' plans read the
+    sizes); its 1 x C tiles are planned at the sample."""
     sym = program if symbolic is not None else None
-    contractions = contractions and sym is None
     prepared = _prepared(program, sizes, shapes, sym is not None)
+    kernels = kernels and sym is None
     contracts = _contracts(program, prepared, shapes) if contractions and kernels else {}
     folded = {n - 1 for n, c in contracts.items() if c.start is not None}
     folded |= {n + 1 for n, c in contracts.items() if c.end is not None}
