@@ -62,7 +62,7 @@ class TcFunction:
     ) -> Kernel | ParametricKernel:
         """A kernel specialized on these arguments' shapes, dtypes and integer scalars;
         with `parametric`, one for every shape (dtypes and integer scalars fixed) whose
-        size-dependent choices are made at these arguments' sizes (docs/api.md)."""
+        size-dependent choices are made at these arguments' sizes (docs/cpu.md)."""
         target = _target(target)
         if target == "reference":
             raise TcError(

@@ -215,20 +215,32 @@ def source(
     return text(s, mapped(s, schedule(s, target, options), target, options), target, options, unit)
 
 
+def _library_key(
+    bound: Bound, prepared: Prepared, options: MappingOptions, *, every_size: bool = False
+) -> str:
+    """A CPU library's cache key: for these shapes, or for every size (the ranks, and the
+    sample's sizes, where its choices are made)."""
+    d, arrays = bound.checked, bound.arrays
+    sizes = bound.sizes if every_size else {n: bound.sizes[n] for n in d.index_scalars}
+    return cc.cache_key(
+        code_version(),
+        "cpu-every-size" if every_size else "cpu",
+        canonical(prepared.program.source)[0],
+        d.name,
+        repr(sorted((n, str(arrays[n].dtype), arrays[n].ndim if every_size else arrays[n].shape)
+                    for n in d.inputs)),
+        repr(sorted(sizes.items())),
+        options.to_json(),
+    )  # fmt: skip
+
+
 def library(bound: Bound, prepared: Prepared, options: MappingOptions) -> Path:
     """The CPU kernel's shared library: the cache's, or generated and built now (in a
     child process under a compile_timeout)."""
-    d = bound.checked
-    key = cc.cache_key(
-        code_version(),
-        "cpu",
-        canonical(prepared.program.source)[0],
-        d.name,
-        repr(sorted((n, str(bound.arrays[n].dtype), bound.arrays[n].shape) for n in d.inputs)),
-        repr(sorted((n, bound.sizes[n]) for n in d.index_scalars)),
-        options.to_json(),
+    key = _library_key(bound, prepared, options)
+    return library_for(
+        key, bound.checked.name, lambda: source(prepared, "cpu", options, cc.vector_unit()).text
     )
-    return library_for(key, d.name, lambda: source(prepared, "cpu", options, cc.vector_unit()).text)
 
 
 def kernel(bound: Bound, target: str, options: MappingOptions | None = None) -> Kernel:
@@ -264,7 +276,8 @@ def kernel(bound: Bound, target: str, options: MappingOptions | None = None) -> 
 # Names the C of a kernel for every size uses itself: a size of one of these names could
 # not be declared as the C variable its loop bounds read.
 _C_NAMES = re.compile(
-    r"(?:[arc]\d+|t_.*|tc_.*|args|sizes|check|err|code|done|acc|v|min|max|floord|"
+    r"(?:[abcjrt]\d+|_.*|t_.*|tc_.*|acc.*|args|sizes|temps|phase|check|err|code|done|v|s|lo|"
+    r"hi|bi|mask|min|max|floord|INFINITY|NAN|"
     r"auto|break|case|char|const|continue|default|do|double|else|enum|extern|float|for|goto|"
     r"if|inline|int|long|register|restrict|return|short|signed|sizeof|static|struct|switch|"
     r"typedef|union|unsigned|void|volatile|while|exp|log|sqrt|tanh|fabs|pow|erf|free|malloc|"
@@ -324,15 +337,7 @@ def parametric_kernel(bound: Bound, options: MappingOptions | None = None) -> Pa
     prepared = prepare_every_size(bound)
     _check_size_names(prepared.program)
     d = bound.checked
-    key = cc.cache_key(
-        code_version(),
-        "cpu-every-size",
-        canonical(prepared.program.source)[0],
-        d.name,
-        repr(sorted((n, str(bound.arrays[n].dtype), bound.arrays[n].ndim) for n in d.inputs)),
-        repr(sorted(bound.sizes.items())),
-        options.to_json(),
-    )
+    key = _library_key(bound, prepared, options, every_size=True)
 
     def generate() -> str:
         s = scop_every_size(prepared, options)

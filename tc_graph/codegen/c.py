@@ -1057,7 +1057,8 @@ class _Printer(StatementPrinter):
         """A temporary's elements as C, at least one (malloc(0) may return NULL)."""
         if self.scop.symbolic is None:
             return str(max(1, math.prod(self.scop.shapes[tensor])))
-        dims = [self.extent(tensor, k) for k in range(self.program.tensors[tensor].rank)]
+        rank = self.program.tensors[tensor].rank
+        dims = [f"max((int64_t)0, (int64_t){self.extent(tensor, k)})" for k in range(rank)]
         return f"max((int64_t)1, {' * '.join(['(int64_t)1', *dims])})"
 
     def shared_temps(self) -> list[str]:

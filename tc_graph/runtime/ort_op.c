@@ -1267,18 +1267,26 @@ static ort_status *value_matches(const tc_kernel *k, const ort_value *value, int
     return NULL;
 }
 
+/* Input i of the run; an error where onnxruntime gives none. */
+static ort_status *input_value(const tc_kernel *k, const ort_kernel_context *ctx, int32_t i,
+                               const ort_value **value) {
+    ort_status *st = ORT_CALL(k->api, SLOT_KERNEL_CONTEXT_GET_INPUT, context_input_fn)(
+        ctx, (size_t)i, value);
+    if (st) return st;
+    if (!*value)
+        return error(k->api, ORT_INVALID_ARGUMENT, "tc_graph kernel '%s': input %d is missing",
+                     k->entry, (int)i);
+    return NULL;
+}
+
 /* Input i's element type and dimensions against the kernel's (with the leading dimensions
  * `lead` where that is not NULL); its data pointer in *data. */
 static ort_status *bind_input(const tc_kernel *k, const ort_kernel_context *ctx, int32_t i,
                               const tc_lead *lead, void **data) {
     const ort_api *api = k->api;
     const ort_value *value = NULL;
-    ort_status *st = ORT_CALL(api, SLOT_KERNEL_CONTEXT_GET_INPUT, context_input_fn)(ctx, (size_t)i,
-                                                                                 &value);
+    ort_status *st = input_value(k, ctx, i, &value);
     if (st) return st;
-    if (!value)
-        return error(api, ORT_INVALID_ARGUMENT, "tc_graph kernel '%s': input %d is missing",
-                     k->entry, (int)i);
     int dtype = 0, same = 0;
     size_t rank = 0;
     int64_t dims[TC_MAX_RANK];
@@ -1490,12 +1498,8 @@ static ort_status *input_dims(const tc_kernel *k, const ort_kernel_context *ctx,
                               int64_t *dims) {
     const ort_api *api = k->api;
     const ort_value *value = NULL;
-    ort_status *st = ORT_CALL(api, SLOT_KERNEL_CONTEXT_GET_INPUT, context_input_fn)(ctx, (size_t)i,
-                                                                                 &value);
+    ort_status *st = input_value(k, ctx, i, &value);
     if (st) return st;
-    if (!value)
-        return error(api, ORT_INVALID_ARGUMENT, "tc_graph kernel '%s': input %d is missing",
-                     k->entry, (int)i);
     ort_type_shape *info = NULL;
     st = ORT_CALL(api, SLOT_GET_TENSOR_TYPE_AND_SHAPE, type_and_shape_fn)(value, &info);
     if (st) return st;

@@ -1,7 +1,7 @@
 """Kernels for every size: one library that serves every shape its program allows.
 
 The library's entry point reads the sizes as an argument (`tc_kernel(args, sizes, check,
-err)`, ABI version 2, docs/api.md). A call binds its arguments, and the first call at
+err)`, ABI version 2, docs/cpu.md). A call binds its arguments, and the first call at
 new sizes checks the program's preconditions and computes the output shapes once; later
 calls at those sizes look them up. Nothing is compiled again.
 """

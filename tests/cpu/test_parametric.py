@@ -116,9 +116,10 @@ def test_integer_scalar_is_a_constant_of_the_kernel() -> None:
         kernel(np.ones(5, np.float32), 4)
 
 
-def test_size_named_like_the_generated_c_is_refused() -> None:
-    fn = tg.define("def f(float(v) A) -> (O) { O(i) = A(i) }").f
-    with pytest.raises(tg.TcError, match=r"size 'v' has a name the generated C uses"):
+@pytest.mark.parametrize("name", ["v", "s", "j0", "acc", "lo"])
+def test_size_named_like_the_generated_c_is_refused(name: str) -> None:
+    fn = tg.define(f"def f(float({name}) A) -> (O) {{ O(i) = A(i) }}").f
+    with pytest.raises(tg.TcError, match=rf"size '{name}' has a name the generated C uses"):
         fn.compile(np.ones(3, np.float32), parametric=True)
 
 
