@@ -286,9 +286,9 @@ _C_NAMES = re.compile(
 
 
 def for_every_size(options: MappingOptions) -> MappingOptions:
-    """The options of a kernel for every size: unrolled loops and prefetches, whose plans
-    read the sizes, are off (so are contraction kernels: scop_every_size leaves them out)."""
-    return replace(options, unroll=1, prefetch_distance=0)
+    """The options of a kernel for every size: unrolled loops, whose plans read the sizes,
+    are off (so are contraction kernels: scop_every_size leaves them out)."""
+    return replace(options, unroll=1)
 
 
 def prepare_every_size(bound: Bound) -> Prepared:
