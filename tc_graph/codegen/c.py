@@ -407,6 +407,10 @@ class _Printer(StatementPrinter):
             return False
         first, step = ast_int(node.for_get_init()), ast_int(node.for_get_inc())
         bound = ast_int(node.for_get_cond().get_op_arg(1))
+        capped = None
+        if bound is None and self.scop.symbolic is not None:
+            capped = _capped(node.for_get_cond().get_op_arg(1))
+            bound = capped[0] if capped else None
         if first is None or step is None or bound is None:
             return False
         last = bound if node.for_get_cond().get_op_type() == isl.ast_expr_op_type.le else bound - 1
@@ -414,7 +418,30 @@ class _Printer(StatementPrinter):
         if not 2 <= len(values) <= _MAX_ROWS:
             return False
         it = node.for_get_iterator().to_C_str()
-        return self.register_tile(body.mark_get_node(), depth, rows=(it, values))
+        if capped is None:
+            return self.register_tile(body.mark_get_node(), depth, rows=(it, values))
+        return self.rows_every_size(node, depth, (it, values), f"({capped[1]}) >= {bound}")
+
+    def rows_every_size(
+        self, node: isl.AstNode, depth: int, rows: tuple[str, Sequence[int]], full: str
+    ) -> bool:
+        """row_tile in a kernel for every size, whose row loop runs min(n, e) rows: the
+        tile of all n rows where the sizes give them (`full`), else the loop as it is."""
+        saved, self.lines = self.lines, []
+        tiled = self.register_tile(node.for_get_body().mark_get_node(), depth + 1, rows=rows)
+        lines, self.lines = self.lines, saved
+        if not tiled:
+            return False
+        self.out(depth, f"if ({full}) {{")
+        self.lines += lines
+        self.out(depth, "} else {")
+        self.out(depth + 1, self.for_header(node) + " {")
+        self.loops_open += 1
+        self.node(node.for_get_body(), depth + 2)
+        self.loops_open -= 1
+        self.out(depth + 1, "}")
+        self.out(depth, "}")
+        return True
 
     def prefetch(
         self,
@@ -1138,6 +1165,21 @@ class _TileNest:
     names: Mapping[str, str]
     reds: tuple[str, ...]
     ranges: Mapping[str, tuple[int | str, int | str]]
+
+
+def _capped(e: isl.AstExpr) -> tuple[int, str] | None:
+    """(n, e) of a loop bound `min(n, e)` of isl's AST (a tile's last rows, in a kernel for
+    every size), e as C; None for any other bound."""
+    if e.get_type() != isl.ast_expr_type.op or e.get_op_type() != isl.ast_expr_op_type.min:
+        return None
+    if e.get_op_n_arg() != 2:
+        return None
+    args = [e.get_op_arg(0), e.get_op_arg(1)]
+    for k in range(2):
+        n = ast_int(args[k])
+        if n is not None and ast_int(args[1 - k]) is None:
+            return n, args[1 - k].to_C_str()
+    return None
 
 
 def _blocks(lo: int, hi: int, size: int) -> list[tuple[int, int]]:
