@@ -38,7 +38,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from .. import compiler, timing
+from .. import compiler, ir, timing
 from ..api import define_entry
 from ..compare import mismatch
 from ..errors import TcError, TcWarning
@@ -58,6 +58,7 @@ from .model import Graph, input_symbols, symbolic_dims
 from .partition import Group, candidate_groups, components, excluded, is_convex, make_group
 from .rewrite import (
     EVERY_SIZE,
+    EVERY_SIZE_AT,
     KEY_INTS,
     KEY_STRINGS,
     ROW_INTS,
@@ -66,6 +67,7 @@ from .rewrite import (
     make_tc_node,
     rewrite,
     row_source,
+    special_key,
     variant_key,
 )  # fmt: skip
 
@@ -1695,10 +1697,14 @@ class _NodeSpec:
     row_tensors: tuple[int, ...] = ()
     row_sources: Mapping[int, str] = field(default_factory=dict)  # sizes with their own
     every_size: bool = False  # one kernel for every size; the shapes are its sample's
+    every_size_at: tuple[int, ...] = ()  # its specialised kernels' sizes, one after another
 
     def variants(self) -> list[_NodeSpec]:
         """One spec per kernel the node needs: itself, or a rows node's one per size, under
-        its variant key, with the rows its flagged tensors lead with."""
+        its variant key, with the rows its flagged tensors lead with; a node for every size
+        adds its specialised kernels."""
+        if self.every_size:
+            return [self, *self.specialised()]
         if not self.rows:
             return [self]
         first = (0, len(self.shapes[0]))
@@ -1715,6 +1721,36 @@ class _NodeSpec:
                     shapes=(side(0, r), side(1, r)), rows=(), row_sources={})
             for r in self.rows
         ]  # fmt: skip
+
+    def specialised(self) -> list[_NodeSpec]:
+        """A node for every size's kernels of fixed shapes, one per list of sizes in
+        every_size_at (the kernel's sizes in the order of its program's), under
+        special_key, with the shapes those sizes give its inputs and outputs."""
+        if not self.every_size_at:
+            return []
+        fn = define_entry(self.source, self.entry)
+        if fn is None:
+            raise TcError(f"TcKernel '{self.key}' names entry '{self.entry}', which its source "
+                          "does not define")  # fmt: skip
+        names = fn.program_for({}).size_params
+        if len(self.every_size_at) % max(1, len(names)):
+            raise TcError(f"TcKernel '{self.key}': every_size_at is not a whole number of "
+                          f"lists of its {len(names)} sizes")  # fmt: skip
+        out = []
+        at = self.every_size_at
+        for k in range(len(at) // max(1, len(names))):
+            sizes = dict(zip(names, at[k * len(names) : (k + 1) * len(names)], strict=True))
+            dims = [fn.checked.tensors[n].dims or () for n in fn.checked.inputs]
+            inputs = tuple(
+                tuple(sizes[d.name] if isinstance(d, ir.Size) else int(d.value) for d in ds)
+                for ds in dims
+            )
+            arrays = [_placeholder(np.dtype(helper.tensor_dtype_to_np_dtype(t)), s)
+                      for t, s in zip(self.dtypes[0], inputs, strict=True)]  # fmt: skip
+            outputs = tuple(tuple(s) for s in compiler.bind(fn, arrays).output_shapes)
+            out.append(replace(self, key=special_key(self.key, k), every_size=False,
+                               every_size_at=(), shapes=(inputs, outputs)))  # fmt: skip
+        return out
 
 
 def _stamp() -> str:
@@ -1746,13 +1782,15 @@ def _node_spec(node: onnx.NodeProto) -> _NodeSpec:
         if a is None or a.type != onnx.AttributeProto.INTS:
             raise _node_error(node, f"lacks the ints attribute '{name}'")
         raw[name] = list(a.ints)
-    for name in (*ROW_INTS, EVERY_SIZE):
+    for name in (*ROW_INTS, EVERY_SIZE, EVERY_SIZE_AT):
         a = found.get(name)
         if a is not None:
             raw[name] = list(a.ints)
     if raw.get(EVERY_SIZE, [1]) != [1] or (EVERY_SIZE in raw and "row_sizes" in raw):
         raise _node_error(node, f"has a malformed {EVERY_SIZE} attribute (it must be [1], "
                           "on a node without row_sizes)")  # fmt: skip
+    if EVERY_SIZE_AT in raw and (EVERY_SIZE not in raw or any(n < 0 for n in raw[EVERY_SIZE_AT])):
+        raise _node_error(node, f"has {EVERY_SIZE_AT} without {EVERY_SIZE}, or a negative size")
     for r in raw.get("row_sizes", [])[1:]:
         a = found.get(row_source(r))
         if a is not None and a.type == onnx.AttributeProto.STRING:
@@ -1787,6 +1825,7 @@ def _node_spec(node: onnx.NodeProto) -> _NodeSpec:
         dtypes=(sides[0][0], sides[1][0]),
         shapes=(sides[0][1], sides[1][1]),
         every_size=EVERY_SIZE in raw,
+        every_size_at=tuple(raw.get(EVERY_SIZE_AT, ())),
     )
     return _with_rows(node, spec, raw) if "row_sizes" in raw else spec
 

@@ -38,8 +38,10 @@ KEY_INTS = (
 # A node that serves every size of one symbolic dimension (docs/onnx.md, "Symbolic dimensions") names
 # the sizes it has kernels for and which of its tensors lead with that dimension.
 ROW_INTS = ("row_sizes", "row_tensors")
-# A node whose kernel serves every size (docs/onnx.md, "Kernels for every size"): [1].
+# A node whose kernel serves every size (docs/onnx.md, "Kernels for every size"): [1];
+# and the sizes it has kernels specialised to, its kernel's sizes for each, one after another.
 EVERY_SIZE = "every_size"
+EVERY_SIZE_AT = "every_size_at"
 
 
 def kernel_key(attributes: Mapping[str, object]) -> str:
@@ -62,7 +64,9 @@ def kernel_key(attributes: Mapping[str, object]) -> str:
         value = attributes[name]
         part(value if isinstance(value, bytes) else str(value).encode("utf-8", "surrogatepass"))
     sizes = list(attributes.get("row_sizes") or ())  # type: ignore[call-overload]
-    every = (EVERY_SIZE,) if EVERY_SIZE in attributes else ()
+    every = tuple(
+        n for n in (EVERY_SIZE, EVERY_SIZE_AT) if EVERY_SIZE in attributes and n in attributes
+    )
     for name in KEY_INTS + every + (ROW_INTS if sizes else ()):
         part(",".join(str(int(x)) for x in attributes[name]).encode())  # type: ignore[attr-defined]
     for rows in sizes[1:]:
@@ -77,6 +81,11 @@ def kernel_key(attributes: Mapping[str, object]) -> str:
 def row_source(rows: int) -> str:
     """The attribute holding a rows node's source for `rows` rows, where it has its own."""
     return f"row_source_{rows}"
+
+
+def special_key(key: str, k: int) -> str:
+    """The cache key of a node for every size's kernel specialised to its k-th sizes."""
+    return f"{key}-s{k}"
 
 
 def variant_key(key: str, rows: int) -> str:
@@ -115,8 +124,10 @@ class NodeAttrs:
     # The sources of sizes after the first that have their own (translated for that many
     # rows: a weight's layout may differ), by size.
     row_sources: Mapping[int, str] = field(default_factory=dict)
-    # A node for every size: its shapes are the sample its kernel's choices were made at.
+    # A node for every size: its shapes are the sample its kernel's choices were made at;
+    # the sizes of its specialised kernels, each in the order of the kernel's sizes.
     every_size: bool = False
+    every_size_at: tuple[tuple[int, ...], ...] = ()
 
     def __post_init__(self) -> None:
         if not (len(self.inputs) == len(self.input_dtypes) == len(self.input_shapes)):
@@ -148,6 +159,11 @@ class NodeAttrs:
             ),
             **{row_source(r): text for r, text in sorted(self.row_sources.items())},
             **({EVERY_SIZE: [1]} if self.every_size else {}),
+            **(
+                {EVERY_SIZE_AT: [int(n) for at in self.every_size_at for n in at]}
+                if self.every_size and self.every_size_at
+                else {}
+            ),
         }
 
 

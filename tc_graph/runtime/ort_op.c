@@ -203,6 +203,12 @@ struct tc_kernel {
      * sizes are those of one run, in a copy of the kernel made for it (run_every_size). */
     int32_t abi, num_sizes;
     int32_t every_size; /* the node's every_size attribute: its kernel must be ABI 2 */
+    /* A node for every size's kernels specialised to some sizes (every_size_at: num_sizes
+     * values each), run where a run's sizes are exactly theirs; a specialised kernel has
+     * `special` set (its node's shapes are the sample's, not its own). */
+    int32_t num_special, special;
+    int64_t *special_sizes;
+    tc_kernel *specials;
     tc_sized_phase_fn sized_phase;
     tc_shapes_fn shapes;
     const int64_t *sizes;
@@ -617,6 +623,8 @@ static ort_status *check_key(const tc_kernel *k, const ort_kernel_info *info) {
     /* A node for every size says so in its key (every_size, docs/onnx.md). */
     if (k->every_size && !hash_ints(k->api, info, "every_size", &s))
         return error(k->api, ORT_FAIL, "tc_graph: out of memory");
+    if (k->special_sizes && !hash_ints(k->api, info, "every_size_at", &s))
+        return error(k->api, ORT_FAIL, "tc_graph: out of memory");
     /* A rows node's sizes and flags are part of what its key names, and so are the sources
      * of its other sizes, where it has them (row_source_<rows>). */
     if (k->num_rows && (!hash_ints(k->api, info, "row_sizes", &s) ||
@@ -863,7 +871,8 @@ static ort_status *check_node(tc_kernel *k, const ort_kernel_info *info, const t
     int64_t *values = calloc((size_t)tensors + (size_t)k->dims_offset[tensors] + 1, sizeof *values);
     if (!values) return error(k->api, ORT_FAIL, "tc_graph: out of memory");
     int64_t *dims = values + tensors;
-    if (k->abi == TC_ABI_VERSION && !node_dims(k, head, rows, dims)) {
+    int shaped = k->abi == TC_ABI_VERSION && !k->special;
+    if (shaped && !node_dims(k, head, rows, dims)) {
         free(values);
         return error(k->api, ORT_INVALID_ARGUMENT,
                      "tc_graph kernel '%s' (key %s) is not the node's kernel for %" PRId64
@@ -884,9 +893,9 @@ static ort_status *check_node(tc_kernel *k, const ort_kernel_info *info, const t
         st = check_ints(k, info, names[side][1], values, (size_t)count);
         if (st) break;
         int64_t lo = k->dims_offset[first], hi = k->dims_offset[first + count];
-        /* A kernel for every size has no shapes: the node's are its sample's. */
-        if (k->abi == TC_ABI_VERSION)
-            st = check_ints(k, info, names[side][2], dims + lo, (size_t)(hi - lo));
+        /* A kernel for every size has no shapes, and a specialised one its own: the node's
+         * are the sample's. */
+        if (shaped) st = check_ints(k, info, names[side][2], dims + lo, (size_t)(hi - lo));
     }
     free(values);
     return st;
@@ -1109,6 +1118,37 @@ static ort_status *read_every_size(tc_kernel *k, const ort_kernel_info *info) {
                      "re-run tc_graph.optimize on the original model",
                      k->entry);
     k->every_size = 1;
+    size_t n_at = 0;
+    k->special_sizes = ints_attribute(k->api, info, "every_size_at", &n_at);
+    k->num_special = (int32_t)(n_at < 4096 ? n_at : 4096); /* values, until load_specials */
+    return NULL;
+}
+
+/* A node for every size's specialised kernels, each under `<kernel_key>-s<i>`: every_size_at
+ * holds tc_num_sizes values for each. */
+static ort_status *load_specials(tc_kernel *k, const tc_op *op, const ort_kernel_info *info) {
+    if (!k->special_sizes) return NULL;
+    int32_t values = k->num_special;
+    if (k->num_sizes < 1 || values % k->num_sizes != 0)
+        return error(k->api, ORT_INVALID_ARGUMENT,
+                     "tc_graph kernel '%s': the node's every_size_at attribute is not a whole "
+                     "number of size lists; re-run tc_graph.optimize on the original model",
+                     k->entry);
+    k->num_special = values / k->num_sizes;
+    k->specials = calloc((size_t)k->num_special + 1, sizeof *k->specials);
+    if (!k->specials) return error(k->api, ORT_FAIL, "tc_graph: out of memory");
+    for (int32_t i = 0; i < k->num_special; i++) {
+        tc_kernel *v = &k->specials[i];
+        v->api = k->api;
+        v->fd = -1;
+        v->special = 1;
+        v->entry = strdup(k->entry);
+        v->key = malloc(strlen(k->key) + 24);
+        if (!v->entry || !v->key) return error(k->api, ORT_FAIL, "tc_graph: out of memory");
+        sprintf(v->key, "%s-s%d", k->key, (int)i);
+        ort_status *st = load_kernel(v, op, info, NULL, 0);
+        if (st) return st;
+    }
     return NULL;
 }
 
@@ -1134,7 +1174,9 @@ static ort_status *open_kernel(tc_kernel *k, const tc_op *op, const ort_kernel_i
                    k->entry);
     if (!st) st = check_key(k, info);
     if (st) return st;
-    return k->num_rows ? load_variants(k, op, info) : load_kernel(k, op, info, NULL, 0);
+    if (k->num_rows) return load_variants(k, op, info);
+    st = load_kernel(k, op, info, NULL, 0);
+    return st ? st : load_specials(k, op, info);
 }
 
 static void release_kernel(tc_kernel *k) {
@@ -1146,6 +1188,9 @@ static void release_kernel(tc_kernel *k) {
     free(k->tensor_bytes);
     for (int32_t i = 0; k->variants && i < k->num_rows; i++) release_kernel(&k->variants[i]);
     free(k->variants);
+    for (int32_t i = 0; k->specials && i < k->num_special; i++) release_kernel(&k->specials[i]);
+    free(k->specials);
+    free(k->special_sizes);
     free(k->row_sizes);
     free(k->row_flags);
 }
@@ -1534,9 +1579,21 @@ static ort_status *tensor_sizes(const tc_kernel *k, const int64_t *dims, size_t 
     return NULL;
 }
 
+static ort_status *run_node(const tc_kernel *h, ort_kernel_context *ctx);
+
+/* The node's kernel specialised to exactly these sizes, or NULL. */
+static const tc_kernel *special_at(const tc_kernel *k, const int64_t *sizes) {
+    for (int32_t i = 0; i < k->num_special; i++)
+        if (!memcmp(k->special_sizes + (size_t)i * (size_t)k->num_sizes, sizes,
+                    (size_t)k->num_sizes * sizeof *sizes))
+            return &k->specials[i];
+    return NULL;
+}
+
 /* A run of a kernel for every size: the input dimensions, then tc_shapes' sizes, output
  * dimensions, temporaries' bytes and phases' iterations (or its message), all in a copy
- * of the kernel for this run, which then runs as a fixed-shape kernel does. */
+ * of the kernel for this run, which then runs as a fixed-shape kernel does; or, at sizes
+ * a specialised kernel has, that kernel's run. */
 static ort_status *run_every_size(const tc_kernel *k, ort_kernel_context *ctx) {
     size_t n_dims = (size_t)k->dims_offset[k->num_tensors];
     size_t words = n_dims + (size_t)k->num_sizes + (size_t)k->num_temps + (size_t)k->num_phases;
@@ -1559,6 +1616,13 @@ static ort_status *run_every_size(const tc_kernel *k, ort_kernel_context *ctx) {
                          why, sizeof why))
         st = error(k->api, ORT_INVALID_ARGUMENT, "tc_graph kernel '%s' (key %s): %s", k->entry,
                    k->key, why);
+    const tc_kernel *special = st ? NULL : special_at(k, sizes);
+    if (special) {
+        free(dims);
+        free(bytes);
+        free(args);
+        return run_node(special, ctx);
+    }
     if (!st) st = tensor_sizes(k, dims, bytes);
     tc_kernel run = *k;
     run.dims = dims;
@@ -1598,9 +1662,15 @@ static ort_status *compute_v2(void *p, ort_kernel_context *ctx) {
         return error(api, ORT_INVALID_ARGUMENT,
                      "tc_graph kernel '%s' takes %d inputs and %d outputs, got %zu and %zu",
                      k->entry, k->num_inputs, k->num_outputs, n_in, n_out);
-    if (k->abi == TC_SIZES_ABI_VERSION) return run_every_size(k, ctx);
+    return k->abi == TC_SIZES_ABI_VERSION ? run_every_size(k, ctx) : run_node(h, ctx);
+}
+
+/* A run of a fixed-shape node, or of a rows node (h) in chunks of its kernels. */
+static ort_status *run_node(const tc_kernel *h, ort_kernel_context *ctx) {
+    const tc_kernel *k = h->num_rows ? &h->variants[0] : h;
+    const ort_api *api = k->api;
     tc_lead lead;
-    st = run_lead(h, ctx, &lead);
+    ort_status *st = run_lead(h, ctx, &lead);
     if (st) return st;
     const tc_lead *led = h->num_rows ? &lead : NULL;
 

@@ -19,8 +19,10 @@ from hypothesis import strategies as st
 from onnx import helper, numpy_helper
 
 import tc_graph as tg
-from tc_graph.graph.rewrite import NodeAttrs, kernel_key, make_tc_node
+from tc_graph.graph.rewrite import NodeAttrs, kernel_key, make_tc_node, special_key
 from tc_graph.onnx_domain import TC_DOMAIN, TC_DOMAIN_VERSION
+from tc_graph.runtime import cc
+from tc_graph.runtime import ort as tort
 
 _ATTENTION = """
 def attention(float(B, S, 8) Q, float(B, S, 8) K, float(B, S, 8) V) -> (O) {
@@ -56,7 +58,9 @@ def _node(attrs: NodeAttrs) -> onnx.NodeProto:
     return make_tc_node("every", replace(attrs, kernel_key=kernel_key(attrs.attributes())))
 
 
-def _attention_model(every_size: bool = True) -> onnx.ModelProto:
+def _attention_model(
+    every_size: bool = True, at: tuple[tuple[int, ...], ...] = ()
+) -> onnx.ModelProto:
     attrs = NodeAttrs(
         source=_ATTENTION,
         entry="attention",
@@ -69,6 +73,7 @@ def _attention_model(every_size: bool = True) -> onnx.ModelProto:
         input_shapes=((2, 16, 8),) * 3,
         output_shapes=((2, 16, 8),),
         every_size=every_size,
+        every_size_at=at,
     )
     value = [
         helper.make_tensor_value_info(n, onnx.TensorProto.FLOAT, ["batch", "seq", 8])
@@ -185,3 +190,63 @@ def test_malformed_every_size_is_refused() -> None:
             a.ints[:] = [2]
     with pytest.raises(tg.TcError, match="malformed every_size"):
         tg.prepare(model)
+
+
+# A kernel of fixed shapes (ABI 1) for batch 2, sequence 16 that writes 7 everywhere: where
+# the node runs it, its output says so.
+_SEVENS_C = r"""
+#include <stdint.h>
+const int32_t tc_abi_version = 1;
+const int32_t tc_num_inputs = 3, tc_num_outputs = 1;
+const int32_t tc_dtypes[] = {1, 1, 1, 1};
+const int32_t tc_ranks[] = {3, 3, 3, 3};
+const int64_t tc_dims[] = {2, 16, 8, 2, 16, 8, 2, 16, 8, 2, 16, 8};
+const int32_t tc_output_zero[] = {0};
+const int32_t tc_num_temps = 0;
+const int32_t tc_num_phases = 1;
+const int64_t tc_phase_trips[] = {1};
+const char *const tc_check_text[] = {0};
+int tc_phase(int32_t phase, void *const *args, void *const *temps, int64_t lo, int64_t hi,
+             int64_t *err) {
+    float *o = args[3];
+    (void)phase; (void)temps; (void)lo; (void)hi; (void)err;
+    for (int k = 0; k < 2 * 16 * 8; k++) o[k] = 7.0f;
+    return 0;
+}
+"""
+
+
+def test_sizes_with_a_specialised_kernel_run_it() -> None:
+    """every_size_at (2, 16): the node runs that kernel at batch 2, sequence 16 exactly
+    (here a stand-in that writes 7s), and the kernel for every size at any other."""
+    model = _attention_model(at=((2, 16),))
+    tg.prepare(model)
+    key = next(a.s.decode() for a in model.graph.node[0].attribute if a.name == "kernel_key")
+    cc.build(_SEVENS_C, special_key(key, 0))
+    so = ort.SessionOptions()
+    tort.register(so)
+    session = ort.InferenceSession(
+        model.SerializeToString(), so, providers=["CPUExecutionProvider"]
+    )
+    (got,) = session.run(None, _inputs(2, 16, 0))
+    assert np.all(got == 7.0)
+    for batch, seq in [(2, 15), (3, 16), (1, 1)]:
+        feeds = _inputs(batch, seq, seq)
+        (got,) = session.run(None, feeds)
+        np.testing.assert_allclose(got, _attention(*feeds.values()), rtol=1e-4, atol=1e-5)
+
+
+def test_specialised_kernels_are_compiled_by_prepare() -> None:
+    """tg.InferenceSession compiles the kernel for every size and each specialised one;
+    both give the reference's values."""
+    session = tg.InferenceSession(_attention_model(at=((2, 16), (1, 5))))
+    for batch, seq in [(2, 16), (1, 5), (4, 9)]:
+        feeds = _inputs(batch, seq, seq)
+        (got,) = session.run(None, feeds)
+        np.testing.assert_allclose(got, _attention(*feeds.values()), rtol=1e-4, atol=1e-5)
+
+
+def test_every_size_at_without_whole_size_lists_is_refused() -> None:
+    """Three values for a kernel of two sizes (B, S)."""
+    with pytest.raises(tg.TcError, match="not a whole number of lists of its 2 sizes"):
+        tg.prepare(_attention_model(at=((2, 16, 3),)))
