@@ -858,7 +858,7 @@ def _for_every_size(
     """A group for every size: one kernel (compiler.parametric_kernel), raced at every
     round of samples and at sizes no sample has; kept only where it wins at all."""
     ops, shapes = _describe(g, group)
-    compiled = _compile(g, group, name=name, sample=not force, t=t, every_size=True)
+    compiled = _specialised(_compile(g, group, name=name, sample=not force, t=t, every_size=True))
     if force:
         return Decision(ops, shapes, None, None, True, "forced, for every size"), compiled
     if known is None:  # else a win remembered: compiled, not raced
@@ -866,8 +866,28 @@ def _for_every_size(
     if loss_key is not None:
         _store_decision(loss_key, known)
     decision = _decision(ops, shapes, known)
-    log.debug("%s: %s, for every size", name, verdict(decision))
+    log.debug("%s: %s", name, verdict(decision))
     return decision, compiled
+
+
+def _specialised(compiled: _Compiled) -> _Compiled:
+    """A node for every size with a kernel specialised to each round of samples (the
+    native op runs it at exactly those sizes; every_size_at), compiled into the cache."""
+    dyn = _DYNAMIC.get()
+    assert dyn is not None
+    a = compiled.attrs
+    fn = define_entry(a.source, a.entry)
+    assert fn is not None  # a translation defines its entry
+    symbol = {symbols.size_name(s): s for s in dyn.samples}
+    names = fn.program_for({}).size_params
+    if not all(n in symbol for n in names):
+        return compiled
+    rounds = range(len(dyn.sample_graphs()))
+    at = tuple(dict.fromkeys(tuple(dyn.pins(k)[symbol[n]] for n in names) for k in rounds))
+    a = replace(a, every_size_at=at)
+    a = replace(a, kernel_key=kernel_key(a.attributes()))
+    _prepare_node(make_tc_node("every", a), _stamp())
+    return replace(compiled, attrs=a)
 
 
 def _every_round(compiled: _Compiled, *, name: str, what: str) -> dict[str, Any]:
