@@ -855,8 +855,9 @@ def _for_every_size(
     name: str,
     t: tr.Translation,
 ) -> tuple[Decision, _Compiled | None]:
-    """A group for every size: one kernel (compiler.parametric_kernel), raced at every
-    round of samples and at sizes no sample has; kept only where it wins at all."""
+    """A group for every size: one kernel (compiler.parametric_kernel) and kernels
+    specialised to the samples, raced at every round of samples and at sizes no sample
+    has; kept only where it wins at all."""
     ops, shapes = _describe(g, group)
     compiled = _specialised(_compile(g, group, name=name, sample=not force, t=t, every_size=True))
     if force:
@@ -1703,6 +1704,10 @@ def _load(model: str | os.PathLike[str] | onnx.ModelProto) -> onnx.ModelProto:
     return proto
 
 
+# Kernels specialised to sizes one node may have (ort_op.c: TC_MAX_SPECIAL).
+MAX_SPECIALISED = 64
+
+
 @dataclass(frozen=True)
 class _NodeSpec:
     """A TcKernel node's attributes, checked: what prepare compiles."""
@@ -1753,9 +1758,10 @@ class _NodeSpec:
             raise TcError(f"TcKernel '{self.key}' names entry '{self.entry}', which its source "
                           "does not define")  # fmt: skip
         names = fn.program_for({}).size_params
-        if len(self.every_size_at) % max(1, len(names)):
+        lists, left = divmod(len(self.every_size_at), max(1, len(names)))
+        if left or lists > MAX_SPECIALISED:
             raise TcError(f"TcKernel '{self.key}': every_size_at is not a whole number of "
-                          f"lists of its {len(names)} sizes")  # fmt: skip
+                          f"lists of its {len(names)} sizes, at most {MAX_SPECIALISED}")  # fmt: skip
         out = []
         at = self.every_size_at
         for k in range(len(at) // max(1, len(names))):

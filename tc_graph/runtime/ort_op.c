@@ -175,6 +175,7 @@ _Static_assert(offsetof(tc_op, release_alias_map) == 8 * 25, "ReleaseAliasMap is
 #define TC_MAX_CHUNKS 256   /* parallel phases are split into at most this many ranges */
 #define TC_MESSAGE_BYTES 1024
 #define TC_MAX_LEAD 8       /* leading dimensions a rows node's rows may span */
+#define TC_MAX_SPECIAL 64   /* specialised kernels of a node for every size */
 
 typedef int (*tc_phase_fn)(int32_t phase, void *const *args, void *const *temps, int64_t lo,
                            int64_t hi, int64_t *err);
@@ -1135,6 +1136,11 @@ static ort_status *load_specials(tc_kernel *k, const tc_op *op, const ort_kernel
                      "number of size lists; re-run tc_graph.optimize on the original model",
                      k->entry);
     k->num_special = values / k->num_sizes;
+    if (k->num_special > TC_MAX_SPECIAL)
+        return error(k->api, ORT_INVALID_ARGUMENT,
+                     "tc_graph kernel '%s': the node lists %d specialised kernels, at most %d; "
+                     "re-run tc_graph.optimize on the original model",
+                     k->entry, (int)k->num_special, TC_MAX_SPECIAL);
     k->specials = calloc((size_t)k->num_special + 1, sizeof *k->specials);
     if (!k->specials) return error(k->api, ORT_FAIL, "tc_graph: out of memory");
     for (int32_t i = 0; i < k->num_special; i++) {

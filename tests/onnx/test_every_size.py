@@ -248,5 +248,5 @@ def test_specialised_kernels_are_compiled_by_prepare() -> None:
 
 def test_every_size_at_without_whole_size_lists_is_refused() -> None:
     """Three values for a kernel of two sizes (B, S)."""
-    with pytest.raises(tg.TcError, match="not a whole number of lists of its 2 sizes"):
+    with pytest.raises(tg.TcError, match="not a whole number of lists of its 2 sizes, at most 64"):
         tg.prepare(_attention_model(at=((2, 16, 3),)))
