@@ -562,6 +562,9 @@ class _Printer(StatementPrinter):
             print_kernel(self, kernel, outer, depth)
             return
         names.update({plan.rows: "_a", plan.cols: "_b", plan.red: "_r"})
+        if self.scop.symbolic is not None:
+            self.contraction_every_size(st, env, names, outer, depth)
+            return
         rows_cap, cols_cap = self.options.dot_tile
         (alo, ahi), (blo, bhi), (rlo, rhi) = (ranges[v] for v in (plan.rows, plan.cols, plan.red))
         d = depth
@@ -601,6 +604,77 @@ class _Printer(StatementPrinter):
             self.out(d, "}")
         self.out(depth, "}")
 
+    def contraction_every_size(
+        self,
+        st: ScopStmt,
+        env: Mapping[str, str],
+        names: Mapping[str, str],
+        outer: list[str],
+        depth: int,
+    ) -> None:
+        """A dot-product contraction kernel in a kernel for every size: R x C tiles, then
+        what is left of each extent, over the whole reduction at once (no chunks: their
+        count would be the sizes')."""
+        plan = st.contraction
+        assert plan is not None and plan.rows is not None
+        rows_cap, cols_cap = self.options.dot_tile
+        (rlo, rhi) = self.range_text(st, plan.red)
+        d = depth
+        self.out(d, "{")
+        d += 1
+        parallel = bool(self.options.parallel_depth)
+        for k, v in enumerate(outer):
+            lo, hi = self.range_text(st, v)
+            if k == 0 and parallel:
+                self.parallel_loop(d, names[v], lo, f"({hi}) - ({lo})", 1, simd=False)
+            else:
+                self.out(d, f"for (int {names[v]} = {lo}; {names[v]} < {hi}; {names[v]}++) {{")
+            d += 1
+
+        def column_block(cols_n: int, dd: int) -> None:
+            def row_block(rows_n: int, ddd: int) -> None:
+                self.dot_tile(st, env, names, rows_n, cols_n, rlo, rhi, ddd, first=True)
+
+            alo, ahi = self.range_text(st, plan.rows)
+            self.blocks_every_size("ai", "a0", alo, ahi, rows_cap, dd, row_block)
+
+        blo, bhi = self.range_text(st, plan.cols)
+        self.blocks_every_size(
+            "bi", "b0", blo, bhi, cols_cap, d, column_block, parallel=parallel and not outer
+        )
+        for _ in outer:
+            d -= 1
+            self.out(d, "}")
+        self.out(depth, "}")
+
+    def blocks_every_size(
+        self,
+        counter: str,
+        origin: str,
+        lo: str,
+        hi: str,
+        size: int,
+        depth: int,
+        body: Callable[[int, int], None],
+        *,
+        parallel: bool = False,
+    ) -> None:
+        """blocked_loop over [lo, hi) given as C: full blocks of `size`, then blocks of one
+        (as many of each as the sizes give)."""
+        full, count = _block_counts(lo, hi, size)
+        if parallel:
+            self.parallel_loop(depth, counter, 0, count, 1, simd=False)
+        else:
+            self.out(depth, f"for (int {counter} = 0; {counter} < {count}; {counter}++) {{")
+        self.out(depth + 1, f"if ({counter} < {full}) {{")
+        self.out(depth + 2, f"const int {origin} = {lo} + {counter} * {size};")
+        body(size, depth + 2)
+        self.out(depth + 1, "} else {")
+        self.out(depth + 2, f"const int {origin} = {lo} + {full} * {size} + ({counter} - {full});")
+        body(1, depth + 2)
+        self.out(depth + 1, "}")
+        self.out(depth, "}")
+
     def blocking(self, st: ScopStmt) -> tuple[Blocking, Packing]:
         """The register block and chunks of an outer-product contraction, and how its
         panels of P are had (contraction.packing)."""
@@ -626,15 +700,22 @@ class _Printer(StatementPrinter):
         outer = [v for v in st.source.lhs if v not in env and v not in inside]
         return st, env, self.ranges(st), outer
 
-    def contraction_trips(self, node: isl.AstNode) -> int | None:
+    def contraction_trips(self, node: isl.AstNode) -> int | str | None:
         """The iterations of the parallel loop `contraction` prints (its first outer
-        output loop, else its blocks of columns); None when it prints none."""
+        output loop, else its blocks of columns; C text of the sizes in a kernel for every
+        size); None when it prints none."""
         if not self.options.parallel_depth:
             return None
         st, _, ranges, outer = self.contraction_nest(node)
         assert st.contraction is not None
         if st.contraction.packed is not None:
             return outer_items(self.blocking(st)[0], ranges, outer, st.contraction)[0]
+        if self.scop.symbolic is not None:
+            if outer:
+                lo, hi = self.range_text(st, outer[0])
+                return f"({hi}) - ({lo})"
+            blo, bhi = self.range_text(st, st.contraction.cols)
+            return _block_counts(blo, bhi, self.options.dot_tile[1])[1]
         if outer:
             lo, hi = ranges[outer[0]]
             return hi - lo
@@ -1180,6 +1261,14 @@ def _capped(e: isl.AstExpr) -> tuple[int, str] | None:
         if n is not None and ast_int(args[1 - k]) is None:
             return n, args[1 - k].to_C_str()
     return None
+
+
+def _block_counts(lo: str, hi: str, size: int) -> tuple[str, str]:
+    """The full blocks of `size` in [lo, hi) given as C, and all blocks when the rest are
+    blocks of one: C expressions of the sizes."""
+    extent = f"max((int64_t)0, (int64_t)({hi}) - ({lo}))"
+    full = f"({extent} / {size})"
+    return full, f"({full} + {extent} % {size})"
 
 
 def _blocks(lo: int, hi: int, size: int) -> list[tuple[int, int]]:

@@ -121,6 +121,7 @@ def plan(
     dense: bool = False,
     flat_end: bool = False,
     read_elsewhere: bool = True,
+    packs: bool = True,
 ) -> Contraction | None:
     """The kernel-of-its-own form of st, given each iterator's trip count, or None: the
     outer-product form where it applies, except for dot products over few rows (tbmm's
@@ -132,10 +133,11 @@ def plan(
     `dense`: the columns cover the output's whole last dimension (`_span` may flatten them
     with the index before). `flat_end`: `end` reads along them as the output lies
     (scop._flat). `read_elsewhere`: st's output is a result, or read by a statement
-    besides st, start and end."""
+    besides st, start and end. Without `packs`, only the dot-product form (a kernel for
+    every size: the outer form's panels are planned on the sizes)."""
     if len(st.lhs) < 2:
         return None
-    dot, outer = _dot_form(program, st), _outer_form(program, st)
+    dot, outer = _dot_form(program, st), _outer_form(program, st) if packs else None
     depth = math.prod(extents[r] for r in st.reduction_vars)
     rows_n = extents[outer.rows or ""] if outer is not None else 0
     many_rows = rows_n >= OUTER_ROWS

@@ -349,7 +349,10 @@ def _prepared(
 
 
 def _contracts(
-    program: ir.Program, prepared: Sequence[_Prepared], shapes: Mapping[str, tuple[int, ...]]
+    program: ir.Program,
+    prepared: Sequence[_Prepared],
+    shapes: Mapping[str, tuple[int, ...]],
+    packs: bool,
 ) -> dict[int, Contraction]:
     """The kernel-of-its-own plan of each statement that has one, given the statement
     before it, which it may take as its accumulators' start (a bias: `plan`)."""
@@ -384,6 +387,7 @@ def _contracts(
             dense=dense,
             flat_end=flat,
             read_elsewhere=elsewhere,
+            packs=packs,
         )
         if contract is not None:
             out[n] = contract
@@ -478,12 +482,14 @@ def build_scop(
     long ones become single "contract" statements, which need a nest of their own (our
     scheduler gives them one; isl's may fuse or skew them, so it is given none). A
     contract statement that starts from the statement before it (a bias) takes its place.
-    A scop for every size has no contract statements yet (their kernels' plans read the
-    sizes); its 1 x C tiles are planned at the sample."""
+    A scop for every size has the dot-product form's contract statements and 1 x C tiles,
+    planned at the sample, but not the outer-product form (its panels are planned on the
+    sizes)."""
     sym = program if symbolic is not None else None
     prepared = _prepared(program, sizes, shapes, sym is not None)
-    kernels = kernels and sym is None
-    contracts = _contracts(program, prepared, shapes) if contractions and kernels else {}
+    # A scop for every size has no outer-product form: its panels are planned on the sizes.
+    packs = sym is None
+    contracts = _contracts(program, prepared, shapes, packs) if contractions and kernels else {}
     folded = {n - 1 for n, c in contracts.items() if c.start is not None}
     folded |= {n + 1 for n, c in contracts.items() if c.end is not None}
     checks: list[ScopStmt] = []

@@ -41,7 +41,7 @@ def _compiled(name: str) -> tuple[tg.TcFunction, tg.ParametricKernel]:
     """The case's def, and its kernel for every size, compiled once at SAMPLE."""
     case = next(c for c in CASES if c["name"] == name)
     fn = getattr(tg.define(case["source"]), name)
-    args = _arguments(case, dict.fromkeys(case["sizes"], SAMPLE), 0)
+    args = _arguments(case, dict.fromkeys(case["sizes"], case.get("sample", SAMPLE)), 0)
     kernel = fn.compile(*args, parametric=True)
     assert isinstance(kernel, tg.ParametricKernel)
     return fn, kernel
@@ -69,7 +69,8 @@ def _check(case: dict[str, Any], sizes: dict[str, int], seed: int) -> None:
 @settings(max_examples=12, deadline=None)
 @given(data=st.data(), seed=st.integers(0, 2**16))
 def test_every_size_matches_reference(case: dict[str, Any], data: Any, seed: int) -> None:
-    sizes = {n: data.draw(st.integers(0, 24), label=n) for n in case["sizes"]}
+    largest = case.get("largest", 24)
+    sizes = {n: data.draw(st.integers(0, largest), label=n) for n in case["sizes"]}
     for a in case["args"]:
         if isinstance(a, dict) and "high" in a:
             sizes[a["high"]] = max(1, sizes[a["high"]])
