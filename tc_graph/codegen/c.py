@@ -613,12 +613,15 @@ class _Printer(StatementPrinter):
         depth: int,
     ) -> None:
         """A dot-product contraction kernel in a kernel for every size: R x C tiles, then
-        what is left of each extent, over the whole reduction at once (no chunks: their
-        count would be the sizes')."""
+        what is left of each extent, the reduction in chunks as `contraction` sizes them
+        (at least one, for a `!` over no elements)."""
         plan = st.contraction
         assert plan is not None and plan.rows is not None
         rows_cap, cols_cap = self.options.dot_tile
         (rlo, rhi) = self.range_text(st, plan.red)
+        chunk = self.options.reduction_chunk or max(
+            16, (L1_BYTES // 2) // (4 * (rows_cap + cols_cap)) // 16 * 16
+        )
         d = depth
         self.out(d, "{")
         d += 1
@@ -633,10 +636,14 @@ class _Printer(StatementPrinter):
 
         def column_block(cols_n: int, dd: int) -> None:
             def row_block(rows_n: int, ddd: int) -> None:
-                self.dot_tile(st, env, names, rows_n, cols_n, rlo, rhi, ddd, first=True)
+                self.dot_tile(st, env, names, rows_n, cols_n, "_k0", "_k1", ddd, first=first)
 
+            first = f"_k0 == {rlo}"
+            self.out(dd, f"for (int _k0 = {rlo}; {first} || _k0 < {rhi}; _k0 += {chunk}) {{")
+            self.out(dd + 1, f"const int _k1 = min(_k0 + {chunk}, {rhi});")
             alo, ahi = self.range_text(st, plan.rows)
-            self.blocks_every_size("ai", "a0", alo, ahi, rows_cap, dd, row_block)
+            self.blocks_every_size("ai", "a0", alo, ahi, rows_cap, dd + 1, row_block)
+            self.out(dd, "}")
 
         blo, bhi = self.range_text(st, plan.cols)
         self.blocks_every_size(
@@ -824,11 +831,12 @@ class _Printer(StatementPrinter):
         rhi: int | str,
         d: int,
         *,
-        first: bool,
+        first: bool | str,
     ) -> None:
         """The rows_n x cols_n outputs at (a0, b0) over reductions [rlo, rhi): vector dot
         products sharing loads, a masked last vector (where the range is numbers), then
-        the lane sums and the tail."""
+        the lane sums and the tail. `first`: the first part of the reduction (a C
+        condition where the sizes say)."""
         plan = st.contraction
         assert plan is not None
         width = self.options.vector_width
@@ -954,15 +962,20 @@ class _Printer(StatementPrinter):
         rhi: int | str,
         depth: int,
         *,
-        first: bool,
+        first: bool | str,
     ) -> None:
         """Add the scalar tail of a dot product and store it (the first part of a `!`
-        reduction starts from 0, any other from the stored value)."""
+        reduction starts from 0, any other from the stored value; `first` may be a C
+        condition)."""
         src = st.source
         assert st.contraction is not None
         target = f"{cname(src.tensor)}[{self.linear(src.tensor, [env[v] for v in src.lhs])}]"
         tail = self.expr(src.rhs, {**env, st.contraction.red: "_t"})
-        start = "0.0f" if src.init and first else target
+        start = target
+        if src.init and isinstance(first, str):
+            start = f"(({first}) ? 0.0f : {target})"
+        elif src.init and first:
+            start = "0.0f"
         self.out(depth, f"{{ float s = {start} + {total};")
         self.out(depth + 1, f"for (int _t = {r0}; _t < {rhi}; _t++) s += (float)({tail});")
         self.out(depth + 1, f"{target} = s; }}")

@@ -85,6 +85,20 @@ def test_reduction_over_nothing_still_sets_the_outputs(name: str, sizes: tuple[i
     _check(case, dict(zip(case["sizes"], sizes, strict=True)), 485)
 
 
+def test_reduction_chunks_serve_every_size() -> None:
+    """A contraction kernel summing its reduction in chunks of 16 (the first starting the
+    `!` from 0): at reductions of no element, part of a chunk, whole chunks and more."""
+    case = next(c for c in CASES if c["name"] == "dot")
+    fn = tg.define(case["source"]).dot
+    options = tg.MappingOptions(reduction_chunk=16)
+    sample = _arguments(case, {"M": 40, "K": 260, "N": 40}, 0)
+    kernel = fn.compile(*sample, parametric=True, options=options)
+    assert "_k0 += 16" in kernel.source
+    for k in (0, 5, 16, 17, 33, 90):
+        args = _arguments(case, {"M": 9, "K": k, "N": 11}, k)
+        np.testing.assert_allclose(kernel(*args), fn(*args, target="reference"), atol=1e-4)
+
+
 def test_new_shapes_do_not_compile(monkeypatch: pytest.MonkeyPatch) -> None:
     """One kernel serves every shape: neither its calls nor compile() at other shapes
     build anything."""
