@@ -1157,7 +1157,8 @@ def _translate(
 ) -> tr.Translation:
     """The group's translation; a rows group's (`found`) declares its rows, with `types`
     where they are not the graph's (another number of rows); a group for every size
-    declares its values' symbolic dimensions as sizes (`named`)."""
+    declares its values' symbolic dimensions as sizes (`named`), and has no weights packed
+    in panels (a kernel for every size has no outer-product form to read them)."""
     return tr.translate(
         [g.node(n) for n in group.nodes],
         types=g.types if types is None else types,
@@ -1165,7 +1166,7 @@ def _translate(
         outputs=group.outputs,
         name=name,
         opset=tr.opset_version(g.model),
-        panel=panel_width(cc.vector_unit()),
+        panel=0 if named else panel_width(cc.vector_unit()),
         rows=found.values if found else (),
         row_dims=len(found.symbols) if found and found.symbols else 1,
         declare=declare,
