@@ -567,17 +567,9 @@ class _Printer(StatementPrinter):
             return
         rows_cap, cols_cap = self.options.dot_tile
         (alo, ahi), (blo, bhi), (rlo, rhi) = (ranges[v] for v in (plan.rows, plan.cols, plan.red))
-        d = depth
-        self.out(d, "{")
-        d += 1
+        self.out(depth, "{")
         parallel = bool(self.options.parallel_depth)
-        for k, v in enumerate(outer):
-            lo, hi = ranges[v]
-            if k == 0 and parallel:
-                self.parallel_loop(d, names[v], lo, hi - lo, 1, simd=False)
-            else:
-                self.out(d, f"for (int {names[v]} = {lo}; {names[v]} < {hi}; {names[v]}++) {{")
-            d += 1
+        d = self.outer_loops(names, outer, ranges, depth + 1)
         # Full tiles, then the edge tiles with what is left of each extent. Reductions in
         # chunks whose operand rows of one tile (rows + columns of them) fit in about half
         # of L1 by default, so the column rows stay there while the row tiles stream.
@@ -599,10 +591,32 @@ class _Printer(StatementPrinter):
         self.blocked_loop(
             "bi", "b0", blo, bhi, cols_cap, d, column_block, parallel=parallel and not outer
         )
-        for _ in outer:
-            d -= 1
-            self.out(d, "}")
+        for k in reversed(range(len(outer))):
+            self.out(depth + 1 + k, "}")
         self.out(depth, "}")
+
+    def outer_loops(
+        self,
+        names: Mapping[str, str],
+        outer: Sequence[str],
+        bounds: Mapping[str, tuple[int | str, int | str]],
+        depth: int,
+    ) -> int:
+        """Open the loops of a contraction kernel's output iterators outside its tiles (the
+        first parallel where the options say); the depth inside them."""
+        for k, v in enumerate(outer):
+            lo, hi = bounds[v]
+            if isinstance(lo, int) and isinstance(hi, int):
+                count: int | str = hi - lo
+            else:
+                count = f"({hi}) - ({lo})"
+            if k == 0 and self.options.parallel_depth:
+                self.parallel_loop(depth + k, names[v], lo, count, 1, simd=False)
+            else:
+                self.out(
+                    depth + k, f"for (int {names[v]} = {lo}; {names[v]} < {hi}; {names[v]}++) {{"
+                )
+        return depth + len(outer)
 
     def contraction_every_size(
         self,
@@ -622,17 +636,9 @@ class _Printer(StatementPrinter):
         chunk = self.options.reduction_chunk or max(
             16, (L1_BYTES // 2) // (4 * (rows_cap + cols_cap)) // 16 * 16
         )
-        d = depth
-        self.out(d, "{")
-        d += 1
+        self.out(depth, "{")
         parallel = bool(self.options.parallel_depth)
-        for k, v in enumerate(outer):
-            lo, hi = self.range_text(st, v)
-            if k == 0 and parallel:
-                self.parallel_loop(d, names[v], lo, f"({hi}) - ({lo})", 1, simd=False)
-            else:
-                self.out(d, f"for (int {names[v]} = {lo}; {names[v]} < {hi}; {names[v]}++) {{")
-            d += 1
+        d = self.outer_loops(names, outer, self.loop_ranges(st), depth + 1)
 
         def column_block(cols_n: int, dd: int) -> None:
             def row_block(rows_n: int, ddd: int) -> None:
@@ -649,9 +655,8 @@ class _Printer(StatementPrinter):
         self.blocks_every_size(
             "bi", "b0", blo, bhi, cols_cap, d, column_block, parallel=parallel and not outer
         )
-        for _ in outer:
-            d -= 1
-            self.out(d, "}")
+        for k in reversed(range(len(outer))):
+            self.out(depth + 1 + k, "}")
         self.out(depth, "}")
 
     def blocks_every_size(
