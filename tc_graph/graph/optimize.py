@@ -881,7 +881,7 @@ def _specialised(compiled: _Compiled) -> _Compiled:
     assert fn is not None  # a translation defines its entry
     symbol = {symbols.size_name(s): s for s in dyn.samples}
     names = fn.program_for({}).size_params
-    if not all(n in symbol for n in names):
+    if not names or not all(n in symbol for n in names):
         return compiled
     rounds = range(len(dyn.sample_graphs()))
     at = tuple(dict.fromkeys(tuple(dyn.pins(k)[symbol[n]] for n in names) for k in rounds))

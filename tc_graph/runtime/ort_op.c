@@ -1130,12 +1130,12 @@ static ort_status *read_every_size(tc_kernel *k, const ort_kernel_info *info) {
 static ort_status *load_specials(tc_kernel *k, const tc_op *op, const ort_kernel_info *info) {
     if (!k->special_sizes) return NULL;
     int32_t values = k->num_special;
-    if (k->num_sizes < 1 || values % k->num_sizes != 0)
+    if (values && (k->num_sizes < 1 || values % k->num_sizes != 0))
         return error(k->api, ORT_INVALID_ARGUMENT,
                      "tc_graph kernel '%s': the node's every_size_at attribute is not a whole "
                      "number of size lists; re-run tc_graph.optimize on the original model",
                      k->entry);
-    k->num_special = values / k->num_sizes;
+    k->num_special = values ? values / k->num_sizes : 0;
     if (k->num_special > TC_MAX_SPECIAL)
         return error(k->api, ORT_INVALID_ARGUMENT,
                      "tc_graph kernel '%s': the node lists %d specialised kernels, at most %d; "
