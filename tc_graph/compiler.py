@@ -317,9 +317,8 @@ def _check_size_names(program: ir.Program) -> None:
 
 def scop_every_size(prepared: Prepared, options: MappingOptions) -> Scop:
     """The scop for every size, sampled at the prepared call's sizes (1 x C dot tiles
-    where register tiles are on)."""
+    where register tiles are on); its size names checked (parametric_kernel)."""
     p = prepared
-    _check_size_names(p.program)
     return build_scop(
         p.program,
         p.sizes,

@@ -1544,9 +1544,9 @@ static ort_status *run_chunks(const tc_kernel *h, ort_kernel_context *ctx, void 
 }
 
 /* Input i's dimensions, into dims, once its element type and rank are the kernel's (a
- * kernel for every size: tc_shapes checks the dimensions). */
+ * kernel for every size: tc_shapes checks the dimensions), and its data pointer. */
 static ort_status *input_dims(const tc_kernel *k, const ort_kernel_context *ctx, int32_t i,
-                              int64_t *dims) {
+                              int64_t *dims, void **data) {
     const ort_api *api = k->api;
     const ort_value *value = NULL;
     ort_status *st = input_value(k, ctx, i, &value);
@@ -1561,7 +1561,10 @@ static ort_status *input_dims(const tc_kernel *k, const ort_kernel_context *ctx,
     if (!st && dtype == k->dtypes[i] && rank == (size_t)k->ranks[i])
         st = ORT_CALL(api, SLOT_GET_DIMENSIONS, dims_fn)(info, dims, rank);
     ORT_CALL(api, SLOT_RELEASE_TENSOR_TYPE_AND_SHAPE, release_type_shape_fn)(info);
-    if (st || (dtype == k->dtypes[i] && rank == (size_t)k->ranks[i])) return st;
+    if (st) return st;
+    if (dtype == k->dtypes[i] && rank == (size_t)k->ranks[i])
+        return ORT_CALL(api, SLOT_GET_TENSOR_MUTABLE_DATA, mutable_data_fn)((ort_value *)value,
+                                                                          data);
     return error(api, ORT_INVALID_ARGUMENT,
                  "tc_graph kernel '%s' (key %s): input %d must be %s of rank %d, got %s of "
                  "rank %zu",
@@ -1616,7 +1619,7 @@ static ort_status *run_every_size(const tc_kernel *k, ort_kernel_context *ctx) {
     int64_t *sizes = dims + n_dims, *temp_bytes = sizes + k->num_sizes;
     int64_t *trips = temp_bytes + k->num_temps;
     for (int32_t i = 0; i < k->num_inputs && !st; i++)
-        st = input_dims(k, ctx, i, dims + k->dims_offset[i]);
+        st = input_dims(k, ctx, i, dims + k->dims_offset[i], &args[i]);
     char why[TC_MESSAGE_BYTES / 2];
     if (!st && k->shapes(dims, sizes, dims + k->dims_offset[k->num_inputs], temp_bytes, trips,
                          why, sizeof why))
@@ -1636,7 +1639,6 @@ static ort_status *run_every_size(const tc_kernel *k, ort_kernel_context *ctx) {
     run.temp_bytes = temp_bytes;
     run.phase_trips = trips;
     run.sizes = sizes;
-    for (int32_t i = 0; i < k->num_inputs && !st; i++) st = bind_input(&run, ctx, i, NULL, &args[i]);
     for (int32_t o = 0; o < k->num_outputs && !st; o++)
         st = bind_output(&run, ctx, o, NULL, &args[k->num_inputs + o]);
     if (!st) st = run_once(&run, ctx, args, args + k->num_tensors);
