@@ -260,13 +260,15 @@ def kernel(bound: Bound, target: str, options: MappingOptions | None = None) -> 
             target=target,
             library=library(bound, prepared, options),
         )
-    from .runtime.gpu import CudaKernel, GpuSource
+    from .runtime.gpu import GpuSource
 
     gpu = source(prepared, target, options)
     made = GpuSource(
         target, gpu.text, gpu.launches, prepared.program, prepared.sizes, prepared.shapes
     )
     if target == "cuda":
+        from .runtime.cuda import CudaKernel
+
         return CudaKernel(bound.checked, made, options)  # type: ignore[return-value]
     from .runtime.opencl import OpenclKernel
 

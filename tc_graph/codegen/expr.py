@@ -338,10 +338,11 @@ def combine(op: str, acc: str, value: str, ctype: str) -> str:
 
 
 def store(value: str, dtype: str, src: str) -> str:
-    """value, of type src, converted to dtype: bool is `!= 0`, a float into an integer
-    saturates (`tc_to_*`), everything else is C's conversion."""
+    """value, of type src, converted to dtype: bool is `!= 0` (a half compared as float,
+    as the printers compute half: CUDA's `__half != 0` is ambiguous), a float into an
+    integer saturates (`tc_to_*`), everything else is C's conversion."""
     if dtype == "bool":
-        return f"((uint8_t)(({value}) != 0))"
+        return f"((uint8_t)(({'(float)' if src == 'float16' else ''}({value})) != 0))"
     if dtype in INT_TYPES and src.startswith("float"):
         return f"tc_to_{dtype}{'' if src == 'float64' else 'f'}({value})"
     return f"(({C_TYPES[dtype]})({value}))"

@@ -22,13 +22,12 @@ from typing import Any
 
 import numpy as np
 
-from .. import binding
 from ..codegen.gpu import program_dtypes
 from ..errors import TcError
 from ..lang.sema import CheckedDef
 from ..options import MappingOptions
 from .cc import cache_dir, cache_key
-from .gpu import GpuKernel, GpuSource
+from .gpu import GpuBuffers, GpuKernel, GpuSource
 
 _PROGRAMS: dict[str, Any] = {}
 _HINT = (
@@ -173,51 +172,24 @@ class OpenclKernel(GpuKernel):
     def __repr__(self) -> str:
         return f"<OpenclKernel {self.checked.name} {self.options}>"
 
-    def __call__(
-        self,
-        *args: Any,
-        out: Sequence[np.ndarray] | np.ndarray | None = None,
-        unchecked: bool = False,
-    ) -> np.ndarray | tuple[np.ndarray, ...]:
+    def _run(self, buffers: GpuBuffers, check: int) -> None:
         cl = _cl()
         ctx, queue = context()
-        program = self.program
-        arrays = binding.bind_compiled(self.checked, program, args, self.gpu.sizes, self.gpu.shapes)
-        shapes = {n: self.gpu.shapes[n] for n in (*program.outputs, *program.temporaries)}
-        host = binding.allocate(program, shapes, out)
         mf = cl.mem_flags
 
-        def buffer(a: np.ndarray, flags: int) -> Any:
+        def buffer(a: np.ndarray) -> Any:
             if a.nbytes == 0:
                 return cl.Buffer(ctx, mf.READ_WRITE, 8)
-            return cl.Buffer(ctx, flags | mf.COPY_HOST_PTR, hostbuf=np.ascontiguousarray(a))
+            return cl.Buffer(ctx, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=a)
 
-        bufs = [buffer(arrays[n], mf.READ_ONLY) for n in program.inputs]
-        for n in program.outputs:
-            if out is None and not program.tensors[n].zero_fill:
-                host[n][...] = 0
-            bufs.append(buffer(host[n], mf.READ_WRITE))
-        for n in program.temporaries:
-            bufs.append(buffer(np.zeros(shapes[n], program.tensors[n].dtype), mf.READ_WRITE))
-        code = np.zeros(1, np.int32)
-        value = np.zeros(1, np.int64)
-        code_buf = buffer(code, mf.READ_WRITE)
-        value_buf = buffer(value, mf.READ_WRITE)
-        flag = np.int32(0 if unchecked else 1)
+        bufs = [buffer(a) for a in buffers.arguments]
         for kernel, lc in zip(self._kernels, self.launches, strict=True):
             dims = max(len(lc.grid), len(lc.block))
             local = (*lc.block, *(1,) * (dims - len(lc.block)))
             groups = (*lc.grid, *(1,) * (dims - len(lc.grid)))
             glob = tuple(g * b for g, b in zip(groups, local, strict=True))
-            kernel(queue, glob, local, *bufs, code_buf, value_buf, flag)
-        for n, b in zip(program.outputs, bufs[len(program.inputs) :], strict=False):
-            if host[n].nbytes:
-                cl.enqueue_copy(queue, host[n], b)
-        cl.enqueue_copy(queue, code, code_buf)
-        cl.enqueue_copy(queue, value, value_buf)
+            kernel(queue, glob, local, *bufs, np.int32(check))
+        for k in buffers.copied_back:
+            if buffers.arguments[k].nbytes:
+                cl.enqueue_copy(queue, buffers.arguments[k], bufs[k])
         queue.finish()
-        if code[0] > 0:
-            r, k = self.checks[code[0] - 1]
-            raise binding.index_error(program, r, k, int(value[0]), self.gpu.shapes[r.tensor][k])
-        outputs = [host[n] for n in program.outputs]
-        return outputs[0] if len(outputs) == 1 else tuple(outputs)

@@ -1,6 +1,6 @@
 """CUDA text: every conformance program compiles with `nvcc -ptx` (all in one nvcc call),
 and the TC paper's kernels compile for sm_90 without register spills. Skipped where nvcc
-is not on PATH; running CUDA needs a runtime this version does not have."""
+is not on PATH. tests/cuda/test_cuda_run.py runs the kernels where a GPU is."""
 
 from __future__ import annotations
 
@@ -139,8 +139,6 @@ def test_cuda_text_is_self_contained() -> None:
     assert 'extern "C" __global__' in k.source and "__restrict__" in k.source
     assert "blockIdx.x" in k.source and "threadIdx.y" in k.source
     assert "// launch tc_kernel_0: grid [2, 5] block [32, 8]" in k.source
-    with pytest.raises(tg.TcError, match="not supported"):
-        k(a, b)
 
 
 def test_cuda_shared_tiles_and_barriers() -> None:

@@ -1,5 +1,5 @@
-"""CUDA text of the fuzzer's OpenCL findings (tests/opencl/test_opencl_fuzz_findings.py
-runs them against the reference): each compiles to PTX on its own (its own prelude), and
+"""CUDA text of the fuzzer's OpenCL and CUDA findings (tests/opencl/test_opencl_fuzz_findings.py
+and tests/cuda/test_cuda_run.py run them against the reference): each compiles to PTX on its own (its own prelude), and
 nested private elements keep one register."""
 
 from __future__ import annotations
@@ -23,6 +23,12 @@ CASES = {
     "half_cast": (
         "def main(float(M) C) -> (T1) { T1 *=! (abs(half(C(r0))) - C(r0)) }",
         [np.ones(2, np.float32)],
+    ),
+    # Found on an H200 (tests/cuda/test_cuda_run.py's fuzzer): `__half != 0` matches both
+    # the built-in and cuda_fp16's operator, so nvcc rejected bool() of a half.
+    "bool_of_half": (
+        "def main(float16(N) A) -> (T1) { T1(i0) = bool(-A(i0)) }",
+        [np.ones(3, np.float16)],
     ),
 }
 
