@@ -558,7 +558,10 @@ class _Printer(StatementPrinter):
         names = {v: f"_o{k}" for k, v in enumerate(v for v in st.source.lhs if v not in env)}
         if plan.packed is not None:
             block, packed = self.blocking(st)
-            kernel = OuterKernel(st, plan, block, ranges, {**env, **names}, packed)
+            bounds = self.loop_ranges(st)
+            kernel = OuterKernel(
+                st, plan, block, bounds, {**env, **names}, packed, window(plan, ranges)
+            )
             print_kernel(self, kernel, outer, depth)
             return
         names.update({plan.rows: "_a", plan.cols: "_b", plan.red: "_r"})
@@ -695,7 +698,8 @@ class _Printer(StatementPrinter):
         ranges = self.ranges(st)
         lo, hi = ranges[plan.red]
         block = blocking(self.options, self.unit, hi - lo, window(plan, ranges))
-        return block, packing(plan, self.scop.shapes[plan.packed.tensor], ranges, block)
+        shape = self.scop.shapes[plan.packed.tensor]
+        return block, packing(plan, shape, ranges, block, every_size=self.scop.symbolic is not None)
 
     def contraction_nest(
         self, node: isl.AstNode
@@ -721,7 +725,8 @@ class _Printer(StatementPrinter):
         st, _, ranges, outer = self.contraction_nest(node)
         assert st.contraction is not None
         if st.contraction.packed is not None:
-            return outer_items(self.blocking(st)[0], ranges, outer, st.contraction)[0]
+            bounds = self.loop_ranges(st)
+            return outer_items(self.blocking(st)[0], bounds, outer, st.contraction)[0]
         if self.scop.symbolic is not None:
             if outer:
                 lo, hi = self.range_text(st, outer[0])

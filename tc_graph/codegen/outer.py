@@ -7,6 +7,10 @@ chunk of the reduction an item packs its panel of P (chunk x NR floats, zeros pa
 last column) and runs the register block down its band: MR x NR accumulators, the
 reduction innermost. A panel past the last column is staged through a small array, so
 every vector load and store stays inside the output.
+
+In a kernel for every size the ranges are C expressions of the sizes (numbers where
+they are fixed): counts are computed by the code, both the full and the staged panel
+are printed, and the rows a register block leaves are run one at a time.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..poly.contraction import Blocking, Contraction, Packing, along_reduction, window
+from ..poly.contraction import Blocking, Contraction, Packing, along_reduction
 from ..poly.scop import ScopStmt
 from .expr import cname, store
 
@@ -31,16 +35,22 @@ class OuterKernel:
     st: ScopStmt
     plan: Contraction
     block: Blocking
-    ranges: Mapping[str, tuple[int, int]]
+    ranges: Mapping[str, tuple[Bound, Bound]]  # numbers, or C text of the sizes
     env: Mapping[str, str]
     packing: Packing  # how its panels of P are had (contraction.packing)
+    window: int  # panel rows per step of the first reduction index (contraction.window)
 
-    def extent(self, v: str) -> tuple[int, int]:
+    def extent(self, v: str) -> tuple[Bound, Bound]:
         return self.ranges[v]
 
     @property
-    def columns(self) -> tuple[int, int]:
+    def columns(self) -> tuple[Bound, Bound]:
         return _columns(self.plan, self.ranges)
+
+    @property
+    def every_size(self) -> bool:
+        """Some range is C text: the code works out what the printer cannot."""
+        return any(isinstance(x, str) for pair in self.ranges.values() for x in pair)
 
     @property
     def in_place(self) -> bool:
@@ -103,32 +113,50 @@ class OuterKernel:
         return text if is_vector else f"((tc_vf){{0}} + (float)({text}))"
 
 
+Bound = int | str  # a range's end: a number, or C text of the sizes
+
+
 def outer_items(
-    block: Blocking, ranges: Mapping[str, tuple[int, int]], outer: list[str], plan: Contraction
-) -> tuple[int, int, int]:
+    block: Blocking, ranges: Mapping[str, tuple[Bound, Bound]], outer: list[str], plan: Contraction
+) -> tuple[Bound, Bound, Bound]:
     """(work items, bands, panels) of a kernel."""
     assert plan.rows is not None
     bands = _count(*ranges[plan.rows], block.band)
     panels = _count(*_columns(plan, ranges), block.panel)
-    total = bands * panels
+    total = _times(bands, panels)
     for v in outer:
-        lo, hi = ranges[v]
-        total *= hi - lo
+        total = _times(total, _extent(*ranges[v]))
     return total, bands, panels
 
 
-def _columns(plan: Contraction, ranges: Mapping[str, tuple[int, int]]) -> tuple[int, int]:
+def _columns(plan: Contraction, ranges: Mapping[str, tuple[Bound, Bound]]) -> tuple[Bound, Bound]:
     """The columns' range: flattened over span x cols where the plan has a span (the
     columns then fill the output's last dimension, from 0)."""
     lo, hi = ranges[plan.cols]
     if plan.span is None:
         return lo, hi
     slo, shi = ranges[plan.span]
-    return slo * hi, shi * hi
+    return _times(slo, hi), _times(shi, hi)
 
 
-def _count(lo: int, hi: int, size: int) -> int:
-    return -(-(hi - lo) // size)
+def _extent(lo: Bound, hi: Bound) -> Bound:
+    """hi - lo, at least 0."""
+    if isinstance(lo, int) and isinstance(hi, int):
+        return hi - lo
+    return f"max((int64_t)0, (int64_t)({hi}) - ({lo}))"
+
+
+def _times(a: Bound, b: Bound) -> Bound:
+    if isinstance(a, int) and isinstance(b, int):
+        return a * b
+    return f"({a}) * ({b})"
+
+
+def _count(lo: Bound, hi: Bound, size: int) -> Bound:
+    """Blocks of `size` that cover [lo, hi)."""
+    if isinstance(lo, int) and isinstance(hi, int):
+        return -(-(hi - lo) // size)
+    return f"(({_extent(lo, hi)} + {size - 1}) / {size})"
 
 
 def _aligned(block: Blocking) -> str:
@@ -151,22 +179,21 @@ def print_kernel(p: _Printer, k: OuterKernel, outer: list[str], depth: int) -> N
     else:
         p.out(d + 1, f"for (int _w = 0; _w < {total}; _w++) {{")
     d += 2
-    stride = bands * panels
+    stride = _times(bands, panels)
     for v in outer:
         lo, hi = k.extent(v)
-        p.out(d, f"const int {k.env[v]} = {lo} + _w / {stride} % {hi - lo};")
-        stride *= hi - lo
+        p.out(d, f"const int {k.env[v]} = {lo} + _w / {stride} % {_extent(lo, hi)};")
+        stride = _times(stride, _extent(lo, hi))
     p.out(d, f"const int b0 = {blo} + _w % {panels} * {block.panel};")
     p.out(d, f"const int a_lo = {alo} + _w / {panels} % {bands} * {block.band};")
     p.out(d, f"const int a_hi = a_lo + {block.band} < {ahi} ? a_lo + {block.band} : {ahi};")
     if not k.in_place:
-        p.out(
-            d,
-            f"float _bp[{block.chunk * window(k.plan, k.ranges) * block.panel}] {_aligned(block)};",
-        )
+        p.out(d, f"float _bp[{block.chunk * k.window * block.panel}] {_aligned(block)};")
     if k.gathers:
         _lane_offsets(p, k, d)
-    p.out(d, f"for (int k0 = {rlo}; k0 < {rhi}; k0 += {block.chunk}) {{")
+    # For every size the reduction may be empty: one chunk of no steps still starts the sums.
+    more = f"k0 == {rlo} || k0 < {rhi}" if k.every_size else f"k0 < {rhi}"
+    p.out(d, f"for (int k0 = {rlo}; {more}; k0 += {block.chunk}) {{")
     p.out(d + 1, f"const int kn = k0 + {block.chunk} < {rhi} ? {block.chunk} : {rhi} - k0;")
     _panel(p, k, d + 1)
     p.out(d, "}")
@@ -179,7 +206,7 @@ def _panel(p: _Printer, k: OuterKernel, d: int) -> None:
     loads and stores, the last partial one (if any) staged."""
     block = k.block
     blo, bhi = k.columns
-    edge = (bhi - blo) % block.panel != 0
+    edge = k.every_size or (int(bhi) - int(blo)) % block.panel != 0
     if edge:
         p.out(d, f"if (b0 + {block.panel} <= {bhi}) {{")
         _pack_and_run(p, k, d + 1, staged=False)
@@ -334,11 +361,17 @@ def _run(p: _Printer, k: OuterKernel, d: int, *, staged: bool) -> None:
     plan, block = k.plan, k.block
     assert plan.rows is not None
     alo, ahi = k.extent(plan.rows)
-    rest = (ahi - alo) % block.rows
     p.out(d, "int a0 = a_lo;")
     p.out(d, f"for (; a0 + {block.rows} <= a_hi; a0 += {block.rows}) {{")
     _block(p, k, block.rows, d + 1, staged=staged)
     p.out(d, "}")
+    if k.every_size:
+        if block.rows > 1:
+            p.out(d, "for (; a0 < a_hi; a0++) {")
+            _block(p, k, 1, d + 1, staged=staged)
+            p.out(d, "}")
+        return
+    rest = (int(ahi) - int(alo)) % block.rows
     if rest:
         p.out(d, "if (a0 < a_hi) {")
         _block(p, k, rest, d + 1, staged=staged)

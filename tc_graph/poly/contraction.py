@@ -396,8 +396,14 @@ def packing(
     shape: tuple[int, ...],
     ranges: Mapping[str, tuple[int, int]],
     block: Blocking,
+    *,
+    every_size: bool = False,
 ) -> Packing:
-    """How the kernel of `plan` gets its panels, P being of `shape`."""
+    """How the kernel of `plan` gets its panels, P being of `shape`. In a kernel for every
+    size, `shape` and `ranges` are the sample's: panels read in place and copied runs,
+    which rest on equal extents, are not chosen (lane offsets are found by the code)."""
+    if every_size:
+        return "offsets" if lane_offsets(plan) else "lanes"
     if panels(plan, shape, ranges[plan.cols][0], block):
         return "in_place"
     if rows_in_order(plan, shape, ranges[plan.cols][1]):

@@ -352,27 +352,27 @@ def _contracts(
     program: ir.Program,
     prepared: Sequence[_Prepared],
     shapes: Mapping[str, tuple[int, ...]],
-    packs: bool,
+    every_size: bool,
 ) -> dict[int, Contraction]:
     """The kernel-of-its-own plan of each statement that has one, given the statement
-    before it, which it may take as its accumulators' start (a bias: `plan`)."""
+    before it, which it may take as its accumulators' start (a bias: `plan`). For every
+    size, boxes are compared as isl's expressions of the sizes (equal at the sample is
+    not enough), columns are not flattened (`dense`: the sample's shapes say nothing of
+    the others), and the outer form needs a constant window (its panel is an array)."""
     out = {}
     readers: dict[str, set[int]] = {}  # tensor -> the statements that read it, found once
     for m, (s, _, _) in enumerate(prepared):
         for r in ir.reads(s.rhs):
             readers.setdefault(r.tensor, set()).add(m)
+    boxes = [_compared_box(st, ranges, every_size) for st, ranges, _ in prepared]
     for n, (st, ranges, trips) in enumerate(prepared):
         shape = shapes[st.tensor]
-        dense = bool(st.lhs) and tuple(ranges[len(st.lhs) - 1]) == (0, shape[-1])
+        dense = not every_size and bool(st.lhs) and tuple(ranges[len(st.lhs) - 1]) == (0, shape[-1])
         start = end = None
-        if n:
-            prev, prev_ranges, _ = prepared[n - 1]
-            if _starts(prev, prev_ranges, st, ranges):
-                start = prev
-        if n + 1 < len(prepared):
-            nxt, nxt_ranges, _ = prepared[n + 1]
-            if _ends(st, ranges, nxt, nxt_ranges):
-                end = nxt
+        if n and _starts(prepared[n - 1][0], boxes[n - 1], st, boxes[n]):
+            start = prepared[n - 1][0]
+        if n + 1 < len(prepared) and _ends(st, boxes[n], prepared[n + 1][0], boxes[n + 1]):
+            end = prepared[n + 1][0]
         flat = end is not None and _flat(st, end, shapes)
         folded = {n - 1, n, n + 1} if start is not None else {n, n + 1}
         elsewhere = program.tensors[st.tensor].role != "temp" or bool(
@@ -387,18 +387,39 @@ def _contracts(
             dense=dense,
             flat_end=flat,
             read_elsewhere=elsewhere,
-            packs=packs,
+            packs=not every_size or _fixed_window(st),
         )
         if contract is not None:
             out[n] = contract
     return out
 
 
+def _compared_box(
+    st: ir.Statement, ranges: Sequence[tuple[int, int]], every_size: bool
+) -> list[tuple[object, object]]:
+    """A statement's box as `_starts` and `_ends` compare it: its ranges, or for every size
+    the text of isl's bounds."""
+    if not every_size:
+        return list(ranges)
+    return [(str(lo), str(hi)) for lo, hi in st.bounds]
+
+
+def _fixed_window(st: ir.Statement) -> bool:
+    """The reduction indices after the first have constant bounds (the outer form packs
+    their box into each panel row)."""
+    inner = set(st.reduction_vars[1:])
+    return all(
+        affine.constant_value(lo) is not None and affine.constant_value(hi) is not None
+        for v, (lo, hi) in zip(st.iterators, st.bounds, strict=True)
+        if v in inner
+    )
+
+
 def _starts(
     prev: ir.Statement,
-    prev_ranges: Sequence[tuple[int, int]],
+    prev_ranges: Sequence[tuple[object, object]],
     st: ir.Statement,
-    ranges: Sequence[tuple[int, int]],
+    ranges: Sequence[tuple[object, object]],
 ) -> bool:
     """prev sets st's whole output region, which st then accumulates into (`T(..) = b`,
     `T(..) += ...` over the same box): its value can start st's sums."""
@@ -417,9 +438,9 @@ def _starts(
 
 def _ends(
     st: ir.Statement,
-    ranges: Sequence[tuple[int, int]],
+    ranges: Sequence[tuple[object, object]],
     nxt: ir.Statement,
-    nxt_ranges: Sequence[tuple[int, int]],
+    nxt_ranges: Sequence[tuple[object, object]],
 ) -> bool:
     """nxt maps st's output elementwise, once each element is final (`Z(..) = f(T(..))`
     over the same box, reading T only at the element it writes): it can run on each
@@ -482,14 +503,14 @@ def build_scop(
     long ones become single "contract" statements, which need a nest of their own (our
     scheduler gives them one; isl's may fuse or skew them, so it is given none). A
     contract statement that starts from the statement before it (a bias) takes its place.
-    A scop for every size has the dot-product form's contract statements and 1 x C tiles,
-    planned at the sample, but not the outer-product form (its panels are planned on the
-    sizes)."""
+    A scop for every size has the same forms, planned at the sample (`_contracts` says
+    what it leaves out)."""
     sym = program if symbolic is not None else None
     prepared = _prepared(program, sizes, shapes, sym is not None)
-    # A scop for every size has no outer-product form: its panels are planned on the sizes.
-    packs = sym is None
-    contracts = _contracts(program, prepared, shapes, packs) if contractions and kernels else {}
+    every_size = sym is not None
+    contracts = (
+        _contracts(program, prepared, shapes, every_size) if contractions and kernels else {}
+    )
     folded = {n - 1 for n, c in contracts.items() if c.start is not None}
     folded |= {n + 1 for n, c in contracts.items() if c.end is not None}
     checks: list[ScopStmt] = []

@@ -85,15 +85,17 @@ def test_reduction_over_nothing_still_sets_the_outputs(name: str, sizes: tuple[i
     _check(case, dict(zip(case["sizes"], sizes, strict=True)), 485)
 
 
-def test_reduction_chunks_serve_every_size() -> None:
+@pytest.mark.parametrize(("rows", "loop"), [(16, "_k0 += 16"), (40, " k0 += 16")])
+def test_reduction_chunks_serve_every_size(rows: int, loop: str) -> None:
     """A contraction kernel summing its reduction in chunks of 16 (the first starting the
-    `!` from 0): at reductions of no element, part of a chunk, whole chunks and more."""
+    `!` from 0): at reductions of no element, part of a chunk, whole chunks and more; in
+    the dot-product form (few rows at the sample) and the outer-product form."""
     case = next(c for c in CASES if c["name"] == "dot")
     fn = tg.define(case["source"]).dot
     options = tg.MappingOptions(reduction_chunk=16)
-    sample = _arguments(case, {"M": 40, "K": 260, "N": 40}, 0)
+    sample = _arguments(case, {"M": rows, "K": 260, "N": 40}, 0)
     kernel = fn.compile(*sample, parametric=True, options=options)
-    assert "_k0 += 16" in kernel.source
+    assert loop in kernel.source
     for k in (0, 5, 16, 17, 33, 90):
         args = _arguments(case, {"M": 9, "K": k, "N": 11}, k)
         np.testing.assert_allclose(kernel(*args), fn(*args, target="reference"), atol=1e-4)
