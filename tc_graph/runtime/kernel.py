@@ -101,6 +101,23 @@ def code_version() -> str:
     return h.hexdigest()[:16]
 
 
+class InputPointers:
+    """The data pointers of a call's inputs. The last call's inputs and pointers are kept:
+    an ndarray's buffer never moves, so passing the same arrays again skips the lookups
+    (the references keep the objects, hence their pointers, alive)."""
+
+    def __init__(self) -> None:
+        self._last: tuple[tuple[Any, ...], list[int]] = ((), [])
+
+    def of(self, inputs: Sequence[np.ndarray]) -> list[int]:
+        last, pointers = self._last
+        if len(last) == len(inputs) and all(map(operator.is_, inputs, last)):
+            return pointers
+        pointers = [address(a) for a in inputs]
+        self._last = (tuple(inputs), pointers)
+        return pointers
+
+
 class Kernel:
     """A TC function compiled for fixed input shapes, dtypes and integer scalars.
 
@@ -145,10 +162,7 @@ class Kernel:
             )
             for n in program.outputs
         ]
-        # The last call's inputs and their data pointers: an ndarray's buffer never moves,
-        # so passing the same arrays again skips the lookups (the references keep the
-        # objects, hence their pointers, alive).
-        self._last: tuple[tuple[Any, ...], list[int]] = ((), [])
+        self._pointers = InputPointers()
         self._ptr_array = ctypes.c_void_p * (len(program.inputs) + len(program.outputs))
 
     @property
@@ -193,13 +207,7 @@ class Kernel:
         out: Sequence[np.ndarray] | np.ndarray | None = None,
         unchecked: bool = False,
     ) -> np.ndarray | tuple[np.ndarray, ...]:
-        inputs = self._inputs(args)
-        last, last_ptrs = self._last
-        if len(last) == len(inputs) and all(map(operator.is_, inputs, last)):
-            in_ptrs = last_ptrs
-        else:
-            in_ptrs = [address(a) for a in inputs]
-            self._last = (tuple(inputs), in_ptrs)
+        in_ptrs = self._pointers.of(self._inputs(args))
         if out is None:
             outputs = [make(shape, dtype) for make, shape, dtype in self._fresh]
         else:
