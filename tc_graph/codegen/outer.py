@@ -149,7 +149,7 @@ def _extent(lo: Bound, hi: Bound) -> Bound:
 def _times(a: Bound, b: Bound) -> Bound:
     if isinstance(a, int) and isinstance(b, int):
         return a * b
-    return f"({a}) * ({b})"
+    return f"(({a}) * ({b}))"
 
 
 def _count(lo: Bound, hi: Bound, size: int) -> Bound:

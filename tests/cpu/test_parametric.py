@@ -27,7 +27,8 @@ def _arguments(case: dict[str, Any], sizes: dict[str, int], seed: int) -> list[A
     out: list[Any] = []
     for a in case["args"]:
         if isinstance(a, list):
-            out.append(rng.standard_normal([sizes[n] for n in a]).astype(np.float32))
+            shape = [sizes[n] if isinstance(n, str) else n for n in a]
+            out.append(rng.standard_normal(shape).astype(np.float32))
         elif "scalar" in a:
             out.append(a["scalar"])
         else:
@@ -41,7 +42,9 @@ def _compiled(name: str) -> tuple[tg.TcFunction, tg.ParametricKernel]:
     """The case's def, and its kernel for every size, compiled once at SAMPLE."""
     case = next(c for c in CASES if c["name"] == name)
     fn = getattr(tg.define(case["source"]), name)
-    args = _arguments(case, dict.fromkeys(case["sizes"], case.get("sample", SAMPLE)), 0)
+    sample = case.get("sample", SAMPLE)
+    sizes = sample if isinstance(sample, dict) else dict.fromkeys(case["sizes"], sample)
+    args = _arguments(case, sizes, 0)
     kernel = fn.compile(*args, parametric=True)
     assert isinstance(kernel, tg.ParametricKernel)
     return fn, kernel
@@ -57,8 +60,11 @@ def _check(case: dict[str, Any], sizes: dict[str, int], seed: int) -> None:
             kernel(*args)
         assert str(e)
         return
-    got = kernel(*args)
     wants = want if isinstance(want, tuple) else (want,)
+    # Outputs start as NaN (or -7), not as whatever np.empty finds: an element the kernel
+    # never writes must not pass by holding a freed array's right value.
+    poison = [np.full(w.shape, np.nan if w.dtype.kind == "f" else -7, w.dtype) for w in wants]
+    got = kernel(*args, out=poison)
     gots = got if isinstance(got, tuple) else (got,)
     for g, w in zip(gots, wants, strict=True):
         assert g.shape == w.shape and g.dtype == w.dtype
@@ -83,6 +89,26 @@ def test_reduction_over_nothing_still_sets_the_outputs(name: str, sizes: tuple[i
     box, whatever the reduction's extent)."""
     case = next(c for c in CASES if c["name"] == name)
     _check(case, dict(zip(case["sizes"], sizes, strict=True)), 485)
+
+
+@pytest.mark.parametrize("name", ["dense_relu", "conv_channels", "dot", "batched_projection"])
+def test_long_contractions_take_the_outer_product_form(name: str) -> None:
+    """At their samples these contractions are kernels of their own in the outer-product
+    form (a panel buffer `_bp`), which test_every_size_matches_reference then checks at
+    other sizes; the bias and the relu are folded in (no loop of their own)."""
+    kernel = _compiled(name)[1]
+    assert "float _bp[" in kernel.source
+    if name == "dense_relu":
+        assert "t_b[" in kernel.source and kernel.source.count("#pragma omp parallel") == 1
+
+
+@pytest.mark.parametrize("sizes", [(3, 7, 33, 40), (2, 40, 40, 17), (5, 13, 1, 33), (4, 6, 0, 35)])
+def test_outer_form_under_a_batch_loop(sizes: tuple[int, ...]) -> None:
+    """Work items over batch x bands x panels: several panels and batches (the batch of
+    an item was read with the product of bands and panels unparenthesized, found by
+    scripts/bench.py dynamic on the encoder: NaN at batch 8, sequence 16)."""
+    case = next(c for c in CASES if c["name"] == "batched_projection")
+    _check(case, dict(zip(case["sizes"], sizes, strict=True)), 7)
 
 
 @pytest.mark.parametrize(("rows", "loop"), [(16, "_k0 += 16"), (40, " k0 += 16")])
