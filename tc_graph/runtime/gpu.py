@@ -10,6 +10,7 @@ the text is run, behind one hook (`GpuKernel._run`): OpenCL through pyopencl
 from __future__ import annotations
 
 import json
+from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -56,7 +57,7 @@ class GpuBuffers:
         return (*range(self.inputs, self.inputs + self.outputs), n - 2, n - 1)
 
 
-class GpuKernel:
+class GpuKernel(ABC):
     """A TC mapped for a GPU target: its text, launch geometry and index checks (the
     i-th check reports code i + 1)."""
 
@@ -69,9 +70,9 @@ class GpuKernel:
         self.gpu = gpu
         self.checks = checked_accesses(gpu.program)
 
+    @abstractmethod
     def _run(self, buffers: GpuBuffers, check: int) -> None:
         """Run every launch in order over the buffers, then copy back the ones listed."""
-        raise NotImplementedError
 
     def __call__(
         self,
