@@ -133,6 +133,8 @@ class CudaKernel(GpuKernel):
 
     def _run(self, buffers: GpuBuffers, check: int) -> None:
         cu = _driver()
+        # A context is current per thread: a kernel called from another thread makes it so.
+        _checked(cu.cuCtxSetCurrent(device()[0]), "context")
         functions = self._loaded()
         pointers = [
             _checked(cu.cuMemAlloc(max(a.nbytes, 8)), "allocation") for a in buffers.arguments

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -119,3 +120,16 @@ FINDINGS = [
 def test_fuzz_findings_match_the_reference(src: str, args: list[np.ndarray]) -> None:
     fn = tg.define(src).main
     np.testing.assert_array_equal(fn(*args, target="cuda"), fn(*args, target="reference"))
+
+
+@needs_gpu
+def test_a_kernel_runs_from_other_threads() -> None:
+    """The driver's context is current per thread: a kernel compiled on one thread runs
+    on others too."""
+    a = np.arange(12, dtype=np.float32).reshape(4, 3)
+    b = np.ones((3, 5), np.float32)
+    kernel = tg.define(on_opencl.MATMUL).mm.compile(a, b, target="cuda")
+    with ThreadPoolExecutor(3) as pool:
+        results = list(pool.map(lambda _: kernel(a, b), range(6)))
+    for got in results:
+        np.testing.assert_allclose(got, a @ b)
