@@ -122,8 +122,9 @@ class ParametricKernel:
 
     def _as_given(self, args: Sequence[Any]) -> bool:
         """The arguments are the inputs as the kernel reads them: C-contiguous arrays of
-        their dtypes (a plain loop: the per-call checks count in a small kernel)."""
-        if len(args) != len(self._dtypes):
+        their dtypes (a plain loop: the per-call checks count in a small kernel), and the
+        def has no integer scalar (whose value, not its shape, must be checked)."""
+        if self._scalars or len(args) != len(self._dtypes):
             return False
         for a, dt in zip(args, self._dtypes, strict=True):
             if not (type(a) is np.ndarray and a.dtype == dt and a.flags.c_contiguous):

@@ -157,6 +157,11 @@ def test_integer_scalar_is_a_constant_of_the_kernel() -> None:
     _, kernel = _compiled("repeat")
     with pytest.raises(tg.TcError, match=r"compiled for R=3, got 4"):
         kernel(np.ones(5, np.float32), 4)
+    # As 0-d arrays too, after a call at the same shapes (which a later call does not
+    # bind again): the scalar's value is checked each time.
+    assert kernel(np.ones(5, np.float32), np.array(3, np.int32)).shape == (3, 5)
+    with pytest.raises(tg.TcError, match=r"compiled for R=3, got 4"):
+        kernel(np.ones(5, np.float32), np.array(4, np.int32))
 
 
 @pytest.mark.parametrize("name", ["v", "s", "j0", "acc", "lo"])
