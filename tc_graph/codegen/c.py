@@ -573,12 +573,8 @@ class _Printer(StatementPrinter):
         self.out(depth, "{")
         parallel = bool(self.options.parallel_depth)
         d = self.outer_loops(names, outer, ranges, depth + 1)
-        # Full tiles, then the edge tiles with what is left of each extent. Reductions in
-        # chunks whose operand rows of one tile (rows + columns of them) fit in about half
-        # of L1 by default, so the column rows stay there while the row tiles stream.
-        chunk = self.options.reduction_chunk or max(
-            16, (L1_BYTES // 2) // (4 * (rows_cap + cols_cap)) // 16 * 16
-        )
+        # Full tiles, then the edge tiles with what is left of each extent.
+        chunk = self.dot_chunk()
         chunks = [(lo, min(lo + chunk, rhi)) for lo in range(rlo, rhi, chunk)] or [(rlo, rhi)]
 
         def column_block(cols_n: int, dd: int) -> None:
@@ -594,6 +590,19 @@ class _Printer(StatementPrinter):
         self.blocked_loop(
             "bi", "b0", blo, bhi, cols_cap, d, column_block, parallel=parallel and not outer
         )
+        self.close_kernel(outer, depth)
+
+    def dot_chunk(self) -> int:
+        """Steps of a dot-product kernel's reduction chunk: the operand rows of one tile
+        (rows + columns of them) fit in about half of L1 by default, so the column rows
+        stay there while the row tiles stream."""
+        rows_cap, cols_cap = self.options.dot_tile
+        return self.options.reduction_chunk or max(
+            16, (L1_BYTES // 2) // (4 * (rows_cap + cols_cap)) // 16 * 16
+        )
+
+    def close_kernel(self, outer: Sequence[str], depth: int) -> None:
+        """Close a contraction kernel opened at `depth` with its outer output loops."""
         for k in reversed(range(len(outer))):
             self.out(depth + 1 + k, "}")
         self.out(depth, "}")
@@ -636,9 +645,7 @@ class _Printer(StatementPrinter):
         assert plan is not None and plan.rows is not None
         rows_cap, cols_cap = self.options.dot_tile
         (rlo, rhi) = self.range_text(st, plan.red)
-        chunk = self.options.reduction_chunk or max(
-            16, (L1_BYTES // 2) // (4 * (rows_cap + cols_cap)) // 16 * 16
-        )
+        chunk = self.dot_chunk()
         self.out(depth, "{")
         parallel = bool(self.options.parallel_depth)
         d = self.outer_loops(names, outer, self.loop_ranges(st), depth + 1)
@@ -658,9 +665,7 @@ class _Printer(StatementPrinter):
         self.blocks_every_size(
             "bi", "b0", blo, bhi, cols_cap, d, column_block, parallel=parallel and not outer
         )
-        for k in reversed(range(len(outer))):
-            self.out(depth + 1 + k, "}")
-        self.out(depth, "}")
+        self.close_kernel(outer, depth)
 
     def blocks_every_size(
         self,
