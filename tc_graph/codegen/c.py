@@ -47,6 +47,8 @@ def _prelude(vector_width: int) -> str:
         f"typedef int tc_vi __attribute__((vector_size({4 * vector_width})));",
         _hsum(vector_width),
         *_vector_extrema(vector_width),
+        # stdio for the size checks' snprintf (gcc 14 refuses an implicit declaration).
+        "#include <stdio.h>",
         "#include <stdlib.h>",
         "#include <math.h>",
         "#define floord(n, d) (((n) < 0) ? -((-(n) + (d) - 1) / (d)) : (n) / (d))",

@@ -176,3 +176,22 @@ def test_every_size_is_a_cpu_kernel() -> None:
     with pytest.raises(tg.TcError, match=r"compiled for the cpu target, not 'opencl'"):
         fn.compile(np.ones((2, 2), np.float32), np.ones(2, np.float32), target="opencl",
                    parametric=True)  # fmt: skip
+
+
+def test_every_size_compiles_where_c99_errors_are_errors(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """gcc 14 rejects what C99 removed (an implicit function declaration, an int without
+    a type) and incompatible pointer types; gcc 12 only warns. A kernel for every size
+    called snprintf without <stdio.h>: with gcc 14 none compiled."""
+    monkeypatch.setenv("TC_GRAPH_CACHE", str(tmp_path))
+    monkeypatch.setenv(
+        "TC_GRAPH_CFLAGS",
+        "-Werror=implicit-function-declaration -Werror=implicit-int "
+        "-Werror=incompatible-pointer-types -Werror=int-conversion",
+    )
+    case = next(c for c in CASES if c["name"] == "bag")
+    fn = getattr(tg.define(case["source"]), "bag")
+    args = _arguments(case, {"E": 7, "D": 5, "B": 3, "L": 4}, 1)
+    kernel = fn.compile(*args, parametric=True)
+    np.testing.assert_allclose(kernel(*args), fn(*args, target="reference"), rtol=1e-5)

@@ -7,6 +7,7 @@ static inline tc_vf tc_vmax(tc_vf a, tc_vf v) { tc_vi m = v > a; return (tc_vf)(
 static inline float tc_hmax(tc_vf v) { v = tc_vmax(v, __builtin_shuffle(v, (tc_vi){8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7})); v = tc_vmax(v, __builtin_shuffle(v, (tc_vi){4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3})); v = tc_vmax(v, __builtin_shuffle(v, (tc_vi){2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1})); v = tc_vmax(v, __builtin_shuffle(v, (tc_vi){1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 0})); return v[0]; }
 static inline tc_vf tc_vmin(tc_vf a, tc_vf v) { tc_vi m = v < a; return (tc_vf)((m & (tc_vi)v) | (~m & (tc_vi)a)); }
 static inline float tc_hmin(tc_vf v) { v = tc_vmin(v, __builtin_shuffle(v, (tc_vi){8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7})); v = tc_vmin(v, __builtin_shuffle(v, (tc_vi){4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3})); v = tc_vmin(v, __builtin_shuffle(v, (tc_vi){2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1})); v = tc_vmin(v, __builtin_shuffle(v, (tc_vi){1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 0})); return v[0]; }
+#include <stdio.h>
 #include <stdlib.h>
 #include <math.h>
 #define floord(n, d) (((n) < 0) ? -((-(n) + (d) - 1) / (d)) : (n) / (d))
