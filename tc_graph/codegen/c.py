@@ -869,22 +869,81 @@ class _Printer(StatementPrinter):
         self.out(d, f"for (; r0 + {width} <= {rhi}; r0 += {width}) {{")
         self.tile_step(st, env, names, tile, "r0", d + 1, mask=None)
         self.out(d, "}")
-        tail = (hi - lo) % width
-        if fixed and tail and hi - lo >= width:
-            # The last partial vector: one more step over the final `width` elements, the
-            # lanes the loop already summed masked off.
-            lanes = ", ".join("1.0f" if k >= width - tail else "0.0f" for k in range(width))
-            self.out(d, f"{{ const tc_vf mask = {{{lanes}}}; r0 = {rhi - width};")
-            self.tile_step(st, env, names, tile, "r0", d + 1, mask="mask")
-            self.out(d, f"r0 = {rhi}; }}")
+        if fixed:
+            assert isinstance(rlo, int) and isinstance(rhi, int)
+            self.masked_last(st, env, names, tile, (rlo, rhi), d)
+        else:
+            self.last_every_size(st, env, names, tile, (rlo, rhi), d)
         accs = [f"acc{i}_{j}" for i, j in tile]
         # Short dot products are dominated by their horizontal sums: reduce them together.
         # (Long ones measured faster with one sum each: less pressure on the registers.)
         sums = self.lane_sums(accs, d) if hi - lo < 256 else [f"tc_hsum({a})" for a in accs]
         for (i, j), total in zip(tile, sums, strict=True):
             self.finish_dot(
-                st, self.tile_env(st, env, names, i, j), total, "r0", rhi, d, first=first
+                st,
+                self.tile_env(st, env, names, i, j),
+                total,
+                "r0" if fixed else None,
+                rhi,
+                d,
+                first=first,
             )
+
+    def masked_last(
+        self,
+        st: ScopStmt,
+        env: Mapping[str, str],
+        names: Mapping[str, str],
+        tile: list[tuple[int, int]],
+        bounds: tuple[int, int],
+        d: int,
+    ) -> None:
+        """The last partial vector of the dot products, where the range holds a whole
+        vector: one more step over the final `width` elements, the lanes the loop already
+        summed masked off by a constant mask."""
+        width = self.options.vector_width
+        rlo, rhi = bounds
+        tail = (rhi - rlo) % width
+        if not tail or rhi - rlo < width:
+            return
+        lanes = ", ".join("1.0f" if k >= width - tail else "0.0f" for k in range(width))
+        self.out(d, f"{{ const tc_vf mask = {{{lanes}}}; r0 = {rhi - width};")
+        self.tile_step(st, env, names, tile, "r0", d + 1, mask="mask")
+        self.out(d, f"r0 = {rhi}; }}")
+
+    def last_every_size(
+        self,
+        st: ScopStmt,
+        env: Mapping[str, str],
+        names: Mapping[str, str],
+        tile: list[tuple[int, int]],
+        bounds: tuple[str | int, str | int],
+        d: int,
+    ) -> None:
+        """The elements the vector loop left, in a kernel for every size: a masked step
+        over the final `width` (the mask computed from the lanes left) where the range
+        holds a vector, else one element at a time into lane 0. Either way the range ends
+        here, so no output has a scalar tail of its own (on short reductions such as
+        tbmm's 72, sixteen tails cost as much as the vector loop)."""
+        plan = st.contraction
+        assert plan is not None
+        width = self.options.vector_width
+        rlo, rhi = bounds
+        index = ", ".join(map(str, range(width)))
+        self.out(d, f"if (r0 < {rhi}) {{")
+        self.out(d + 1, f"if (({rhi}) - ({rlo}) >= {width}) {{")
+        self.out(
+            d + 2,
+            f"const tc_vf mask = -__builtin_convertvector((tc_vi){{{index}}} >= "
+            f"(int)({width} - (({rhi}) - r0)), tc_vf); r0 = {rhi} - {width};",
+        )
+        self.tile_step(st, env, names, tile, "r0", d + 2, mask="mask")
+        self.out(d + 1, f"}} else for (; r0 < {rhi}; r0++) {{")
+        for i, j in tile:
+            one = self.expr(st.source.rhs, {**self.tile_env(st, env, names, i, j), plan.red: "r0"})
+            self.out(d + 2, f"acc{i}_{j}[0] += (float)({one});")
+        self.out(d + 1, "}")
+        self.out(d, f"r0 = {rhi}; }}")
 
     def tile_step(
         self,
@@ -975,15 +1034,15 @@ class _Printer(StatementPrinter):
         st: ScopStmt,
         env: Mapping[str, str],
         total: str,
-        r0: str,
+        r0: str | None,
         rhi: int | str,
         depth: int,
         *,
         first: bool | str,
     ) -> None:
-        """Add the scalar tail of a dot product and store it (the first part of a `!`
-        reduction starts from 0, any other from the stored value; `first` may be a C
-        condition)."""
+        """Add the scalar tail of a dot product from `r0` (None: no tail) and store it
+        (the first part of a `!` reduction starts from 0, any other from the stored value;
+        `first` may be a C condition)."""
         src = st.source
         assert st.contraction is not None
         target = f"{cname(src.tensor)}[{self.linear(src.tensor, [env[v] for v in src.lhs])}]"
@@ -993,6 +1052,9 @@ class _Printer(StatementPrinter):
             start = f"(({first}) ? 0.0f : {target})"
         elif src.init and first:
             start = "0.0f"
+        if r0 is None:
+            self.out(depth, f"{target} = {start} + {total};")
+            return
         self.out(depth, f"{{ float s = {start} + {total};")
         self.out(depth + 1, f"for (int _t = {r0}; _t < {rhi}; _t++) s += (float)({tail});")
         self.out(depth + 1, f"{target} = s; }}")
