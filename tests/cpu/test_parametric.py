@@ -191,7 +191,7 @@ def test_every_size_compiles_where_c99_errors_are_errors(
         "-Werror=incompatible-pointer-types -Werror=int-conversion",
     )
     case = next(c for c in CASES if c["name"] == "bag")
-    fn = getattr(tg.define(case["source"]), "bag")
+    fn = tg.define(case["source"]).bag
     args = _arguments(case, {"E": 7, "D": 5, "B": 3, "L": 4}, 1)
     kernel = fn.compile(*args, parametric=True)
     np.testing.assert_allclose(kernel(*args), fn(*args, target="reference"), rtol=1e-5)
