@@ -35,6 +35,7 @@ from .stmt import (
     constant_loop,
     counted_loop,
     mentions,
+    sample_trips,
     with_value,
 )
 
@@ -1110,12 +1111,51 @@ class _Printer(StatementPrinter):
         if not serial:
             self.parallel_for(node, depth, simd=Loop.SIMD in here)
         else:
+            trips = self.specialised_trips(node) if Loop.SIMD in here else None
+            if trips is not None:
+                self.specialised_loop(node, trips, depth)
+                return
             if Loop.SIMD in here:
                 self.out(depth, self.dialect.simd_pragma())
             self.out(depth, self.for_header(node) + " {")
+        self.loop_body(node, depth)
+
+    def loop_body(self, node: isl.AstNode, depth: int) -> None:
+        """The body of a loop opened at `depth`, and its closing brace."""
         self.loops_open += 1
         self.node(node.for_get_body(), depth + 1)
         self.loops_open -= 1
+        self.out(depth, "}")
+
+    def specialised_trips(self, node: isl.AstNode) -> int | None:
+        """The sample's iteration count of an innermost loop of a kernel for every size
+        where a copy specialised to it pays: its bounds are expressions of the sizes alone,
+        and it runs fewer iterations than a vector has lanes (MLP3's last layer: 2). There
+        gcc's vector loop, with its checks and scalar epilogue for an unknown count, costs
+        several times the fully unrolled copy. None elsewhere."""
+        if self.scop.symbolic is None or counted_loop(node) is None:
+            return None
+        trips = sample_trips(node, self.scop.sizes)
+        if trips is None or not 0 < trips < self.options.vector_width:
+            return None
+        return trips
+
+    def specialised_loop(self, node: isl.AstNode, trips: int, depth: int) -> None:
+        """A simd loop twice, as Halide's specialize: `trips` iterations where its count
+        is the sample's (gcc unrolls it), the general loop otherwise."""
+        counted = counted_loop(node)
+        assert counted is not None
+        first, count, step = counted
+        it = node.for_get_iterator().to_C_str()
+        self.out(depth, f"if ({count} == {trips}) {{")
+        self.out(depth + 1, self.dialect.simd_pragma())
+        end = f"({first}) + {trips * step}"
+        self.out(depth + 1, f"for (int {it} = {first}; {it} < {end}; {it} += {step}) {{")
+        self.loop_body(node, depth + 1)
+        self.out(depth, "} else {")
+        self.out(depth + 1, self.dialect.simd_pragma())
+        self.out(depth + 1, self.for_header(node) + " {")
+        self.loop_body(node, depth + 1)
         self.out(depth, "}")
 
     def mark(self, node: isl.AstNode, mark: Mark, depth: int, marks: frozenset[Loop]) -> None:

@@ -8,7 +8,7 @@ where a statement stores (`target`); what differs in the text alone is its `Dial
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import islpy as isl
 
@@ -230,6 +230,65 @@ def counted_loop(node: isl.AstNode) -> tuple[str, str, int] | None:
     last = f"({bound})" if op == isl.ast_expr_op_type.le else f"({bound}) - 1"
     count = f"max((int64_t)0, floord((int64_t){last} - ({first}), {step}) + 1)"
     return first, count, step
+
+
+def sample_trips(node: isl.AstNode, sizes: Mapping[str, int]) -> int | None:
+    """The iterations of a loop of the isl AST at these sizes, where its bounds are
+    expressions of the sizes alone; None where they read another iterator."""
+    cond = node.for_get_cond()
+    step = ast_int(node.for_get_inc())
+    op = cond.get_op_type()
+    if step is None or step < 1 or op not in (isl.ast_expr_op_type.le, isl.ast_expr_op_type.lt):
+        return None
+    first = ast_value(node.for_get_init(), sizes)
+    bound = ast_value(cond.get_op_arg(1), sizes)
+    if first is None or bound is None:
+        return None
+    last = bound if op == isl.ast_expr_op_type.le else bound - 1
+    return max(0, (last - first) // step + 1)
+
+
+def _floor_quotient(a: int, b: int) -> int:
+    return a // b
+
+
+def _remainder(a: int, b: int) -> int:
+    return a % b
+
+
+# isl's AST operations on integers. pdiv_q and pdiv_r have a nonnegative dividend and a
+# positive divisor, where floor and C's truncation agree; a zdiv_r is only compared with
+# zero, which either remainder is exactly when the other is.
+_INT_OPS: Mapping[isl.ast_expr_op_type, Callable[..., int]] = {
+    isl.ast_expr_op_type.add: lambda a, b: a + b,
+    isl.ast_expr_op_type.sub: lambda a, b: a - b,
+    isl.ast_expr_op_type.mul: lambda a, b: a * b,
+    isl.ast_expr_op_type.minus: lambda a: -a,
+    isl.ast_expr_op_type.div: _floor_quotient,
+    isl.ast_expr_op_type.fdiv_q: _floor_quotient,
+    isl.ast_expr_op_type.pdiv_q: _floor_quotient,
+    isl.ast_expr_op_type.pdiv_r: _remainder,
+    isl.ast_expr_op_type.zdiv_r: _remainder,
+    isl.ast_expr_op_type.max: max,
+    isl.ast_expr_op_type.min: min,
+}
+
+
+def ast_value(e: isl.AstExpr, values: Mapping[str, int]) -> int | None:
+    """The value of an expression of isl's AST whose identifiers all have `values`; None
+    where one has none or an operation is not integer arithmetic."""
+    t = e.get_type()
+    if t == isl.ast_expr_type.int:
+        return ast_int(e)
+    if t == isl.ast_expr_type.id:
+        return values.get(e.get_id().get_name())
+    fn = _INT_OPS.get(e.get_op_type())
+    if fn is None:
+        return None
+    args = [ast_value(e.get_op_arg(k), values) for k in range(e.get_op_n_arg())]
+    if any(a is None for a in args):
+        return None
+    return fn(*args)
 
 
 def with_value(e: isl.AstExpr, name: str, value: int) -> isl.AstExpr:
