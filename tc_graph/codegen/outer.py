@@ -208,7 +208,15 @@ def _panel(p: _Printer, k: OuterKernel, d: int) -> None:
     blo, bhi = k.columns
     edge = k.every_size or (int(bhi) - int(blo)) % block.panel != 0
     if edge:
-        p.out(d, f"if (b0 + {block.panel} <= {bhi}) {{")
+        # For every size in 64 bits: b0 + NR may pass 2^31 - 1 where the columns are many.
+        head = f"(int64_t)b0 + {block.panel}" if k.every_size else f"b0 + {block.panel}"
+        p.out(d, f"if ({head} <= {bhi}) {{")
+        if k.every_size:
+            # What the test says, to gcc: the sizes are below 2^31 (the kernel ABI), so no
+            # column index of the panel wraps, and gcc's copy of it is vector loads, not
+            # gathers (MLP3: a quarter of its time).
+            top = 2**31 - 1 - block.panel
+            p.out(d + 1, f"if (b0 > {top}) __builtin_unreachable();")
         _pack_and_run(p, k, d + 1, staged=False)
         p.out(d, "} else {")
         _pack_and_run(p, k, d + 1, staged=True)
@@ -241,7 +249,8 @@ def _pack(p: _Printer, k: OuterKernel, d: int, *, staged: bool) -> None:
         lanes = k.at("(b0 + _l)") if k.packing == "runs" else k.lane("(b0 + _l)")
         value = p.expr(plan.packed, {**k.env, **lanes, **k.reduction_env()})
     if staged:
-        value = f"b0 + _l < {k.columns[1]} ? {value} : 0.0f"
+        lane = "(int64_t)b0 + _l" if k.every_size else "b0 + _l"
+        value = f"{lane} < {k.columns[1]} ? {value} : 0.0f"
     if along_reduction(plan):
         # P read along the reduction: copy its rows with unit stride
         p.out(d, f"for (int _l = 0; _l < {n}; _l++) {{")
