@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..poly.contraction import Blocking, Contraction, Packing, along_reduction
+from ..poly.contraction import Blocking, Contraction, Packing, along_reduction, transposed_pack
 from ..poly.scop import ScopStmt
 from .expr import cname, store
 
@@ -251,6 +251,9 @@ def _pack(p: _Printer, k: OuterKernel, d: int, *, staged: bool) -> None:
     if staged:
         lane = "(int64_t)b0 + _l" if k.every_size else "b0 + _l"
         value = f"{lane} < {k.columns[1]} ? {value} : 0.0f"
+    if transposed_pack(plan) and not staged:
+        _transposed(p, k, d, value)
+        return
     if along_reduction(plan):
         # P read along the reduction: copy its rows with unit stride
         p.out(d, f"for (int _l = 0; _l < {n}; _l++) {{")
@@ -269,6 +272,53 @@ def _pack(p: _Printer, k: OuterKernel, d: int, *, staged: bool) -> None:
         p.out(d, "}")
     else:
         _steps(p, k, d, value)
+
+
+def _transposed(p: _Printer, k: OuterKernel, d: int, value: str) -> None:
+    """The panel from squares of `width` lanes x `width` steps: a vector along the
+    reduction from each lane's row of P, transposed in registers, stored a step at a
+    time; the steps past the last whole square (`value` at lane `_l`) one by one."""
+    plan, w, n = k.plan, k.block.width, k.block.panel
+    assert plan.packed is not None
+    p.out(d, "int _k = 0;")
+    p.out(d, f"for (; _k + {w} <= kn; _k += {w}) {{")
+    for lb in range(0, n, w):
+        p.out(d + 1, "{")
+        for i in range(w):
+            at = _address(p, k, {**k.lane(f"(b0 + {lb + i})"), plan.red: "(k0 + _k)"})
+            p.out(d + 2, f"tc_vf _t{i} = *(const tc_vfu *)&{cname(plan.packed.tensor)}[{at}];")
+        rows = _transpose(p, [f"_t{i}" for i in range(w)], d + 2)
+        for t, row in enumerate(rows):
+            p.out(d + 2, f"*(tc_vf *)&_bp[(_k + {t}) * {n} + {lb}] = {row};")
+        p.out(d + 1, "}")
+    p.out(d, "}")
+    p.out(d, "for (; _k < kn; _k++) {")
+    p.out(d + 1, f"for (int _l = 0; _l < {n}; _l++) _bp[_k * {n} + _l] = {value};")
+    p.out(d, "}")
+
+
+def _transpose(p: _Printer, rows: list[str], d: int) -> list[str]:
+    """Vectors holding the transpose of the square whose rows are `rows`: for each bit b
+    of a lane's number, each pair of rows i and i + b (bit b of i clear) exchanges the
+    lanes with bit b set in row i for those with it clear in row i + b, two shuffles per
+    pair (after every bit, element (i, j) is at (j, i))."""
+    w = len(rows)
+    b, cur = 1, list(rows)
+    while b < w:
+        nxt = list(cur)
+        for i in (i for i in range(w) if not i & b):
+            lo = [w + (j ^ b) if j & b else j for j in range(w)]
+            hi = [w + j if j & b else j ^ b for j in range(w)]
+            for row, mask in ((i, lo), (i | b, hi)):
+                name = f"_x{b}_{row}"
+                picks = ", ".join(map(str, mask))
+                p.out(
+                    d,
+                    f"tc_vf {name} = __builtin_shuffle({cur[i]}, {cur[i | b]}, (tc_vi){{{picks}}});",
+                )
+                nxt[row] = name
+        cur, b = nxt, 2 * b
+    return cur
 
 
 def _steps(p: _Printer, k: OuterKernel, d: int, value: str, *, copy: str = "lanes") -> None:

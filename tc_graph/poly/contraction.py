@@ -359,6 +359,19 @@ def along_reduction(plan: Contraction) -> bool:
     return p is not None and not plan.inner and plan.red in ir.index_names(p.subscripts[-1])
 
 
+def transposed_pack(plan: Contraction) -> bool:
+    """P is read along the reduction at unit stride, one output column per row of P (C3's
+    weight, N x K): its panel is packed a square of vectors at a time, loaded along the
+    reduction and transposed in registers (the copy element by element was a fifth of
+    C3's time). Not with a span, whose lanes are no rows of P."""
+    p = plan.packed
+    if p is None or plan.span is not None or not along_reduction(plan):
+        return False
+    last = p.subscripts[-1]
+    plus = isinstance(last, ir.Binary) and last.op == "+"
+    return (last == ir.Index(plan.red) or plus) and _unit_last(p, plan.red)
+
+
 def _integer_linear(e: ir.Expr) -> bool:
     """e is a sum of indices and constants, each maybe times a constant (no division,
     modulo, clamp or product of indices)."""

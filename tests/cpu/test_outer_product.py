@@ -117,6 +117,29 @@ def test_transposed_scaled_batched_and_accumulating_forms_match_numpy() -> None:
     _close(mod.acc(a, b, c0), c0 + a.astype(np.float64) @ b[1:])
 
 
+@pytest.mark.parametrize(
+    ("m", "n", "k", "width", "parametric"),
+    [
+        (40, 37, 67, 8, False),
+        (64, 21, 300, 8, False),
+        (40, 33, 129, 16, True),
+        (40, 40, 300, 4, True),
+    ],
+)
+def test_a_weight_read_along_the_reduction_is_packed_in_transposed_squares(
+    m: int, n: int, k: int, width: int, parametric: bool
+) -> None:
+    """C3's B(n, k): squares of lanes x steps loaded along k and transposed in registers,
+    the steps past the last square one by one, the last partial panel element by element
+    (staged); fixed sizes and every size."""
+    rng = np.random.default_rng(m + n + k)
+    a, b = _rand(rng, m, k), _rand(rng, n, k)
+    options = tg.MappingOptions(vector_width=width, reduction_chunk=64)
+    kernel = tg.define(PROGRAMS).tmm.compile(a, b, options=options, parametric=parametric)
+    assert "_x1_0 = __builtin_shuffle" in kernel.source, "not packed in transposed squares"
+    _close(kernel(a, b), a.astype(np.float64) @ b.T)
+
+
 def test_panels_packed_ahead_of_time_are_read_in_place() -> None:
     """P already laid out as the kernel's panels (a constant weight packed at optimize
     time: graph/translate/linear.py) is read where it lies, the last panel's padding
