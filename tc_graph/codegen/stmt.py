@@ -271,12 +271,24 @@ _INT_OPS: Mapping[isl.ast_expr_op_type, Callable[..., int]] = {
     isl.ast_expr_op_type.zdiv_r: _remainder,
     isl.ast_expr_op_type.max: max,
     isl.ast_expr_op_type.min: min,
+    isl.ast_expr_op_type.eq: lambda a, b: int(a == b),
+    isl.ast_expr_op_type.le: lambda a, b: int(a <= b),
+    isl.ast_expr_op_type.lt: lambda a, b: int(a < b),
+    isl.ast_expr_op_type.ge: lambda a, b: int(a >= b),
+    isl.ast_expr_op_type.gt: lambda a, b: int(a > b),
+    isl.ast_expr_op_type.and_: lambda a, b: int(bool(a and b)),
+    isl.ast_expr_op_type.and_then: lambda a, b: int(bool(a and b)),
+    isl.ast_expr_op_type.or_: lambda a, b: int(bool(a or b)),
+    isl.ast_expr_op_type.or_else: lambda a, b: int(bool(a or b)),
+    isl.ast_expr_op_type.select: lambda c, a, b: a if c else b,
+    isl.ast_expr_op_type.cond: lambda c, a, b: a if c else b,
 }
 
 
 def ast_value(e: isl.AstExpr, values: Mapping[str, int]) -> int | None:
-    """The value of an expression of isl's AST whose identifiers all have `values`; None
-    where one has none or an operation is not integer arithmetic."""
+    """The value of an expression of isl's AST whose identifiers all have `values` (a
+    condition's as 1 or 0); None where one has none or an operation is not integer
+    arithmetic, a comparison or a selection."""
     t = e.get_type()
     if t == isl.ast_expr_type.int:
         return ast_int(e)
