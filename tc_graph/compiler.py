@@ -289,7 +289,7 @@ _C_NAMES = re.compile(
 
 def for_every_size(options: MappingOptions) -> MappingOptions:
     """The options of a kernel for every size: unrolled loops, whose plans read the sizes,
-    are off (so are contraction kernels: scop_every_size leaves them out)."""
+    are off."""
     return replace(options, unroll=1)
 
 
