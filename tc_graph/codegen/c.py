@@ -937,8 +937,8 @@ class _Printer(StatementPrinter):
         tail = (rhi - rlo) % width
         if not tail or rhi - rlo < width:
             return
-        lanes = ", ".join("1.0f" if k >= width - tail else "0.0f" for k in range(width))
-        self.out(d, f"{{ const tc_vf mask = {{{lanes}}}; r0 = {rhi - width};")
+        lanes = ", ".join("-1" if k >= width - tail else "0" for k in range(width))
+        self.out(d, f"{{ const tc_vi mask = {{{lanes}}}; r0 = {rhi - width};")
         self.tile_step(st, env, names, tile, "r0", d + 1, mask="mask")
         self.out(d, f"r0 = {rhi}; }}")
 
@@ -965,8 +965,8 @@ class _Printer(StatementPrinter):
         self.out(d + 1, f"if (({rhi}) - ({rlo}) >= {width}) {{")
         self.out(
             d + 2,
-            f"const tc_vf mask = -__builtin_convertvector((tc_vi){{{index}}} >= "
-            f"(int)({width} - (({rhi}) - r0)), tc_vf); r0 = {rhi} - {width};",
+            f"const tc_vi mask = (tc_vi){{{index}}} >= (int)({width} - (({rhi}) - r0)); "
+            f"r0 = {rhi} - {width};",
         )
         self.tile_step(st, env, names, tile, "r0", d + 2, mask="mask")
         self.out(d + 1, f"}} else for (; r0 < {rhi}; r0++) {{")
@@ -996,7 +996,9 @@ class _Printer(StatementPrinter):
         for i, j in tile:
             vec = self.vector_rhs(st, self.tile_env(st, env, names, i, j), plan.red, r0, loads)
             assert vec is not None, "plan() admits only vector forms"
-            updates.append(f"acc{i}_{j} += {vec if mask is None else f'{mask} * {vec}'};")
+            # Masked lanes add +0 (a selection of bits: 0 * inf would be NaN).
+            masked = vec if mask is None else f"(tc_vf)((tc_vi)({vec}) & {mask})"
+            updates.append(f"acc{i}_{j} += {masked};")
         self.pinned_loads(loads, depth)
         for u in updates:
             self.out(depth, u)

@@ -557,3 +557,19 @@ def test_a_reduction_fused_at_one_value_of_a_parallel_loop_stays_serial() -> Non
     for _ in range(20):  # a race shows up as a wrong sum now and then
         for g, w in zip(kernel(b, a), want, strict=True):
             np.testing.assert_array_equal(g, w)
+
+
+@pytest.mark.parametrize("parametric", [False, True])
+@pytest.mark.parametrize("k", [18, 20])
+def test_an_infinity_in_a_dot_product_sums_to_infinity(parametric: bool, k: int) -> None:
+    """The last partial vector of a dot product is summed once more over its final
+    `width` elements with the lanes already summed masked off: masked by multiplying with
+    0, an infinite product there made 0 * inf = NaN where NumPy gives inf. The mask is a
+    selection of bits (test first: NaN in the fixed and the every-size kernel)."""
+    fn = tg.define("def d(float(M,K) A, float(N,K) B) -> (O) { O(i,j) +=! A(i,k) * B(j,k) }").d
+    a, b = np.ones((3, k), np.float32), np.ones((5, k), np.float32)
+    a[0, 5], b[4, 6] = np.inf, -np.inf
+    kernel = fn.compile(a, b, parametric=parametric)
+    assert "mask" in kernel.source, "not the dot-product form with a masked last vector"
+    with np.errstate(invalid="ignore"):
+        np.testing.assert_array_equal(kernel(a, b), a @ b.T)
