@@ -1165,7 +1165,7 @@ class _Printer(StatementPrinter):
         and it runs fewer iterations than a vector has lanes (MLP3's last layer: 2). There
         gcc's vector loop, with its checks and scalar epilogue for an unknown count, costs
         several times the fully unrolled copy. None elsewhere."""
-        if self.scop.symbolic is None or counted_loop(node) is None:
+        if self.scop.symbolic is None:
             return None
         trips = sample_trips(node, self.scop.sizes)
         if trips is None or not 0 < trips < self.options.vector_width:

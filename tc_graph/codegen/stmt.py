@@ -8,6 +8,7 @@ where a statement stores (`target`); what differs in the text alone is its `Dial
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Mapping, Sequence
 
 import islpy as isl
@@ -201,33 +202,42 @@ class StatementPrinter(ExprPrinter):
         self.node(node, depth, marks)
 
 
+def _loop_bounds(node: isl.AstNode) -> tuple[isl.AstExpr, isl.AstExpr, int, int] | None:
+    """(init, bound, step, offset) of a loop of the isl AST counting up by a positive
+    integer to `bound + offset` inclusive (offset 0 for `<=`, -1 for `<`); None for any
+    other."""
+    cond = node.for_get_cond()
+    step = ast_int(node.for_get_inc())
+    op = cond.get_op_type()
+    if step is None or step < 1 or op not in (isl.ast_expr_op_type.le, isl.ast_expr_op_type.lt):
+        return None
+    offset = 0 if op == isl.ast_expr_op_type.le else -1
+    return node.for_get_init(), cond.get_op_arg(1), step, offset
+
+
 def constant_loop(node: isl.AstNode) -> tuple[int, int, int] | None:
     """(first, iterations, step) of a loop of the isl AST whose bounds are constants
     (sizes are baked in); None for any other."""
-    cond = node.for_get_cond()
-    first, step = ast_int(node.for_get_init()), ast_int(node.for_get_inc())
-    bound = ast_int(cond.get_op_arg(1))
-    if first is None or step is None or bound is None:
+    bounds = _loop_bounds(node)
+    if bounds is None:
         return None
-    op = cond.get_op_type()
-    if step < 1 or op not in (isl.ast_expr_op_type.le, isl.ast_expr_op_type.lt):
+    init, bound, step, offset = bounds
+    first, last = ast_int(init), ast_int(bound)
+    if first is None or last is None:
         return None
-    last = bound if op == isl.ast_expr_op_type.le else bound - 1
-    return first, max(0, (last - first) // step + 1), step
+    return first, max(0, (last + offset - first) // step + 1), step
 
 
 def counted_loop(node: isl.AstNode) -> tuple[str, str, int] | None:
     """(first, iterations, step) of a loop of the isl AST whose bounds are expressions of
     the sizes (a kernel for every size), as C text; None for any other (a loop whose
     step is not a positive integer)."""
-    cond = node.for_get_cond()
-    step = ast_int(node.for_get_inc())
-    op = cond.get_op_type()
-    if step is None or step < 1 or op not in (isl.ast_expr_op_type.le, isl.ast_expr_op_type.lt):
+    bounds = _loop_bounds(node)
+    if bounds is None:
         return None
-    first = node.for_get_init().to_C_str()
-    bound = cond.get_op_arg(1).to_C_str()
-    last = f"({bound})" if op == isl.ast_expr_op_type.le else f"({bound}) - 1"
+    init, bound, step, offset = bounds
+    first = init.to_C_str()
+    last = f"({bound.to_C_str()})" + (" - 1" if offset else "")
     count = f"max((int64_t)0, floord((int64_t){last} - ({first}), {step}) + 1)"
     return first, count, step
 
@@ -235,40 +245,29 @@ def counted_loop(node: isl.AstNode) -> tuple[str, str, int] | None:
 def sample_trips(node: isl.AstNode, sizes: Mapping[str, int]) -> int | None:
     """The iterations of a loop of the isl AST at these sizes, where its bounds are
     expressions of the sizes alone; None where they read another iterator."""
-    cond = node.for_get_cond()
-    step = ast_int(node.for_get_inc())
-    op = cond.get_op_type()
-    if step is None or step < 1 or op not in (isl.ast_expr_op_type.le, isl.ast_expr_op_type.lt):
+    bounds = _loop_bounds(node)
+    if bounds is None:
         return None
-    first = ast_value(node.for_get_init(), sizes)
-    bound = ast_value(cond.get_op_arg(1), sizes)
-    if first is None or bound is None:
+    init, bound, step, offset = bounds
+    first, last = ast_value(init, sizes), ast_value(bound, sizes)
+    if first is None or last is None:
         return None
-    last = bound if op == isl.ast_expr_op_type.le else bound - 1
-    return max(0, (last - first) // step + 1)
-
-
-def _floor_quotient(a: int, b: int) -> int:
-    return a // b
-
-
-def _remainder(a: int, b: int) -> int:
-    return a % b
+    return max(0, (last + offset - first) // step + 1)
 
 
 # isl's AST operations on integers. pdiv_q and pdiv_r have a nonnegative dividend and a
 # positive divisor, where floor and C's truncation agree; a zdiv_r is only compared with
 # zero, which either remainder is exactly when the other is.
 _INT_OPS: Mapping[isl.ast_expr_op_type, Callable[..., int]] = {
-    isl.ast_expr_op_type.add: lambda a, b: a + b,
-    isl.ast_expr_op_type.sub: lambda a, b: a - b,
-    isl.ast_expr_op_type.mul: lambda a, b: a * b,
-    isl.ast_expr_op_type.minus: lambda a: -a,
-    isl.ast_expr_op_type.div: _floor_quotient,
-    isl.ast_expr_op_type.fdiv_q: _floor_quotient,
-    isl.ast_expr_op_type.pdiv_q: _floor_quotient,
-    isl.ast_expr_op_type.pdiv_r: _remainder,
-    isl.ast_expr_op_type.zdiv_r: _remainder,
+    isl.ast_expr_op_type.add: operator.add,
+    isl.ast_expr_op_type.sub: operator.sub,
+    isl.ast_expr_op_type.mul: operator.mul,
+    isl.ast_expr_op_type.minus: operator.neg,
+    isl.ast_expr_op_type.div: operator.floordiv,
+    isl.ast_expr_op_type.fdiv_q: operator.floordiv,
+    isl.ast_expr_op_type.pdiv_q: operator.floordiv,
+    isl.ast_expr_op_type.pdiv_r: operator.mod,
+    isl.ast_expr_op_type.zdiv_r: operator.mod,
     isl.ast_expr_op_type.max: max,
     isl.ast_expr_op_type.min: min,
     isl.ast_expr_op_type.eq: lambda a, b: int(a == b),
