@@ -12,6 +12,7 @@ Triton keeps its intermediates.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -238,9 +239,20 @@ def library(bound: Bound, prepared: Prepared, options: MappingOptions) -> Path:
     """The CPU kernel's shared library: the cache's, or generated and built now (in a
     child process under a compile_timeout)."""
     key = _library_key(bound, prepared, options)
-    return library_for(
-        key, bound.checked.name, lambda: source(prepared, "cpu", options, cc.vector_unit()).text
-    )
+    generate = functools.partial(_cpu_text, prepared, options, cc.vector_unit())
+    return library_for(key, bound.checked.name, generate)
+
+
+def _cpu_text(prepared: Prepared, options: MappingOptions, unit: VectorUnit) -> str:
+    """The C of a CPU kernel (a function of its pickled arguments: the builder runs it)."""
+    return source(prepared, "cpu", options, unit).text
+
+
+def _every_size_text(prepared: Prepared, options: MappingOptions, unit: VectorUnit) -> str:
+    """The C of a CPU kernel for every size, its choices taken at the prepared sizes."""
+    s = scop_every_size(prepared, options)
+    tree = mapped(s, schedule(s, "cpu", options), "cpu", options)
+    return text(s, tree, "cpu", options, unit).text
 
 
 def kernel(bound: Bound, target: str, options: MappingOptions | None = None) -> Kernel:
@@ -339,12 +351,7 @@ def parametric_kernel(bound: Bound, options: MappingOptions | None = None) -> Pa
     _check_size_names(prepared.program)
     d = bound.checked
     key = _library_key(bound, prepared, options, every_size=True)
-
-    def generate() -> str:
-        s = scop_every_size(prepared, options)
-        tree = mapped(s, schedule(s, "cpu", options), "cpu", options)
-        return text(s, tree, "cpu", options, cc.vector_unit()).text
-
+    generate = functools.partial(_every_size_text, prepared, options, cc.vector_unit())
     return ParametricKernel(
         checked=d,
         program=prepared.program,

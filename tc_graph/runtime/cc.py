@@ -48,6 +48,7 @@ log = logging.getLogger(__name__)
 __all__ = [
     "CacheInfo",
     "Library",
+    "active_target_flags",
     "adopt",
     "build",
     "cache_clear",
@@ -196,6 +197,11 @@ def target_flags(flags: Sequence[str]) -> Iterator[None]:
         yield
     finally:
         _target.reset(token)
+
+
+def active_target_flags() -> tuple[str, ...]:
+    """The flags of the enclosing target_flags (none outside one)."""
+    return _target.get()
 
 
 def _memo_key() -> _MemoKey:

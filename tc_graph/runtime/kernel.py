@@ -6,6 +6,7 @@ miss generates the C (tc_graph/compiler.py's stages) and runs the C compiler.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import contextvars
 import ctypes
@@ -13,10 +14,9 @@ import functools
 import hashlib
 import logging
 import math
-import multiprocessing
 import operator
 import os
-import signal
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -29,7 +29,7 @@ from ..errors import TcError
 from ..lang.sema import CheckedDef
 from ..options import MappingOptions
 from ..poly.scop import checked_accesses
-from . import cc
+from . import cc, sandbox
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +47,7 @@ class CompileTimeout(Exception):
 
 @contextlib.contextmanager
 def compile_timeout(seconds: float) -> Iterator[None]:
-    """Within, a CPU kernel that is not in the cache is generated and built in a child
+    """Within, a CPU kernel that is not in the cache is generated and built in another
     process, killed (CompileTimeout) if it runs past `seconds` from now: optimize's budget
     bounds a compile of any size. A cache hit is unaffected."""
     token = _DEADLINE.set(time.monotonic() + seconds)
@@ -57,31 +57,75 @@ def compile_timeout(seconds: float) -> Iterator[None]:
         _DEADLINE.reset(token)
 
 
-def _in_time(build: Callable[[], Path], key: str) -> Path:
-    """build() (which puts the library in the cache under key), in a forked child when a
-    compile_timeout is set. A child that fails is run again here, for its error."""
+def _build(generate: Callable[[], str], key: str, name: str) -> Path:
+    start = time.perf_counter()
+    text = generate()
+    log.debug("%s: C generated in %.2f s", name, time.perf_counter() - start)
+    return cc.build(text, key)
+
+
+class _Records(logging.Handler):
+    """The log records of a build in the builder, as dicts that pickle."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.records: list[dict[str, Any]] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        message = record.getMessage()
+        self.records.append({**record.__dict__, "msg": message, "args": None, "exc_info": None})
+
+
+def _build_as(
+    environ: dict[str, str], flags: tuple[str, ...], level: int, *job: Any
+) -> list[dict[str, Any]]:
+    """_build(*job) in the builder, with the caller's environment and target flags (the
+    cache directory, CC, TC_GRAPH_CFLAGS): what it builds is what the caller would. Its
+    log records at the caller's level come back for the caller's handlers."""
+    os.environ.clear()
+    os.environ.update(environ)
+    logger, records = logging.getLogger("tc_graph"), _Records()
+    logger.setLevel(level)
+    logger.addHandler(records)
+    try:
+        with cc.target_flags(flags):
+            _build(*job)
+    finally:
+        logger.removeHandler(records)
+    return records.records
+
+
+# Builds under a deadline run in a new interpreter, not in a fork: a child forked from a
+# caller with other threads inherits their locks (a cache entry's flock among them) and
+# can wait on them forever. One build at a time.
+_BUILDER = sandbox.Sandbox()
+_BUILDER_LOCK = threading.Lock()
+atexit.register(_BUILDER.close)
+
+
+def _in_time(generate: Callable[[], str], key: str, name: str) -> Path:
+    """_build here, or in the builder when a compile_timeout is set (generate then has to
+    pickle). A build that fails there is run again here, for its error."""
     deadline = _DEADLINE.get()
     if math.isinf(deadline):
-        return build()
-
-    def child() -> None:
-        os.setpgid(0, 0)  # killed with the C compiler it runs
+        return _build(generate, key, name)
+    with _BUILDER_LOCK:
         try:
-            build()
-        except BaseException:
-            os._exit(1)
-
-    process = multiprocessing.get_context("fork").Process(target=child, daemon=True)
-    process.start()
-    process.join(max(0.0, deadline - time.monotonic()))
-    if process.is_alive():
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(process.pid, signal.SIGKILL)
-        process.kill()
-        process.join()
-        raise CompileTimeout(f"compile killed after its {deadline:.0f} s deadline")
-    library = cc.lookup(key) if process.exitcode == 0 else None
-    return library if library is not None else build()
+            level = logging.getLogger("tc_graph").getEffectiveLevel()
+            records = _BUILDER.call(
+                _build_as, dict(os.environ), cc.active_target_flags(), level, generate, key,
+                name, timeout=max(0.0, deadline - time.monotonic()),
+            )  # fmt: skip
+        except sandbox.SandboxTimeout:
+            raise CompileTimeout(f"compile killed at its deadline ({name})") from None
+        except sandbox.SandboxError as e:
+            log.debug("%s: the build failed in the builder (%s); building here", name, e)
+        else:
+            for fields in records:
+                record = logging.makeLogRecord(fields)
+                logging.getLogger(record.name).handle(record)
+    library = cc.lookup(key)
+    return library if library is not None else _build(generate, key, name)
 
 
 def address(a: np.ndarray) -> int:
@@ -234,11 +278,4 @@ def library_for(key: str, name: str, generate: Callable[[], str]) -> Path:
         log.debug("%s: kernel cache hit %s", name, library.parent)
         return library
     log.debug("%s: kernel cache miss, generating C", name)
-
-    def build() -> Path:
-        start = time.perf_counter()
-        source = generate()
-        log.debug("%s: C generated in %.2f s", name, time.perf_counter() - start)
-        return cc.build(source, key)
-
-    return _in_time(build, key)
+    return _in_time(generate, key, name)

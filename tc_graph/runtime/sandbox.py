@@ -30,7 +30,11 @@ machine is slow to start an interpreter, and a call's own timeout starts after i
 
 
 class SandboxError(Exception):
-    """The child died or ran out of time; the message says which."""
+    """The child died, raised or ran out of time; the message says which."""
+
+
+class SandboxTimeout(SandboxError):
+    """The call ran past its timeout: the child and whatever it started were killed."""
 
 
 @dataclass(frozen=True)
@@ -64,7 +68,7 @@ class Sandbox:
         ready, _, _ = select.select([proc.stdout], [], [], timeout)
         if not ready:
             self.close()
-            raise SandboxError(f"timed out after {timeout:g} s")
+            raise SandboxTimeout(f"timed out after {timeout:g} s")
         try:
             status, value = pickle.load(proc.stdout)
         except (EOFError, pickle.UnpicklingError):
@@ -77,7 +81,10 @@ class Sandbox:
         return value
 
     def close(self) -> None:
+        """Kill the child with everything it started (a C compiler): its process group."""
         if self._proc is not None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self._proc.pid, signal.SIGKILL)
             self._proc.kill()
             self._proc.wait()
             self._proc = None
@@ -96,6 +103,7 @@ class Sandbox:
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 env=env,
+                start_new_session=True,  # a group that close() kills whole
             )
             # The caller's import path, so functions of its modules (tests) unpickle.
             self._send(("path", list(sys.path)))
