@@ -36,7 +36,7 @@ from .poly.promotion import promoted_ast
 from .poly.proof import annotated_ast
 from .poly.schedule import build_schedule
 from .poly.scop import Scop, build_scop, symbolic_for
-from .runtime import cc
+from .runtime import cc, machine
 from .runtime.kernel import ENTRY, Kernel, code_version, library_for
 from .runtime.parametric import ParametricKernel
 from .tune import db
@@ -128,7 +128,7 @@ def default_options(
     for this machine's vector unit on the cpu target unless `unit` says which (GPU
     mappings read no vector unit: AVX-512's, MappingOptions()'s, stands in)."""
     if unit is None:
-        unit = cc.vector_unit() if target == "cpu" else AVX512
+        unit = machine.vector_unit() if target == "cpu" else AVX512
     return program_defaults(program, unit)
 
 
@@ -239,7 +239,7 @@ def library(bound: Bound, prepared: Prepared, options: MappingOptions) -> Path:
     """The CPU kernel's shared library: the cache's, or generated and built now (in a
     child process under a compile_timeout)."""
     key = _library_key(bound, prepared, options)
-    generate = functools.partial(_cpu_text, prepared, options, cc.vector_unit())
+    generate = functools.partial(_cpu_text, prepared, options, machine.vector_unit())
     return library_for(key, bound.checked.name, generate)
 
 
@@ -351,7 +351,7 @@ def parametric_kernel(bound: Bound, options: MappingOptions | None = None) -> Pa
     _check_size_names(prepared.program)
     d = bound.checked
     key = _library_key(bound, prepared, options, every_size=True)
-    generate = functools.partial(_every_size_text, prepared, options, cc.vector_unit())
+    generate = functools.partial(_every_size_text, prepared, options, machine.vector_unit())
     return ParametricKernel(
         checked=d,
         program=prepared.program,
@@ -406,5 +406,5 @@ def show(bound: Bound, stage: str, target: str, options: MappingOptions | None =
     if stage == "ast":
         node = ast(s, done, options)
         return node.to_C_str() if node is not None else ""
-    unit = cc.vector_unit() if target == "cpu" else AVX512
+    unit = machine.vector_unit() if target == "cpu" else AVX512
     return text(s, done, target, options, unit).text

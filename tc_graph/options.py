@@ -236,6 +236,9 @@ class VectorUnit:
 
     floats: int = 16
     registers: int = 32
+    fma_chains: int = 8
+    """Independent FMA chains that keep one core's FMA pipes busy: their latency times the
+    FMAs started per cycle (4 x 2 on two-pipe AVX-512 cores; runtime/machine measures it)."""
 
 
 AVX512 = VectorUnit()

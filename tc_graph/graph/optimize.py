@@ -47,7 +47,7 @@ from ..lang.types import ONNX_TYPES
 from ..onnx_domain import TC_DOMAIN, TC_DOMAIN_VERSION, TC_OP
 from ..options import MappingOptions
 from ..poly.contraction import panel_width
-from ..runtime import cc, ort
+from ..runtime import cc, machine, ort
 from ..runtime.kernel import CompileTimeout, Kernel, code_version, compile_timeout
 from ..runtime.parametric import ParametricKernel
 from ..tune.tuner import ModelTuning
@@ -1166,7 +1166,7 @@ def _translate(
         outputs=group.outputs,
         name=name,
         opset=tr.opset_version(g.model),
-        panel=0 if named else panel_width(cc.vector_unit()),
+        panel=0 if named else panel_width(machine.vector_unit()),
         rows=found.values if found else (),
         row_dims=len(found.symbols) if found and found.symbols else 1,
         declare=declare,
@@ -1499,7 +1499,7 @@ def _context_key() -> str:
         f"onnxruntime {onnxrt.__version__}",
         json.dumps(settings, sort_keys=True),
         f"cores {os.cpu_count()}",
-        repr(cc.vector_unit()),
+        repr(machine.vector_unit()),
     )
 
 

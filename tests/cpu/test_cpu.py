@@ -15,8 +15,9 @@ import pytest
 
 import tc_graph as tg
 from tc_graph import compiler
+from tc_graph.options import VectorUnit
 from tc_graph.poly import contraction
-from tc_graph.runtime import cc
+from tc_graph.runtime import cc, machine
 from tests.oracles import check_numpy_call, check_numpy_case, check_reference_case
 from tests.tolerances import assert_matches
 from tests.unit import test_conformance as conf
@@ -329,6 +330,20 @@ def test_one_iteration_dimension_is_not_the_parallel_loop(
     kernel = fn.compile(*args, options=tg.MappingOptions(threads=2))
     for _ in range(40):
         assert_matches(kernel(*args), oracle(*args), "size-1 output dimension")
+
+
+def test_the_fma_chains_are_measured_for_this_machine_only() -> None:
+    """machine.vector_unit adds the probe's answer to the compiler's unit; for a package
+    built for other CPUs (target_flags) it keeps the default."""
+    if platform.machine() != "x86_64":
+        pytest.skip("the other CPUs' flags here are x86's")
+    unit = machine.vector_unit()
+    assert (unit.floats, unit.registers) == (cc.vector_unit().floats, cc.vector_unit().registers)
+    assert unit.fma_chains in machine.CHAINS and all(machine.fma_rate(n) > 0 for n in (4, 16))
+    with cc.target_flags(["-march=x86-64-v2"]):
+        assert machine.vector_unit() == cc.vector_unit() == VectorUnit(4, 16)
+    with pytest.raises(ValueError, match="chains"):
+        machine.fma_rate(5)
 
 
 def test_the_vector_unit_is_the_cpus() -> None:

@@ -18,6 +18,7 @@ from tc_graph.poly.contraction import (
     lane_offsets,
     rows_in_order,
 )
+from tc_graph.runtime.machine import fewest_chains
 
 AVX2 = VectorUnit(floats=8, registers=16)
 AVX512 = VectorUnit(floats=16, registers=32)
@@ -36,6 +37,38 @@ def test_the_block_fills_the_register_file(
     assert (b.rows, b.vectors, b.width) == (rows, vectors, width)
     per = max(1, width // unit.floats)
     assert per * (rows * vectors + vectors + 1) <= unit.registers or rows == 1
+
+
+@pytest.mark.parametrize(
+    ("unit", "width", "rows", "vectors"),
+    [
+        (VectorUnit(16, 32, fma_chains=4), 16, 4, 2),  # Zen 4's one 512-bit FMA per cycle
+        (VectorUnit(16, 32, fma_chains=4), 32, 8, 1),
+        (VectorUnit(8, 16, fma_chains=4), 8, 4, 2),
+        (VectorUnit(16, 32, fma_chains=8), 16, 12, 2),  # two FMA pipes: the register file
+    ],
+)
+def test_a_core_busy_with_four_fma_chains_takes_a_block_of_twice_that(
+    unit: VectorUnit, width: int, rows: int, vectors: int
+) -> None:
+    """Fewer rows of X read at once where twice the chains the FMA pipes need are enough."""
+    b = blocking(MappingOptions(vector_width=width), unit, 10_000)
+    assert (b.rows, b.vectors) == (rows, vectors)
+    assert b.rows * b.vectors >= 2 * unit.fma_chains
+
+
+@pytest.mark.parametrize(
+    ("rates", "chains"),
+    [
+        ({4: 3.69, 8: 4.22, 12: 4.03, 16: 3.94}, 4),  # Zen 4, measured: one FMA per cycle
+        ({4: 2.0, 8: 3.9, 12: 4.0, 16: 4.0}, 8),  # two pipes: 4 chains at half the best
+        ({4: 1.0, 8: 2.0, 12: 2.9, 16: 3.0}, 12),
+    ],
+)
+def test_the_chains_a_core_needs_are_the_fewest_near_the_best_rate(
+    rates: dict[int, float], chains: int
+) -> None:
+    assert fewest_chains(rates) == chains
 
 
 def test_the_panel_fills_half_of_l1_and_the_band_half_of_l2() -> None:
