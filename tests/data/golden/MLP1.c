@@ -22,7 +22,7 @@ static inline float tc_expf(float x) {
   __builtin_memcpy(&c, &k, 4);
   float t = (c * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
   float r = (c - t * 0.693145751953125f) - t * 1.4286068202862268e-6f;
-  float p = 1.0f + r * (1.0f + r * (0.5f + r * (1.0f / 6 + r * (1.0f / 24 + r * (1.0f / 120 + r * (1.0f / 720 + r * (1.0f / 5040)))))));
+  float p = 1.0f + r * (1.0f + r * (0.49999994040f + r * (0.16666431725f + r * (0.04166800156f + r * (0.00837416295f + r * 0.00138436444f)))));
   int32_t n = (int32_t)t, h = n >> 1, ia = (h + 127) << 23, ib = (n - h + 127) << 23;
   float a, b;
   __builtin_memcpy(&a, &ia, 4);
