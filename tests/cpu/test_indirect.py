@@ -91,3 +91,23 @@ def test_nested_indirect_subscripts_are_checked_at_every_depth(
     want = [_outcome(fn, args, "reference") for args in cases]
     assert any("out of bounds" in w for w in want) and not all("out of bounds" in w for w in want)
     assert _in_child(src, "cpu", cases) == want
+
+
+BAGS = "def bags(float(E, D) T, int32(B, L) I) -> (O) { O(b, d) +=! T(I(b, k), d) }"
+
+
+@pytest.mark.parametrize("bag", [1, 3, 8, 13])
+@pytest.mark.parametrize("distance", [0, 8, 32])
+def test_embedding_bags_prefetch_their_first_rows_before_the_loop(bag: int, distance: int) -> None:
+    """Rows of 64 floats (vector tiles): the rows `distance` steps ahead are prefetched
+    inside the loop, and the first ones before it, for bags shorter and longer than the
+    distance; the sums are NumPy's."""
+    rng = np.random.default_rng(bag)
+    table = rng.standard_normal((97, 64)).astype(np.float32)
+    index = rng.integers(0, 97, (5, bag)).astype(np.int32)
+    kernel = tg.define(BAGS).bags.compile(
+        table, index, options=tg.MappingOptions(prefetch_distance=distance)
+    )
+    np.testing.assert_allclose(kernel(table, index), table[index].sum(axis=1), rtol=1e-5, atol=1e-5)
+    # A bag of one row has no reduction loop to fetch ahead of.
+    assert ("for (int _p = 0; _p < 0 + " in kernel.source) == (distance > 0 and bag > 1)
