@@ -430,10 +430,11 @@ def blocking(
     """The register block from the register file: two vectors of columns (one when a
     vector spans several registers), as many rows as leave a register for each column
     vector and one for the broadcast (AVX2: 6 x 16, AVX-512: 12 x 32), but no more than
-    twice the FMA chains a core needs where it needs 4 (Zen 4: 4 x 32, 7-13% faster than
-    12 x 32 on C3, tmm, MLP1 and MLP3); `micro_tile` overrides it. The chunk (steps of the first reduction index, `inner` panel rows
-    each) keeps a panel in half of L1, the band a block of X in half of L2 (panels read
-    in place too: one whole reduction per chunk measured slower, its bands too short)."""
+    twice the FMA chains a core needs where it needs 4 (Zen 4: 4 x 32, 5-13% faster than
+    12 x 32 on C3, tmm, MLP1 and MLP3); `micro_tile` overrides it. The chunk (steps of
+    the first reduction index, `inner` panel rows each) keeps a panel in half of L1, the
+    band a block of X in half of L2 (panels read in place too: one whole reduction per
+    chunk measured slower, its bands too short)."""
     width = options.vector_width
     per = max(1, math.ceil(width / unit.floats))  # registers one vector takes
     if options.micro_tile:

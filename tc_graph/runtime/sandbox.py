@@ -1,6 +1,7 @@
 """A child Python process that runs functions for us, so that a crash or a hang in
 generated code costs the child, not the caller (the autotuner runs each candidate kernel
-here once before timing it in its own process).
+here once before timing it in its own process; a compile under optimize's deadline is
+built in one, runtime/kernel.py).
 
 The child is a new interpreter that calls `main()` (not multiprocessing: its spawn would
 re-run the caller's script, and a fork cannot run OpenMP code once the parent has). Messages are pickles over the child's stdin and a duplicate of its stdout;
