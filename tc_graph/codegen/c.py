@@ -26,7 +26,7 @@ from ..poly.marks import Local, Loop, LoopMark, Mark, in_tree, is_loop, of_node
 from ..poly.proof import annotated_ast, children, loop_depth, loop_parallel, refuse
 from ..poly.scop import Scop, ScopStmt, sampled
 from .expr import C_OPENMP, Dialect, acc_start, cname, combine, helper_lines, identity
-from .outer import OuterKernel, outer_items, print_kernel
+from .outer import OuterKernel, outer_columns, outer_items, print_kernel
 from .phases import phase_kernel
 from .stmt import (
     StatementPrinter,
@@ -763,7 +763,14 @@ class _Printer(StatementPrinter):
         lo, hi = ranges[plan.red]
         block = blocking(self.options, self.unit, hi - lo, window(plan, ranges))
         shape = self.scop.shapes[plan.packed.tensor]
-        return block, packing(plan, shape, ranges, block, every_size=self.scop.symbolic is not None)
+        every_size = self.scop.symbolic is not None
+        packed = packing(plan, shape, ranges, block, every_size=every_size)
+        if packed == "in_place":  # panels packed ahead of time: their width stays
+            return block, packed
+        clo, chi = outer_columns(plan, ranges)
+        assert isinstance(clo, int) and isinstance(chi, int)
+        block = blocking(self.options, self.unit, hi - lo, window(plan, ranges), chi - clo)
+        return block, packing(plan, shape, ranges, block, every_size=every_size)
 
     def contraction_nest(
         self, node: isl.AstNode

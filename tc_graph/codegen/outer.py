@@ -45,7 +45,7 @@ class OuterKernel:
 
     @property
     def columns(self) -> tuple[Bound, Bound]:
-        return _columns(self.plan, self.ranges)
+        return outer_columns(self.plan, self.ranges)
 
     @property
     def every_size(self) -> bool:
@@ -122,14 +122,16 @@ def outer_items(
     """(work items, bands, panels) of a kernel."""
     assert plan.rows is not None
     bands = _count(*ranges[plan.rows], block.band)
-    panels = _count(*_columns(plan, ranges), block.panel)
+    panels = _count(*outer_columns(plan, ranges), block.panel)
     total = _times(bands, panels)
     for v in outer:
         total = _times(total, _extent(*ranges[v]))
     return total, bands, panels
 
 
-def _columns(plan: Contraction, ranges: Mapping[str, tuple[Bound, Bound]]) -> tuple[Bound, Bound]:
+def outer_columns(
+    plan: Contraction, ranges: Mapping[str, tuple[Bound, Bound]]
+) -> tuple[Bound, Bound]:
     """The columns' range: flattened over span x cols where the plan has a span (the
     columns then fill the output's last dimension, from 0)."""
     lo, hi = ranges[plan.cols]

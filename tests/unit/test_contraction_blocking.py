@@ -71,6 +71,18 @@ def test_the_chains_a_core_needs_are_the_fewest_near_the_best_rate(
     assert fewest_chains(rates) == chains
 
 
+@pytest.mark.parametrize(
+    ("columns", "vectors"), [(144, 1), (16, 1), (1024, 2), (26, 2), (48, 1), (64, 2), (None, 2)]
+)
+def test_one_vector_of_columns_where_it_pads_them_less(columns: int | None, vectors: int) -> None:
+    """gconv's 12 x 12 outputs in 9 panels of 16, not 5 of 32 (the last one staged)."""
+    b = blocking(MappingOptions(vector_width=16), AVX512, 10_000, columns=columns)
+    assert b.vectors == vectors
+    assert blocking(MappingOptions(vector_width=16, micro_tile=(4, 2)), AVX512, 99, 1, 144) == (
+        blocking(MappingOptions(vector_width=16, micro_tile=(4, 2)), AVX512, 99)
+    )
+
+
 def test_the_panel_fills_half_of_l1_and_the_band_half_of_l2() -> None:
     b = blocking(MappingOptions(vector_width=8), AVX2, 10_000)
     assert b.panel == 16 and b.chunk * b.panel * 4 == L1_BYTES // 2

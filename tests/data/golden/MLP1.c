@@ -108,339 +108,124 @@ int tc_kernel(void *const *args, int check, int64_t *err) {
   {
     #pragma omp parallel for schedule(static)
     for (int _w = 0; _w < 1; _w += 1) {
-      const int b0 = 0 + _w % 1 * 32;
-      const int a_lo = 0 + _w / 1 % 1 * 504;
-      const int a_hi = a_lo + 504 < 16 ? a_lo + 504 : 16;
-      float _bp[4096] __attribute__((aligned(64)));
-      for (int k0 = 0; k0 < 250; k0 += 128) {
-        const int kn = k0 + 128 < 250 ? 128 : 250 - k0;
-        if (b0 + 32 <= 16) {
-          float *_dst = _bp;
+      const int b0 = 0 + _w % 1 * 16;
+      const int a_lo = 0 + _w / 1 % 1 * 252;
+      const int a_hi = a_lo + 252 < 16 ? a_lo + 252 : 16;
+      float _bp[4000] __attribute__((aligned(64)));
+      for (int k0 = 0; k0 < 250; k0 += 250) {
+        const int kn = k0 + 250 < 250 ? 250 : 250 - k0;
+        float *_dst = _bp;
+        for (int _k = 0; _k < kn; _k++) {
+          for (int _l = 0; _l < 16; _l++) _dst[_l] = t_W1[((int64_t)(((int32_t)((k0 + _k)))) * 16 + (int64_t)(((int32_t)((b0 + _l)))))];
+          _dst += 16;
+        }
+        int a0 = a_lo;
+        for (; a0 + 12 <= a_hi; a0 += 12) {
+          tc_vf c0_0 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 0))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 0)) * 16 + (int64_t)((b0 + 0)))];
+          tc_vf c1_0 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 0))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 1)) * 16 + (int64_t)((b0 + 0)))];
+          tc_vf c2_0 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 0))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 2)) * 16 + (int64_t)((b0 + 0)))];
+          tc_vf c3_0 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 0))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 3)) * 16 + (int64_t)((b0 + 0)))];
+          tc_vf c4_0 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 0))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 4)) * 16 + (int64_t)((b0 + 0)))];
+          tc_vf c5_0 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 0))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 5)) * 16 + (int64_t)((b0 + 0)))];
+          tc_vf c6_0 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 0))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 6)) * 16 + (int64_t)((b0 + 0)))];
+          tc_vf c7_0 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 0))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 7)) * 16 + (int64_t)((b0 + 0)))];
+          tc_vf c8_0 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 0))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 8)) * 16 + (int64_t)((b0 + 0)))];
+          tc_vf c9_0 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 0))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 9)) * 16 + (int64_t)((b0 + 0)))];
+          tc_vf c10_0 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 0))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 10)) * 16 + (int64_t)((b0 + 0)))];
+          tc_vf c11_0 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 0))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 11)) * 16 + (int64_t)((b0 + 0)))];
+          const float *_src = _bp;
           for (int _k = 0; _k < kn; _k++) {
-            for (int _l = 0; _l < 32; _l++) _dst[_l] = t_W1[((int64_t)(((int32_t)((k0 + _k)))) * 16 + (int64_t)(((int32_t)((b0 + _l)))))];
-            _dst += 32;
+            tc_vf _v0 = *(const tc_vf *)&_src[0]; __asm__("" : "+v"(_v0));
+            { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 0)))) * 250 + (int64_t)(((int32_t)((k0 + _k)))))]); c0_0 += _s * _v0; }
+            { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 1)))) * 250 + (int64_t)(((int32_t)((k0 + _k)))))]); c1_0 += _s * _v0; }
+            { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 2)))) * 250 + (int64_t)(((int32_t)((k0 + _k)))))]); c2_0 += _s * _v0; }
+            { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 3)))) * 250 + (int64_t)(((int32_t)((k0 + _k)))))]); c3_0 += _s * _v0; }
+            { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 4)))) * 250 + (int64_t)(((int32_t)((k0 + _k)))))]); c4_0 += _s * _v0; }
+            { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 5)))) * 250 + (int64_t)(((int32_t)((k0 + _k)))))]); c5_0 += _s * _v0; }
+            { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 6)))) * 250 + (int64_t)(((int32_t)((k0 + _k)))))]); c6_0 += _s * _v0; }
+            { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 7)))) * 250 + (int64_t)(((int32_t)((k0 + _k)))))]); c7_0 += _s * _v0; }
+            { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 8)))) * 250 + (int64_t)(((int32_t)((k0 + _k)))))]); c8_0 += _s * _v0; }
+            { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 9)))) * 250 + (int64_t)(((int32_t)((k0 + _k)))))]); c9_0 += _s * _v0; }
+            { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 10)))) * 250 + (int64_t)(((int32_t)((k0 + _k)))))]); c10_0 += _s * _v0; }
+            { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 11)))) * 250 + (int64_t)(((int32_t)((k0 + _k)))))]); c11_0 += _s * _v0; }
+            _src += 16;
           }
-          int a0 = a_lo;
-          for (; a0 + 12 <= a_hi; a0 += 12) {
-            tc_vf c0_0 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 0))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 0)) * 16 + (int64_t)((b0 + 0)))];
-            tc_vf c0_1 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 16))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 0)) * 16 + (int64_t)((b0 + 16)))];
-            tc_vf c1_0 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 0))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 1)) * 16 + (int64_t)((b0 + 0)))];
-            tc_vf c1_1 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 16))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 1)) * 16 + (int64_t)((b0 + 16)))];
-            tc_vf c2_0 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 0))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 2)) * 16 + (int64_t)((b0 + 0)))];
-            tc_vf c2_1 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 16))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 2)) * 16 + (int64_t)((b0 + 16)))];
-            tc_vf c3_0 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 0))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 3)) * 16 + (int64_t)((b0 + 0)))];
-            tc_vf c3_1 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 16))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 3)) * 16 + (int64_t)((b0 + 16)))];
-            tc_vf c4_0 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 0))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 4)) * 16 + (int64_t)((b0 + 0)))];
-            tc_vf c4_1 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 16))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 4)) * 16 + (int64_t)((b0 + 16)))];
-            tc_vf c5_0 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 0))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 5)) * 16 + (int64_t)((b0 + 0)))];
-            tc_vf c5_1 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 16))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 5)) * 16 + (int64_t)((b0 + 16)))];
-            tc_vf c6_0 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 0))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 6)) * 16 + (int64_t)((b0 + 0)))];
-            tc_vf c6_1 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 16))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 6)) * 16 + (int64_t)((b0 + 16)))];
-            tc_vf c7_0 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 0))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 7)) * 16 + (int64_t)((b0 + 0)))];
-            tc_vf c7_1 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 16))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 7)) * 16 + (int64_t)((b0 + 16)))];
-            tc_vf c8_0 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 0))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 8)) * 16 + (int64_t)((b0 + 0)))];
-            tc_vf c8_1 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 16))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 8)) * 16 + (int64_t)((b0 + 16)))];
-            tc_vf c9_0 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 0))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 9)) * 16 + (int64_t)((b0 + 0)))];
-            tc_vf c9_1 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 16))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 9)) * 16 + (int64_t)((b0 + 16)))];
-            tc_vf c10_0 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 0))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 10)) * 16 + (int64_t)((b0 + 0)))];
-            tc_vf c10_1 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 16))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 10)) * 16 + (int64_t)((b0 + 16)))];
-            tc_vf c11_0 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 0))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 11)) * 16 + (int64_t)((b0 + 0)))];
-            tc_vf c11_1 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 16))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 11)) * 16 + (int64_t)((b0 + 16)))];
-            const float *_src = _bp;
-            for (int _k = 0; _k < kn; _k++) {
-              tc_vf _v0 = *(const tc_vf *)&_src[0]; __asm__("" : "+v"(_v0));
-              tc_vf _v1 = *(const tc_vf *)&_src[16]; __asm__("" : "+v"(_v1));
-              { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 0)))) * 250 + (int64_t)(((int32_t)((k0 + _k)))))]); c0_0 += _s * _v0; c0_1 += _s * _v1; }
-              { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 1)))) * 250 + (int64_t)(((int32_t)((k0 + _k)))))]); c1_0 += _s * _v0; c1_1 += _s * _v1; }
-              { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 2)))) * 250 + (int64_t)(((int32_t)((k0 + _k)))))]); c2_0 += _s * _v0; c2_1 += _s * _v1; }
-              { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 3)))) * 250 + (int64_t)(((int32_t)((k0 + _k)))))]); c3_0 += _s * _v0; c3_1 += _s * _v1; }
-              { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 4)))) * 250 + (int64_t)(((int32_t)((k0 + _k)))))]); c4_0 += _s * _v0; c4_1 += _s * _v1; }
-              { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 5)))) * 250 + (int64_t)(((int32_t)((k0 + _k)))))]); c5_0 += _s * _v0; c5_1 += _s * _v1; }
-              { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 6)))) * 250 + (int64_t)(((int32_t)((k0 + _k)))))]); c6_0 += _s * _v0; c6_1 += _s * _v1; }
-              { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 7)))) * 250 + (int64_t)(((int32_t)((k0 + _k)))))]); c7_0 += _s * _v0; c7_1 += _s * _v1; }
-              { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 8)))) * 250 + (int64_t)(((int32_t)((k0 + _k)))))]); c8_0 += _s * _v0; c8_1 += _s * _v1; }
-              { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 9)))) * 250 + (int64_t)(((int32_t)((k0 + _k)))))]); c9_0 += _s * _v0; c9_1 += _s * _v1; }
-              { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 10)))) * 250 + (int64_t)(((int32_t)((k0 + _k)))))]); c10_0 += _s * _v0; c10_1 += _s * _v1; }
-              { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 11)))) * 250 + (int64_t)(((int32_t)((k0 + _k)))))]); c11_0 += _s * _v0; c11_1 += _s * _v1; }
-              _src += 32;
+          if (k0 + kn == 250) {
+            float _e[192] __attribute__((aligned(64)));
+            *(tc_vf *)&_e[0] = c0_0;
+            *(tc_vf *)&_e[16] = c1_0;
+            *(tc_vf *)&_e[32] = c2_0;
+            *(tc_vf *)&_e[48] = c3_0;
+            *(tc_vf *)&_e[64] = c4_0;
+            *(tc_vf *)&_e[80] = c5_0;
+            *(tc_vf *)&_e[96] = c6_0;
+            *(tc_vf *)&_e[112] = c7_0;
+            *(tc_vf *)&_e[128] = c8_0;
+            *(tc_vf *)&_e[144] = c9_0;
+            *(tc_vf *)&_e[160] = c10_0;
+            *(tc_vf *)&_e[176] = c11_0;
+            #pragma omp simd
+            for (int _l = 0; _l < 16; _l++) {
+              t_O1[((int64_t)((a0 + 0)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_e[((int64_t)((((int32_t)((a0 + 0)))) - (a0)) * 16 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
+              t_O1[((int64_t)((a0 + 1)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_e[((int64_t)((((int32_t)((a0 + 1)))) - (a0)) * 16 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
+              t_O1[((int64_t)((a0 + 2)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_e[((int64_t)((((int32_t)((a0 + 2)))) - (a0)) * 16 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
+              t_O1[((int64_t)((a0 + 3)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_e[((int64_t)((((int32_t)((a0 + 3)))) - (a0)) * 16 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
+              t_O1[((int64_t)((a0 + 4)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_e[((int64_t)((((int32_t)((a0 + 4)))) - (a0)) * 16 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
+              t_O1[((int64_t)((a0 + 5)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_e[((int64_t)((((int32_t)((a0 + 5)))) - (a0)) * 16 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
+              t_O1[((int64_t)((a0 + 6)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_e[((int64_t)((((int32_t)((a0 + 6)))) - (a0)) * 16 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
+              t_O1[((int64_t)((a0 + 7)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_e[((int64_t)((((int32_t)((a0 + 7)))) - (a0)) * 16 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
+              t_O1[((int64_t)((a0 + 8)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_e[((int64_t)((((int32_t)((a0 + 8)))) - (a0)) * 16 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
+              t_O1[((int64_t)((a0 + 9)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_e[((int64_t)((((int32_t)((a0 + 9)))) - (a0)) * 16 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
+              t_O1[((int64_t)((a0 + 10)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_e[((int64_t)((((int32_t)((a0 + 10)))) - (a0)) * 16 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
+              t_O1[((int64_t)((a0 + 11)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_e[((int64_t)((((int32_t)((a0 + 11)))) - (a0)) * 16 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
             }
-            if (k0 + kn == 250) {
-              float _e[384] __attribute__((aligned(64)));
-              *(tc_vf *)&_e[0] = c0_0;
-              *(tc_vf *)&_e[16] = c0_1;
-              *(tc_vf *)&_e[32] = c1_0;
-              *(tc_vf *)&_e[48] = c1_1;
-              *(tc_vf *)&_e[64] = c2_0;
-              *(tc_vf *)&_e[80] = c2_1;
-              *(tc_vf *)&_e[96] = c3_0;
-              *(tc_vf *)&_e[112] = c3_1;
-              *(tc_vf *)&_e[128] = c4_0;
-              *(tc_vf *)&_e[144] = c4_1;
-              *(tc_vf *)&_e[160] = c5_0;
-              *(tc_vf *)&_e[176] = c5_1;
-              *(tc_vf *)&_e[192] = c6_0;
-              *(tc_vf *)&_e[208] = c6_1;
-              *(tc_vf *)&_e[224] = c7_0;
-              *(tc_vf *)&_e[240] = c7_1;
-              *(tc_vf *)&_e[256] = c8_0;
-              *(tc_vf *)&_e[272] = c8_1;
-              *(tc_vf *)&_e[288] = c9_0;
-              *(tc_vf *)&_e[304] = c9_1;
-              *(tc_vf *)&_e[320] = c10_0;
-              *(tc_vf *)&_e[336] = c10_1;
-              *(tc_vf *)&_e[352] = c11_0;
-              *(tc_vf *)&_e[368] = c11_1;
-              #pragma omp simd
-              for (int _l = 0; _l < 32; _l++) {
-                t_O1[((int64_t)((a0 + 0)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_e[((int64_t)((((int32_t)((a0 + 0)))) - (a0)) * 32 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
-                t_O1[((int64_t)((a0 + 1)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_e[((int64_t)((((int32_t)((a0 + 1)))) - (a0)) * 32 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
-                t_O1[((int64_t)((a0 + 2)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_e[((int64_t)((((int32_t)((a0 + 2)))) - (a0)) * 32 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
-                t_O1[((int64_t)((a0 + 3)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_e[((int64_t)((((int32_t)((a0 + 3)))) - (a0)) * 32 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
-                t_O1[((int64_t)((a0 + 4)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_e[((int64_t)((((int32_t)((a0 + 4)))) - (a0)) * 32 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
-                t_O1[((int64_t)((a0 + 5)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_e[((int64_t)((((int32_t)((a0 + 5)))) - (a0)) * 32 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
-                t_O1[((int64_t)((a0 + 6)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_e[((int64_t)((((int32_t)((a0 + 6)))) - (a0)) * 32 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
-                t_O1[((int64_t)((a0 + 7)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_e[((int64_t)((((int32_t)((a0 + 7)))) - (a0)) * 32 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
-                t_O1[((int64_t)((a0 + 8)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_e[((int64_t)((((int32_t)((a0 + 8)))) - (a0)) * 32 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
-                t_O1[((int64_t)((a0 + 9)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_e[((int64_t)((((int32_t)((a0 + 9)))) - (a0)) * 32 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
-                t_O1[((int64_t)((a0 + 10)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_e[((int64_t)((((int32_t)((a0 + 10)))) - (a0)) * 32 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
-                t_O1[((int64_t)((a0 + 11)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_e[((int64_t)((((int32_t)((a0 + 11)))) - (a0)) * 32 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
-              }
-            } else {
-              *(tc_vfu *)&t_O1[((int64_t)((a0 + 0)) * 16 + (int64_t)((b0 + 0)))] = c0_0;
-              *(tc_vfu *)&t_O1[((int64_t)((a0 + 0)) * 16 + (int64_t)((b0 + 16)))] = c0_1;
-              *(tc_vfu *)&t_O1[((int64_t)((a0 + 1)) * 16 + (int64_t)((b0 + 0)))] = c1_0;
-              *(tc_vfu *)&t_O1[((int64_t)((a0 + 1)) * 16 + (int64_t)((b0 + 16)))] = c1_1;
-              *(tc_vfu *)&t_O1[((int64_t)((a0 + 2)) * 16 + (int64_t)((b0 + 0)))] = c2_0;
-              *(tc_vfu *)&t_O1[((int64_t)((a0 + 2)) * 16 + (int64_t)((b0 + 16)))] = c2_1;
-              *(tc_vfu *)&t_O1[((int64_t)((a0 + 3)) * 16 + (int64_t)((b0 + 0)))] = c3_0;
-              *(tc_vfu *)&t_O1[((int64_t)((a0 + 3)) * 16 + (int64_t)((b0 + 16)))] = c3_1;
-              *(tc_vfu *)&t_O1[((int64_t)((a0 + 4)) * 16 + (int64_t)((b0 + 0)))] = c4_0;
-              *(tc_vfu *)&t_O1[((int64_t)((a0 + 4)) * 16 + (int64_t)((b0 + 16)))] = c4_1;
-              *(tc_vfu *)&t_O1[((int64_t)((a0 + 5)) * 16 + (int64_t)((b0 + 0)))] = c5_0;
-              *(tc_vfu *)&t_O1[((int64_t)((a0 + 5)) * 16 + (int64_t)((b0 + 16)))] = c5_1;
-              *(tc_vfu *)&t_O1[((int64_t)((a0 + 6)) * 16 + (int64_t)((b0 + 0)))] = c6_0;
-              *(tc_vfu *)&t_O1[((int64_t)((a0 + 6)) * 16 + (int64_t)((b0 + 16)))] = c6_1;
-              *(tc_vfu *)&t_O1[((int64_t)((a0 + 7)) * 16 + (int64_t)((b0 + 0)))] = c7_0;
-              *(tc_vfu *)&t_O1[((int64_t)((a0 + 7)) * 16 + (int64_t)((b0 + 16)))] = c7_1;
-              *(tc_vfu *)&t_O1[((int64_t)((a0 + 8)) * 16 + (int64_t)((b0 + 0)))] = c8_0;
-              *(tc_vfu *)&t_O1[((int64_t)((a0 + 8)) * 16 + (int64_t)((b0 + 16)))] = c8_1;
-              *(tc_vfu *)&t_O1[((int64_t)((a0 + 9)) * 16 + (int64_t)((b0 + 0)))] = c9_0;
-              *(tc_vfu *)&t_O1[((int64_t)((a0 + 9)) * 16 + (int64_t)((b0 + 16)))] = c9_1;
-              *(tc_vfu *)&t_O1[((int64_t)((a0 + 10)) * 16 + (int64_t)((b0 + 0)))] = c10_0;
-              *(tc_vfu *)&t_O1[((int64_t)((a0 + 10)) * 16 + (int64_t)((b0 + 16)))] = c10_1;
-              *(tc_vfu *)&t_O1[((int64_t)((a0 + 11)) * 16 + (int64_t)((b0 + 0)))] = c11_0;
-              *(tc_vfu *)&t_O1[((int64_t)((a0 + 11)) * 16 + (int64_t)((b0 + 16)))] = c11_1;
-            }
+          } else {
+            *(tc_vfu *)&t_O1[((int64_t)((a0 + 0)) * 16 + (int64_t)((b0 + 0)))] = c0_0;
+            *(tc_vfu *)&t_O1[((int64_t)((a0 + 1)) * 16 + (int64_t)((b0 + 0)))] = c1_0;
+            *(tc_vfu *)&t_O1[((int64_t)((a0 + 2)) * 16 + (int64_t)((b0 + 0)))] = c2_0;
+            *(tc_vfu *)&t_O1[((int64_t)((a0 + 3)) * 16 + (int64_t)((b0 + 0)))] = c3_0;
+            *(tc_vfu *)&t_O1[((int64_t)((a0 + 4)) * 16 + (int64_t)((b0 + 0)))] = c4_0;
+            *(tc_vfu *)&t_O1[((int64_t)((a0 + 5)) * 16 + (int64_t)((b0 + 0)))] = c5_0;
+            *(tc_vfu *)&t_O1[((int64_t)((a0 + 6)) * 16 + (int64_t)((b0 + 0)))] = c6_0;
+            *(tc_vfu *)&t_O1[((int64_t)((a0 + 7)) * 16 + (int64_t)((b0 + 0)))] = c7_0;
+            *(tc_vfu *)&t_O1[((int64_t)((a0 + 8)) * 16 + (int64_t)((b0 + 0)))] = c8_0;
+            *(tc_vfu *)&t_O1[((int64_t)((a0 + 9)) * 16 + (int64_t)((b0 + 0)))] = c9_0;
+            *(tc_vfu *)&t_O1[((int64_t)((a0 + 10)) * 16 + (int64_t)((b0 + 0)))] = c10_0;
+            *(tc_vfu *)&t_O1[((int64_t)((a0 + 11)) * 16 + (int64_t)((b0 + 0)))] = c11_0;
           }
-          if (a0 < a_hi) {
-            tc_vf c0_0 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 0))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 0)) * 16 + (int64_t)((b0 + 0)))];
-            tc_vf c0_1 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 16))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 0)) * 16 + (int64_t)((b0 + 16)))];
-            tc_vf c1_0 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 0))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 1)) * 16 + (int64_t)((b0 + 0)))];
-            tc_vf c1_1 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 16))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 1)) * 16 + (int64_t)((b0 + 16)))];
-            tc_vf c2_0 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 0))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 2)) * 16 + (int64_t)((b0 + 0)))];
-            tc_vf c2_1 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 16))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 2)) * 16 + (int64_t)((b0 + 16)))];
-            tc_vf c3_0 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 0))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 3)) * 16 + (int64_t)((b0 + 0)))];
-            tc_vf c3_1 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 16))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 3)) * 16 + (int64_t)((b0 + 16)))];
-            const float *_src = _bp;
-            for (int _k = 0; _k < kn; _k++) {
-              tc_vf _v0 = *(const tc_vf *)&_src[0]; __asm__("" : "+v"(_v0));
-              tc_vf _v1 = *(const tc_vf *)&_src[16]; __asm__("" : "+v"(_v1));
-              { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 0)))) * 250 + (int64_t)(((int32_t)((k0 + _k)))))]); c0_0 += _s * _v0; c0_1 += _s * _v1; }
-              { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 1)))) * 250 + (int64_t)(((int32_t)((k0 + _k)))))]); c1_0 += _s * _v0; c1_1 += _s * _v1; }
-              { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 2)))) * 250 + (int64_t)(((int32_t)((k0 + _k)))))]); c2_0 += _s * _v0; c2_1 += _s * _v1; }
-              { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 3)))) * 250 + (int64_t)(((int32_t)((k0 + _k)))))]); c3_0 += _s * _v0; c3_1 += _s * _v1; }
-              _src += 32;
-            }
-            if (k0 + kn == 250) {
-              float _e[128] __attribute__((aligned(64)));
-              *(tc_vf *)&_e[0] = c0_0;
-              *(tc_vf *)&_e[16] = c0_1;
-              *(tc_vf *)&_e[32] = c1_0;
-              *(tc_vf *)&_e[48] = c1_1;
-              *(tc_vf *)&_e[64] = c2_0;
-              *(tc_vf *)&_e[80] = c2_1;
-              *(tc_vf *)&_e[96] = c3_0;
-              *(tc_vf *)&_e[112] = c3_1;
-              #pragma omp simd
-              for (int _l = 0; _l < 32; _l++) {
-                t_O1[((int64_t)((a0 + 0)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_e[((int64_t)((((int32_t)((a0 + 0)))) - (a0)) * 32 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
-                t_O1[((int64_t)((a0 + 1)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_e[((int64_t)((((int32_t)((a0 + 1)))) - (a0)) * 32 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
-                t_O1[((int64_t)((a0 + 2)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_e[((int64_t)((((int32_t)((a0 + 2)))) - (a0)) * 32 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
-                t_O1[((int64_t)((a0 + 3)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_e[((int64_t)((((int32_t)((a0 + 3)))) - (a0)) * 32 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
-              }
-            } else {
-              *(tc_vfu *)&t_O1[((int64_t)((a0 + 0)) * 16 + (int64_t)((b0 + 0)))] = c0_0;
-              *(tc_vfu *)&t_O1[((int64_t)((a0 + 0)) * 16 + (int64_t)((b0 + 16)))] = c0_1;
-              *(tc_vfu *)&t_O1[((int64_t)((a0 + 1)) * 16 + (int64_t)((b0 + 0)))] = c1_0;
-              *(tc_vfu *)&t_O1[((int64_t)((a0 + 1)) * 16 + (int64_t)((b0 + 16)))] = c1_1;
-              *(tc_vfu *)&t_O1[((int64_t)((a0 + 2)) * 16 + (int64_t)((b0 + 0)))] = c2_0;
-              *(tc_vfu *)&t_O1[((int64_t)((a0 + 2)) * 16 + (int64_t)((b0 + 16)))] = c2_1;
-              *(tc_vfu *)&t_O1[((int64_t)((a0 + 3)) * 16 + (int64_t)((b0 + 0)))] = c3_0;
-              *(tc_vfu *)&t_O1[((int64_t)((a0 + 3)) * 16 + (int64_t)((b0 + 16)))] = c3_1;
-            }
-          }
-        } else {
-          float *_dst = _bp;
+        }
+        if (a0 < a_hi) {
+          tc_vf c0_0 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 0))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 0)) * 16 + (int64_t)((b0 + 0)))];
+          tc_vf c1_0 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 0))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 1)) * 16 + (int64_t)((b0 + 0)))];
+          tc_vf c2_0 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 0))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 2)) * 16 + (int64_t)((b0 + 0)))];
+          tc_vf c3_0 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 0))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 3)) * 16 + (int64_t)((b0 + 0)))];
+          const float *_src = _bp;
           for (int _k = 0; _k < kn; _k++) {
-            for (int _l = 0; _l < 32; _l++) _dst[_l] = b0 + _l < 16 ? t_W1[((int64_t)(((int32_t)((k0 + _k)))) * 16 + (int64_t)(((int32_t)((b0 + _l)))))] : 0.0f;
-            _dst += 32;
+            tc_vf _v0 = *(const tc_vf *)&_src[0]; __asm__("" : "+v"(_v0));
+            { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 0)))) * 250 + (int64_t)(((int32_t)((k0 + _k)))))]); c0_0 += _s * _v0; }
+            { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 1)))) * 250 + (int64_t)(((int32_t)((k0 + _k)))))]); c1_0 += _s * _v0; }
+            { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 2)))) * 250 + (int64_t)(((int32_t)((k0 + _k)))))]); c2_0 += _s * _v0; }
+            { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 3)))) * 250 + (int64_t)(((int32_t)((k0 + _k)))))]); c3_0 += _s * _v0; }
+            _src += 16;
           }
-          int a0 = a_lo;
-          for (; a0 + 12 <= a_hi; a0 += 12) {
-            float _c[384] __attribute__((aligned(64)));
-            for (int _l = 0; _l < 32; _l++) _c[0 + _l] = b0 + _l >= 16 ? 0.0f : k0 == 0 ? (float)(t_B1[(int64_t)(((int32_t)((b0 + _l))))]) : t_O1[((int64_t)((a0 + 0)) * 16 + (int64_t)((b0 + _l)))];
-            for (int _l = 0; _l < 32; _l++) _c[32 + _l] = b0 + _l >= 16 ? 0.0f : k0 == 0 ? (float)(t_B1[(int64_t)(((int32_t)((b0 + _l))))]) : t_O1[((int64_t)((a0 + 1)) * 16 + (int64_t)((b0 + _l)))];
-            for (int _l = 0; _l < 32; _l++) _c[64 + _l] = b0 + _l >= 16 ? 0.0f : k0 == 0 ? (float)(t_B1[(int64_t)(((int32_t)((b0 + _l))))]) : t_O1[((int64_t)((a0 + 2)) * 16 + (int64_t)((b0 + _l)))];
-            for (int _l = 0; _l < 32; _l++) _c[96 + _l] = b0 + _l >= 16 ? 0.0f : k0 == 0 ? (float)(t_B1[(int64_t)(((int32_t)((b0 + _l))))]) : t_O1[((int64_t)((a0 + 3)) * 16 + (int64_t)((b0 + _l)))];
-            for (int _l = 0; _l < 32; _l++) _c[128 + _l] = b0 + _l >= 16 ? 0.0f : k0 == 0 ? (float)(t_B1[(int64_t)(((int32_t)((b0 + _l))))]) : t_O1[((int64_t)((a0 + 4)) * 16 + (int64_t)((b0 + _l)))];
-            for (int _l = 0; _l < 32; _l++) _c[160 + _l] = b0 + _l >= 16 ? 0.0f : k0 == 0 ? (float)(t_B1[(int64_t)(((int32_t)((b0 + _l))))]) : t_O1[((int64_t)((a0 + 5)) * 16 + (int64_t)((b0 + _l)))];
-            for (int _l = 0; _l < 32; _l++) _c[192 + _l] = b0 + _l >= 16 ? 0.0f : k0 == 0 ? (float)(t_B1[(int64_t)(((int32_t)((b0 + _l))))]) : t_O1[((int64_t)((a0 + 6)) * 16 + (int64_t)((b0 + _l)))];
-            for (int _l = 0; _l < 32; _l++) _c[224 + _l] = b0 + _l >= 16 ? 0.0f : k0 == 0 ? (float)(t_B1[(int64_t)(((int32_t)((b0 + _l))))]) : t_O1[((int64_t)((a0 + 7)) * 16 + (int64_t)((b0 + _l)))];
-            for (int _l = 0; _l < 32; _l++) _c[256 + _l] = b0 + _l >= 16 ? 0.0f : k0 == 0 ? (float)(t_B1[(int64_t)(((int32_t)((b0 + _l))))]) : t_O1[((int64_t)((a0 + 8)) * 16 + (int64_t)((b0 + _l)))];
-            for (int _l = 0; _l < 32; _l++) _c[288 + _l] = b0 + _l >= 16 ? 0.0f : k0 == 0 ? (float)(t_B1[(int64_t)(((int32_t)((b0 + _l))))]) : t_O1[((int64_t)((a0 + 9)) * 16 + (int64_t)((b0 + _l)))];
-            for (int _l = 0; _l < 32; _l++) _c[320 + _l] = b0 + _l >= 16 ? 0.0f : k0 == 0 ? (float)(t_B1[(int64_t)(((int32_t)((b0 + _l))))]) : t_O1[((int64_t)((a0 + 10)) * 16 + (int64_t)((b0 + _l)))];
-            for (int _l = 0; _l < 32; _l++) _c[352 + _l] = b0 + _l >= 16 ? 0.0f : k0 == 0 ? (float)(t_B1[(int64_t)(((int32_t)((b0 + _l))))]) : t_O1[((int64_t)((a0 + 11)) * 16 + (int64_t)((b0 + _l)))];
-            tc_vf c0_0 = *(const tc_vf *)&_c[0];
-            tc_vf c0_1 = *(const tc_vf *)&_c[16];
-            tc_vf c1_0 = *(const tc_vf *)&_c[32];
-            tc_vf c1_1 = *(const tc_vf *)&_c[48];
-            tc_vf c2_0 = *(const tc_vf *)&_c[64];
-            tc_vf c2_1 = *(const tc_vf *)&_c[80];
-            tc_vf c3_0 = *(const tc_vf *)&_c[96];
-            tc_vf c3_1 = *(const tc_vf *)&_c[112];
-            tc_vf c4_0 = *(const tc_vf *)&_c[128];
-            tc_vf c4_1 = *(const tc_vf *)&_c[144];
-            tc_vf c5_0 = *(const tc_vf *)&_c[160];
-            tc_vf c5_1 = *(const tc_vf *)&_c[176];
-            tc_vf c6_0 = *(const tc_vf *)&_c[192];
-            tc_vf c6_1 = *(const tc_vf *)&_c[208];
-            tc_vf c7_0 = *(const tc_vf *)&_c[224];
-            tc_vf c7_1 = *(const tc_vf *)&_c[240];
-            tc_vf c8_0 = *(const tc_vf *)&_c[256];
-            tc_vf c8_1 = *(const tc_vf *)&_c[272];
-            tc_vf c9_0 = *(const tc_vf *)&_c[288];
-            tc_vf c9_1 = *(const tc_vf *)&_c[304];
-            tc_vf c10_0 = *(const tc_vf *)&_c[320];
-            tc_vf c10_1 = *(const tc_vf *)&_c[336];
-            tc_vf c11_0 = *(const tc_vf *)&_c[352];
-            tc_vf c11_1 = *(const tc_vf *)&_c[368];
-            const float *_src = _bp;
-            for (int _k = 0; _k < kn; _k++) {
-              tc_vf _v0 = *(const tc_vf *)&_src[0]; __asm__("" : "+v"(_v0));
-              tc_vf _v1 = *(const tc_vf *)&_src[16]; __asm__("" : "+v"(_v1));
-              { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 0)))) * 250 + (int64_t)(((int32_t)((k0 + _k)))))]); c0_0 += _s * _v0; c0_1 += _s * _v1; }
-              { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 1)))) * 250 + (int64_t)(((int32_t)((k0 + _k)))))]); c1_0 += _s * _v0; c1_1 += _s * _v1; }
-              { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 2)))) * 250 + (int64_t)(((int32_t)((k0 + _k)))))]); c2_0 += _s * _v0; c2_1 += _s * _v1; }
-              { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 3)))) * 250 + (int64_t)(((int32_t)((k0 + _k)))))]); c3_0 += _s * _v0; c3_1 += _s * _v1; }
-              { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 4)))) * 250 + (int64_t)(((int32_t)((k0 + _k)))))]); c4_0 += _s * _v0; c4_1 += _s * _v1; }
-              { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 5)))) * 250 + (int64_t)(((int32_t)((k0 + _k)))))]); c5_0 += _s * _v0; c5_1 += _s * _v1; }
-              { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 6)))) * 250 + (int64_t)(((int32_t)((k0 + _k)))))]); c6_0 += _s * _v0; c6_1 += _s * _v1; }
-              { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 7)))) * 250 + (int64_t)(((int32_t)((k0 + _k)))))]); c7_0 += _s * _v0; c7_1 += _s * _v1; }
-              { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 8)))) * 250 + (int64_t)(((int32_t)((k0 + _k)))))]); c8_0 += _s * _v0; c8_1 += _s * _v1; }
-              { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 9)))) * 250 + (int64_t)(((int32_t)((k0 + _k)))))]); c9_0 += _s * _v0; c9_1 += _s * _v1; }
-              { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 10)))) * 250 + (int64_t)(((int32_t)((k0 + _k)))))]); c10_0 += _s * _v0; c10_1 += _s * _v1; }
-              { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 11)))) * 250 + (int64_t)(((int32_t)((k0 + _k)))))]); c11_0 += _s * _v0; c11_1 += _s * _v1; }
-              _src += 32;
+          if (k0 + kn == 250) {
+            float _e[64] __attribute__((aligned(64)));
+            *(tc_vf *)&_e[0] = c0_0;
+            *(tc_vf *)&_e[16] = c1_0;
+            *(tc_vf *)&_e[32] = c2_0;
+            *(tc_vf *)&_e[48] = c3_0;
+            #pragma omp simd
+            for (int _l = 0; _l < 16; _l++) {
+              t_O1[((int64_t)((a0 + 0)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_e[((int64_t)((((int32_t)((a0 + 0)))) - (a0)) * 16 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
+              t_O1[((int64_t)((a0 + 1)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_e[((int64_t)((((int32_t)((a0 + 1)))) - (a0)) * 16 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
+              t_O1[((int64_t)((a0 + 2)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_e[((int64_t)((((int32_t)((a0 + 2)))) - (a0)) * 16 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
+              t_O1[((int64_t)((a0 + 3)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_e[((int64_t)((((int32_t)((a0 + 3)))) - (a0)) * 16 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
             }
-            *(tc_vf *)&_c[0] = c0_0;
-            *(tc_vf *)&_c[16] = c0_1;
-            *(tc_vf *)&_c[32] = c1_0;
-            *(tc_vf *)&_c[48] = c1_1;
-            *(tc_vf *)&_c[64] = c2_0;
-            *(tc_vf *)&_c[80] = c2_1;
-            *(tc_vf *)&_c[96] = c3_0;
-            *(tc_vf *)&_c[112] = c3_1;
-            *(tc_vf *)&_c[128] = c4_0;
-            *(tc_vf *)&_c[144] = c4_1;
-            *(tc_vf *)&_c[160] = c5_0;
-            *(tc_vf *)&_c[176] = c5_1;
-            *(tc_vf *)&_c[192] = c6_0;
-            *(tc_vf *)&_c[208] = c6_1;
-            *(tc_vf *)&_c[224] = c7_0;
-            *(tc_vf *)&_c[240] = c7_1;
-            *(tc_vf *)&_c[256] = c8_0;
-            *(tc_vf *)&_c[272] = c8_1;
-            *(tc_vf *)&_c[288] = c9_0;
-            *(tc_vf *)&_c[304] = c9_1;
-            *(tc_vf *)&_c[320] = c10_0;
-            *(tc_vf *)&_c[336] = c10_1;
-            *(tc_vf *)&_c[352] = c11_0;
-            *(tc_vf *)&_c[368] = c11_1;
-            for (int _l = 0; b0 + _l < 16; _l++) t_O1[((int64_t)((a0 + 0)) * 16 + (int64_t)((b0 + _l)))] = _c[0 + _l];
-            for (int _l = 0; b0 + _l < 16; _l++) t_O1[((int64_t)((a0 + 1)) * 16 + (int64_t)((b0 + _l)))] = _c[32 + _l];
-            for (int _l = 0; b0 + _l < 16; _l++) t_O1[((int64_t)((a0 + 2)) * 16 + (int64_t)((b0 + _l)))] = _c[64 + _l];
-            for (int _l = 0; b0 + _l < 16; _l++) t_O1[((int64_t)((a0 + 3)) * 16 + (int64_t)((b0 + _l)))] = _c[96 + _l];
-            for (int _l = 0; b0 + _l < 16; _l++) t_O1[((int64_t)((a0 + 4)) * 16 + (int64_t)((b0 + _l)))] = _c[128 + _l];
-            for (int _l = 0; b0 + _l < 16; _l++) t_O1[((int64_t)((a0 + 5)) * 16 + (int64_t)((b0 + _l)))] = _c[160 + _l];
-            for (int _l = 0; b0 + _l < 16; _l++) t_O1[((int64_t)((a0 + 6)) * 16 + (int64_t)((b0 + _l)))] = _c[192 + _l];
-            for (int _l = 0; b0 + _l < 16; _l++) t_O1[((int64_t)((a0 + 7)) * 16 + (int64_t)((b0 + _l)))] = _c[224 + _l];
-            for (int _l = 0; b0 + _l < 16; _l++) t_O1[((int64_t)((a0 + 8)) * 16 + (int64_t)((b0 + _l)))] = _c[256 + _l];
-            for (int _l = 0; b0 + _l < 16; _l++) t_O1[((int64_t)((a0 + 9)) * 16 + (int64_t)((b0 + _l)))] = _c[288 + _l];
-            for (int _l = 0; b0 + _l < 16; _l++) t_O1[((int64_t)((a0 + 10)) * 16 + (int64_t)((b0 + _l)))] = _c[320 + _l];
-            for (int _l = 0; b0 + _l < 16; _l++) t_O1[((int64_t)((a0 + 11)) * 16 + (int64_t)((b0 + _l)))] = _c[352 + _l];
-            if (k0 + kn == 250) {
-              #pragma omp simd
-              for (int _l = 0; _l < 16 - b0; _l++) {
-                t_O1[((int64_t)((a0 + 0)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_c[((int64_t)((((int32_t)((a0 + 0)))) - (a0)) * 32 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
-                t_O1[((int64_t)((a0 + 1)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_c[((int64_t)((((int32_t)((a0 + 1)))) - (a0)) * 32 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
-                t_O1[((int64_t)((a0 + 2)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_c[((int64_t)((((int32_t)((a0 + 2)))) - (a0)) * 32 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
-                t_O1[((int64_t)((a0 + 3)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_c[((int64_t)((((int32_t)((a0 + 3)))) - (a0)) * 32 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
-                t_O1[((int64_t)((a0 + 4)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_c[((int64_t)((((int32_t)((a0 + 4)))) - (a0)) * 32 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
-                t_O1[((int64_t)((a0 + 5)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_c[((int64_t)((((int32_t)((a0 + 5)))) - (a0)) * 32 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
-                t_O1[((int64_t)((a0 + 6)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_c[((int64_t)((((int32_t)((a0 + 6)))) - (a0)) * 32 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
-                t_O1[((int64_t)((a0 + 7)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_c[((int64_t)((((int32_t)((a0 + 7)))) - (a0)) * 32 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
-                t_O1[((int64_t)((a0 + 8)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_c[((int64_t)((((int32_t)((a0 + 8)))) - (a0)) * 32 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
-                t_O1[((int64_t)((a0 + 9)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_c[((int64_t)((((int32_t)((a0 + 9)))) - (a0)) * 32 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
-                t_O1[((int64_t)((a0 + 10)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_c[((int64_t)((((int32_t)((a0 + 10)))) - (a0)) * 32 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
-                t_O1[((int64_t)((a0 + 11)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_c[((int64_t)((((int32_t)((a0 + 11)))) - (a0)) * 32 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
-              }
-            }
-          }
-          if (a0 < a_hi) {
-            float _c[128] __attribute__((aligned(64)));
-            for (int _l = 0; _l < 32; _l++) _c[0 + _l] = b0 + _l >= 16 ? 0.0f : k0 == 0 ? (float)(t_B1[(int64_t)(((int32_t)((b0 + _l))))]) : t_O1[((int64_t)((a0 + 0)) * 16 + (int64_t)((b0 + _l)))];
-            for (int _l = 0; _l < 32; _l++) _c[32 + _l] = b0 + _l >= 16 ? 0.0f : k0 == 0 ? (float)(t_B1[(int64_t)(((int32_t)((b0 + _l))))]) : t_O1[((int64_t)((a0 + 1)) * 16 + (int64_t)((b0 + _l)))];
-            for (int _l = 0; _l < 32; _l++) _c[64 + _l] = b0 + _l >= 16 ? 0.0f : k0 == 0 ? (float)(t_B1[(int64_t)(((int32_t)((b0 + _l))))]) : t_O1[((int64_t)((a0 + 2)) * 16 + (int64_t)((b0 + _l)))];
-            for (int _l = 0; _l < 32; _l++) _c[96 + _l] = b0 + _l >= 16 ? 0.0f : k0 == 0 ? (float)(t_B1[(int64_t)(((int32_t)((b0 + _l))))]) : t_O1[((int64_t)((a0 + 3)) * 16 + (int64_t)((b0 + _l)))];
-            tc_vf c0_0 = *(const tc_vf *)&_c[0];
-            tc_vf c0_1 = *(const tc_vf *)&_c[16];
-            tc_vf c1_0 = *(const tc_vf *)&_c[32];
-            tc_vf c1_1 = *(const tc_vf *)&_c[48];
-            tc_vf c2_0 = *(const tc_vf *)&_c[64];
-            tc_vf c2_1 = *(const tc_vf *)&_c[80];
-            tc_vf c3_0 = *(const tc_vf *)&_c[96];
-            tc_vf c3_1 = *(const tc_vf *)&_c[112];
-            const float *_src = _bp;
-            for (int _k = 0; _k < kn; _k++) {
-              tc_vf _v0 = *(const tc_vf *)&_src[0]; __asm__("" : "+v"(_v0));
-              tc_vf _v1 = *(const tc_vf *)&_src[16]; __asm__("" : "+v"(_v1));
-              { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 0)))) * 250 + (int64_t)(((int32_t)((k0 + _k)))))]); c0_0 += _s * _v0; c0_1 += _s * _v1; }
-              { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 1)))) * 250 + (int64_t)(((int32_t)((k0 + _k)))))]); c1_0 += _s * _v0; c1_1 += _s * _v1; }
-              { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 2)))) * 250 + (int64_t)(((int32_t)((k0 + _k)))))]); c2_0 += _s * _v0; c2_1 += _s * _v1; }
-              { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 3)))) * 250 + (int64_t)(((int32_t)((k0 + _k)))))]); c3_0 += _s * _v0; c3_1 += _s * _v1; }
-              _src += 32;
-            }
-            *(tc_vf *)&_c[0] = c0_0;
-            *(tc_vf *)&_c[16] = c0_1;
-            *(tc_vf *)&_c[32] = c1_0;
-            *(tc_vf *)&_c[48] = c1_1;
-            *(tc_vf *)&_c[64] = c2_0;
-            *(tc_vf *)&_c[80] = c2_1;
-            *(tc_vf *)&_c[96] = c3_0;
-            *(tc_vf *)&_c[112] = c3_1;
-            for (int _l = 0; b0 + _l < 16; _l++) t_O1[((int64_t)((a0 + 0)) * 16 + (int64_t)((b0 + _l)))] = _c[0 + _l];
-            for (int _l = 0; b0 + _l < 16; _l++) t_O1[((int64_t)((a0 + 1)) * 16 + (int64_t)((b0 + _l)))] = _c[32 + _l];
-            for (int _l = 0; b0 + _l < 16; _l++) t_O1[((int64_t)((a0 + 2)) * 16 + (int64_t)((b0 + _l)))] = _c[64 + _l];
-            for (int _l = 0; b0 + _l < 16; _l++) t_O1[((int64_t)((a0 + 3)) * 16 + (int64_t)((b0 + _l)))] = _c[96 + _l];
-            if (k0 + kn == 250) {
-              #pragma omp simd
-              for (int _l = 0; _l < 16 - b0; _l++) {
-                t_O1[((int64_t)((a0 + 0)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_c[((int64_t)((((int32_t)((a0 + 0)))) - (a0)) * 32 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
-                t_O1[((int64_t)((a0 + 1)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_c[((int64_t)((((int32_t)((a0 + 1)))) - (a0)) * 32 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
-                t_O1[((int64_t)((a0 + 2)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_c[((int64_t)((((int32_t)((a0 + 2)))) - (a0)) * 32 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
-                t_O1[((int64_t)((a0 + 3)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_c[((int64_t)((((int32_t)((a0 + 3)))) - (a0)) * 32 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
-              }
-            }
+          } else {
+            *(tc_vfu *)&t_O1[((int64_t)((a0 + 0)) * 16 + (int64_t)((b0 + 0)))] = c0_0;
+            *(tc_vfu *)&t_O1[((int64_t)((a0 + 1)) * 16 + (int64_t)((b0 + 0)))] = c1_0;
+            *(tc_vfu *)&t_O1[((int64_t)((a0 + 2)) * 16 + (int64_t)((b0 + 0)))] = c2_0;
+            *(tc_vfu *)&t_O1[((int64_t)((a0 + 3)) * 16 + (int64_t)((b0 + 0)))] = c3_0;
           }
         }
       }
@@ -478,339 +263,124 @@ int tc_phase(int32_t phase, void *const *args, void *const *temps, int64_t lo, i
     {
       for (int64_t _t = lo; _t < hi; _t++) {
         const int _w = 0 + (int)_t * 1;
-        const int b0 = 0 + _w % 1 * 32;
-        const int a_lo = 0 + _w / 1 % 1 * 504;
-        const int a_hi = a_lo + 504 < 16 ? a_lo + 504 : 16;
-        float _bp[4096] __attribute__((aligned(64)));
-        for (int k0 = 0; k0 < 250; k0 += 128) {
-          const int kn = k0 + 128 < 250 ? 128 : 250 - k0;
-          if (b0 + 32 <= 16) {
-            float *_dst = _bp;
+        const int b0 = 0 + _w % 1 * 16;
+        const int a_lo = 0 + _w / 1 % 1 * 252;
+        const int a_hi = a_lo + 252 < 16 ? a_lo + 252 : 16;
+        float _bp[4000] __attribute__((aligned(64)));
+        for (int k0 = 0; k0 < 250; k0 += 250) {
+          const int kn = k0 + 250 < 250 ? 250 : 250 - k0;
+          float *_dst = _bp;
+          for (int _k = 0; _k < kn; _k++) {
+            for (int _l = 0; _l < 16; _l++) _dst[_l] = t_W1[((int64_t)(((int32_t)((k0 + _k)))) * 16 + (int64_t)(((int32_t)((b0 + _l)))))];
+            _dst += 16;
+          }
+          int a0 = a_lo;
+          for (; a0 + 12 <= a_hi; a0 += 12) {
+            tc_vf c0_0 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 0))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 0)) * 16 + (int64_t)((b0 + 0)))];
+            tc_vf c1_0 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 0))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 1)) * 16 + (int64_t)((b0 + 0)))];
+            tc_vf c2_0 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 0))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 2)) * 16 + (int64_t)((b0 + 0)))];
+            tc_vf c3_0 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 0))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 3)) * 16 + (int64_t)((b0 + 0)))];
+            tc_vf c4_0 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 0))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 4)) * 16 + (int64_t)((b0 + 0)))];
+            tc_vf c5_0 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 0))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 5)) * 16 + (int64_t)((b0 + 0)))];
+            tc_vf c6_0 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 0))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 6)) * 16 + (int64_t)((b0 + 0)))];
+            tc_vf c7_0 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 0))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 7)) * 16 + (int64_t)((b0 + 0)))];
+            tc_vf c8_0 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 0))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 8)) * 16 + (int64_t)((b0 + 0)))];
+            tc_vf c9_0 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 0))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 9)) * 16 + (int64_t)((b0 + 0)))];
+            tc_vf c10_0 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 0))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 10)) * 16 + (int64_t)((b0 + 0)))];
+            tc_vf c11_0 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 0))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 11)) * 16 + (int64_t)((b0 + 0)))];
+            const float *_src = _bp;
             for (int _k = 0; _k < kn; _k++) {
-              for (int _l = 0; _l < 32; _l++) _dst[_l] = t_W1[((int64_t)(((int32_t)((k0 + _k)))) * 16 + (int64_t)(((int32_t)((b0 + _l)))))];
-              _dst += 32;
+              tc_vf _v0 = *(const tc_vf *)&_src[0]; __asm__("" : "+v"(_v0));
+              { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 0)))) * 250 + (int64_t)(((int32_t)((k0 + _k)))))]); c0_0 += _s * _v0; }
+              { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 1)))) * 250 + (int64_t)(((int32_t)((k0 + _k)))))]); c1_0 += _s * _v0; }
+              { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 2)))) * 250 + (int64_t)(((int32_t)((k0 + _k)))))]); c2_0 += _s * _v0; }
+              { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 3)))) * 250 + (int64_t)(((int32_t)((k0 + _k)))))]); c3_0 += _s * _v0; }
+              { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 4)))) * 250 + (int64_t)(((int32_t)((k0 + _k)))))]); c4_0 += _s * _v0; }
+              { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 5)))) * 250 + (int64_t)(((int32_t)((k0 + _k)))))]); c5_0 += _s * _v0; }
+              { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 6)))) * 250 + (int64_t)(((int32_t)((k0 + _k)))))]); c6_0 += _s * _v0; }
+              { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 7)))) * 250 + (int64_t)(((int32_t)((k0 + _k)))))]); c7_0 += _s * _v0; }
+              { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 8)))) * 250 + (int64_t)(((int32_t)((k0 + _k)))))]); c8_0 += _s * _v0; }
+              { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 9)))) * 250 + (int64_t)(((int32_t)((k0 + _k)))))]); c9_0 += _s * _v0; }
+              { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 10)))) * 250 + (int64_t)(((int32_t)((k0 + _k)))))]); c10_0 += _s * _v0; }
+              { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 11)))) * 250 + (int64_t)(((int32_t)((k0 + _k)))))]); c11_0 += _s * _v0; }
+              _src += 16;
             }
-            int a0 = a_lo;
-            for (; a0 + 12 <= a_hi; a0 += 12) {
-              tc_vf c0_0 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 0))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 0)) * 16 + (int64_t)((b0 + 0)))];
-              tc_vf c0_1 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 16))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 0)) * 16 + (int64_t)((b0 + 16)))];
-              tc_vf c1_0 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 0))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 1)) * 16 + (int64_t)((b0 + 0)))];
-              tc_vf c1_1 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 16))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 1)) * 16 + (int64_t)((b0 + 16)))];
-              tc_vf c2_0 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 0))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 2)) * 16 + (int64_t)((b0 + 0)))];
-              tc_vf c2_1 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 16))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 2)) * 16 + (int64_t)((b0 + 16)))];
-              tc_vf c3_0 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 0))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 3)) * 16 + (int64_t)((b0 + 0)))];
-              tc_vf c3_1 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 16))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 3)) * 16 + (int64_t)((b0 + 16)))];
-              tc_vf c4_0 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 0))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 4)) * 16 + (int64_t)((b0 + 0)))];
-              tc_vf c4_1 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 16))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 4)) * 16 + (int64_t)((b0 + 16)))];
-              tc_vf c5_0 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 0))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 5)) * 16 + (int64_t)((b0 + 0)))];
-              tc_vf c5_1 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 16))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 5)) * 16 + (int64_t)((b0 + 16)))];
-              tc_vf c6_0 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 0))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 6)) * 16 + (int64_t)((b0 + 0)))];
-              tc_vf c6_1 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 16))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 6)) * 16 + (int64_t)((b0 + 16)))];
-              tc_vf c7_0 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 0))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 7)) * 16 + (int64_t)((b0 + 0)))];
-              tc_vf c7_1 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 16))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 7)) * 16 + (int64_t)((b0 + 16)))];
-              tc_vf c8_0 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 0))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 8)) * 16 + (int64_t)((b0 + 0)))];
-              tc_vf c8_1 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 16))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 8)) * 16 + (int64_t)((b0 + 16)))];
-              tc_vf c9_0 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 0))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 9)) * 16 + (int64_t)((b0 + 0)))];
-              tc_vf c9_1 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 16))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 9)) * 16 + (int64_t)((b0 + 16)))];
-              tc_vf c10_0 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 0))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 10)) * 16 + (int64_t)((b0 + 0)))];
-              tc_vf c10_1 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 16))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 10)) * 16 + (int64_t)((b0 + 16)))];
-              tc_vf c11_0 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 0))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 11)) * 16 + (int64_t)((b0 + 0)))];
-              tc_vf c11_1 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 16))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 11)) * 16 + (int64_t)((b0 + 16)))];
-              const float *_src = _bp;
-              for (int _k = 0; _k < kn; _k++) {
-                tc_vf _v0 = *(const tc_vf *)&_src[0]; __asm__("" : "+v"(_v0));
-                tc_vf _v1 = *(const tc_vf *)&_src[16]; __asm__("" : "+v"(_v1));
-                { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 0)))) * 250 + (int64_t)(((int32_t)((k0 + _k)))))]); c0_0 += _s * _v0; c0_1 += _s * _v1; }
-                { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 1)))) * 250 + (int64_t)(((int32_t)((k0 + _k)))))]); c1_0 += _s * _v0; c1_1 += _s * _v1; }
-                { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 2)))) * 250 + (int64_t)(((int32_t)((k0 + _k)))))]); c2_0 += _s * _v0; c2_1 += _s * _v1; }
-                { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 3)))) * 250 + (int64_t)(((int32_t)((k0 + _k)))))]); c3_0 += _s * _v0; c3_1 += _s * _v1; }
-                { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 4)))) * 250 + (int64_t)(((int32_t)((k0 + _k)))))]); c4_0 += _s * _v0; c4_1 += _s * _v1; }
-                { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 5)))) * 250 + (int64_t)(((int32_t)((k0 + _k)))))]); c5_0 += _s * _v0; c5_1 += _s * _v1; }
-                { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 6)))) * 250 + (int64_t)(((int32_t)((k0 + _k)))))]); c6_0 += _s * _v0; c6_1 += _s * _v1; }
-                { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 7)))) * 250 + (int64_t)(((int32_t)((k0 + _k)))))]); c7_0 += _s * _v0; c7_1 += _s * _v1; }
-                { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 8)))) * 250 + (int64_t)(((int32_t)((k0 + _k)))))]); c8_0 += _s * _v0; c8_1 += _s * _v1; }
-                { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 9)))) * 250 + (int64_t)(((int32_t)((k0 + _k)))))]); c9_0 += _s * _v0; c9_1 += _s * _v1; }
-                { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 10)))) * 250 + (int64_t)(((int32_t)((k0 + _k)))))]); c10_0 += _s * _v0; c10_1 += _s * _v1; }
-                { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 11)))) * 250 + (int64_t)(((int32_t)((k0 + _k)))))]); c11_0 += _s * _v0; c11_1 += _s * _v1; }
-                _src += 32;
+            if (k0 + kn == 250) {
+              float _e[192] __attribute__((aligned(64)));
+              *(tc_vf *)&_e[0] = c0_0;
+              *(tc_vf *)&_e[16] = c1_0;
+              *(tc_vf *)&_e[32] = c2_0;
+              *(tc_vf *)&_e[48] = c3_0;
+              *(tc_vf *)&_e[64] = c4_0;
+              *(tc_vf *)&_e[80] = c5_0;
+              *(tc_vf *)&_e[96] = c6_0;
+              *(tc_vf *)&_e[112] = c7_0;
+              *(tc_vf *)&_e[128] = c8_0;
+              *(tc_vf *)&_e[144] = c9_0;
+              *(tc_vf *)&_e[160] = c10_0;
+              *(tc_vf *)&_e[176] = c11_0;
+              #pragma omp simd
+              for (int _l = 0; _l < 16; _l++) {
+                t_O1[((int64_t)((a0 + 0)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_e[((int64_t)((((int32_t)((a0 + 0)))) - (a0)) * 16 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
+                t_O1[((int64_t)((a0 + 1)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_e[((int64_t)((((int32_t)((a0 + 1)))) - (a0)) * 16 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
+                t_O1[((int64_t)((a0 + 2)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_e[((int64_t)((((int32_t)((a0 + 2)))) - (a0)) * 16 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
+                t_O1[((int64_t)((a0 + 3)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_e[((int64_t)((((int32_t)((a0 + 3)))) - (a0)) * 16 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
+                t_O1[((int64_t)((a0 + 4)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_e[((int64_t)((((int32_t)((a0 + 4)))) - (a0)) * 16 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
+                t_O1[((int64_t)((a0 + 5)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_e[((int64_t)((((int32_t)((a0 + 5)))) - (a0)) * 16 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
+                t_O1[((int64_t)((a0 + 6)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_e[((int64_t)((((int32_t)((a0 + 6)))) - (a0)) * 16 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
+                t_O1[((int64_t)((a0 + 7)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_e[((int64_t)((((int32_t)((a0 + 7)))) - (a0)) * 16 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
+                t_O1[((int64_t)((a0 + 8)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_e[((int64_t)((((int32_t)((a0 + 8)))) - (a0)) * 16 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
+                t_O1[((int64_t)((a0 + 9)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_e[((int64_t)((((int32_t)((a0 + 9)))) - (a0)) * 16 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
+                t_O1[((int64_t)((a0 + 10)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_e[((int64_t)((((int32_t)((a0 + 10)))) - (a0)) * 16 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
+                t_O1[((int64_t)((a0 + 11)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_e[((int64_t)((((int32_t)((a0 + 11)))) - (a0)) * 16 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
               }
-              if (k0 + kn == 250) {
-                float _e[384] __attribute__((aligned(64)));
-                *(tc_vf *)&_e[0] = c0_0;
-                *(tc_vf *)&_e[16] = c0_1;
-                *(tc_vf *)&_e[32] = c1_0;
-                *(tc_vf *)&_e[48] = c1_1;
-                *(tc_vf *)&_e[64] = c2_0;
-                *(tc_vf *)&_e[80] = c2_1;
-                *(tc_vf *)&_e[96] = c3_0;
-                *(tc_vf *)&_e[112] = c3_1;
-                *(tc_vf *)&_e[128] = c4_0;
-                *(tc_vf *)&_e[144] = c4_1;
-                *(tc_vf *)&_e[160] = c5_0;
-                *(tc_vf *)&_e[176] = c5_1;
-                *(tc_vf *)&_e[192] = c6_0;
-                *(tc_vf *)&_e[208] = c6_1;
-                *(tc_vf *)&_e[224] = c7_0;
-                *(tc_vf *)&_e[240] = c7_1;
-                *(tc_vf *)&_e[256] = c8_0;
-                *(tc_vf *)&_e[272] = c8_1;
-                *(tc_vf *)&_e[288] = c9_0;
-                *(tc_vf *)&_e[304] = c9_1;
-                *(tc_vf *)&_e[320] = c10_0;
-                *(tc_vf *)&_e[336] = c10_1;
-                *(tc_vf *)&_e[352] = c11_0;
-                *(tc_vf *)&_e[368] = c11_1;
-                #pragma omp simd
-                for (int _l = 0; _l < 32; _l++) {
-                  t_O1[((int64_t)((a0 + 0)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_e[((int64_t)((((int32_t)((a0 + 0)))) - (a0)) * 32 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
-                  t_O1[((int64_t)((a0 + 1)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_e[((int64_t)((((int32_t)((a0 + 1)))) - (a0)) * 32 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
-                  t_O1[((int64_t)((a0 + 2)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_e[((int64_t)((((int32_t)((a0 + 2)))) - (a0)) * 32 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
-                  t_O1[((int64_t)((a0 + 3)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_e[((int64_t)((((int32_t)((a0 + 3)))) - (a0)) * 32 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
-                  t_O1[((int64_t)((a0 + 4)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_e[((int64_t)((((int32_t)((a0 + 4)))) - (a0)) * 32 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
-                  t_O1[((int64_t)((a0 + 5)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_e[((int64_t)((((int32_t)((a0 + 5)))) - (a0)) * 32 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
-                  t_O1[((int64_t)((a0 + 6)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_e[((int64_t)((((int32_t)((a0 + 6)))) - (a0)) * 32 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
-                  t_O1[((int64_t)((a0 + 7)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_e[((int64_t)((((int32_t)((a0 + 7)))) - (a0)) * 32 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
-                  t_O1[((int64_t)((a0 + 8)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_e[((int64_t)((((int32_t)((a0 + 8)))) - (a0)) * 32 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
-                  t_O1[((int64_t)((a0 + 9)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_e[((int64_t)((((int32_t)((a0 + 9)))) - (a0)) * 32 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
-                  t_O1[((int64_t)((a0 + 10)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_e[((int64_t)((((int32_t)((a0 + 10)))) - (a0)) * 32 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
-                  t_O1[((int64_t)((a0 + 11)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_e[((int64_t)((((int32_t)((a0 + 11)))) - (a0)) * 32 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
-                }
-              } else {
-                *(tc_vfu *)&t_O1[((int64_t)((a0 + 0)) * 16 + (int64_t)((b0 + 0)))] = c0_0;
-                *(tc_vfu *)&t_O1[((int64_t)((a0 + 0)) * 16 + (int64_t)((b0 + 16)))] = c0_1;
-                *(tc_vfu *)&t_O1[((int64_t)((a0 + 1)) * 16 + (int64_t)((b0 + 0)))] = c1_0;
-                *(tc_vfu *)&t_O1[((int64_t)((a0 + 1)) * 16 + (int64_t)((b0 + 16)))] = c1_1;
-                *(tc_vfu *)&t_O1[((int64_t)((a0 + 2)) * 16 + (int64_t)((b0 + 0)))] = c2_0;
-                *(tc_vfu *)&t_O1[((int64_t)((a0 + 2)) * 16 + (int64_t)((b0 + 16)))] = c2_1;
-                *(tc_vfu *)&t_O1[((int64_t)((a0 + 3)) * 16 + (int64_t)((b0 + 0)))] = c3_0;
-                *(tc_vfu *)&t_O1[((int64_t)((a0 + 3)) * 16 + (int64_t)((b0 + 16)))] = c3_1;
-                *(tc_vfu *)&t_O1[((int64_t)((a0 + 4)) * 16 + (int64_t)((b0 + 0)))] = c4_0;
-                *(tc_vfu *)&t_O1[((int64_t)((a0 + 4)) * 16 + (int64_t)((b0 + 16)))] = c4_1;
-                *(tc_vfu *)&t_O1[((int64_t)((a0 + 5)) * 16 + (int64_t)((b0 + 0)))] = c5_0;
-                *(tc_vfu *)&t_O1[((int64_t)((a0 + 5)) * 16 + (int64_t)((b0 + 16)))] = c5_1;
-                *(tc_vfu *)&t_O1[((int64_t)((a0 + 6)) * 16 + (int64_t)((b0 + 0)))] = c6_0;
-                *(tc_vfu *)&t_O1[((int64_t)((a0 + 6)) * 16 + (int64_t)((b0 + 16)))] = c6_1;
-                *(tc_vfu *)&t_O1[((int64_t)((a0 + 7)) * 16 + (int64_t)((b0 + 0)))] = c7_0;
-                *(tc_vfu *)&t_O1[((int64_t)((a0 + 7)) * 16 + (int64_t)((b0 + 16)))] = c7_1;
-                *(tc_vfu *)&t_O1[((int64_t)((a0 + 8)) * 16 + (int64_t)((b0 + 0)))] = c8_0;
-                *(tc_vfu *)&t_O1[((int64_t)((a0 + 8)) * 16 + (int64_t)((b0 + 16)))] = c8_1;
-                *(tc_vfu *)&t_O1[((int64_t)((a0 + 9)) * 16 + (int64_t)((b0 + 0)))] = c9_0;
-                *(tc_vfu *)&t_O1[((int64_t)((a0 + 9)) * 16 + (int64_t)((b0 + 16)))] = c9_1;
-                *(tc_vfu *)&t_O1[((int64_t)((a0 + 10)) * 16 + (int64_t)((b0 + 0)))] = c10_0;
-                *(tc_vfu *)&t_O1[((int64_t)((a0 + 10)) * 16 + (int64_t)((b0 + 16)))] = c10_1;
-                *(tc_vfu *)&t_O1[((int64_t)((a0 + 11)) * 16 + (int64_t)((b0 + 0)))] = c11_0;
-                *(tc_vfu *)&t_O1[((int64_t)((a0 + 11)) * 16 + (int64_t)((b0 + 16)))] = c11_1;
-              }
+            } else {
+              *(tc_vfu *)&t_O1[((int64_t)((a0 + 0)) * 16 + (int64_t)((b0 + 0)))] = c0_0;
+              *(tc_vfu *)&t_O1[((int64_t)((a0 + 1)) * 16 + (int64_t)((b0 + 0)))] = c1_0;
+              *(tc_vfu *)&t_O1[((int64_t)((a0 + 2)) * 16 + (int64_t)((b0 + 0)))] = c2_0;
+              *(tc_vfu *)&t_O1[((int64_t)((a0 + 3)) * 16 + (int64_t)((b0 + 0)))] = c3_0;
+              *(tc_vfu *)&t_O1[((int64_t)((a0 + 4)) * 16 + (int64_t)((b0 + 0)))] = c4_0;
+              *(tc_vfu *)&t_O1[((int64_t)((a0 + 5)) * 16 + (int64_t)((b0 + 0)))] = c5_0;
+              *(tc_vfu *)&t_O1[((int64_t)((a0 + 6)) * 16 + (int64_t)((b0 + 0)))] = c6_0;
+              *(tc_vfu *)&t_O1[((int64_t)((a0 + 7)) * 16 + (int64_t)((b0 + 0)))] = c7_0;
+              *(tc_vfu *)&t_O1[((int64_t)((a0 + 8)) * 16 + (int64_t)((b0 + 0)))] = c8_0;
+              *(tc_vfu *)&t_O1[((int64_t)((a0 + 9)) * 16 + (int64_t)((b0 + 0)))] = c9_0;
+              *(tc_vfu *)&t_O1[((int64_t)((a0 + 10)) * 16 + (int64_t)((b0 + 0)))] = c10_0;
+              *(tc_vfu *)&t_O1[((int64_t)((a0 + 11)) * 16 + (int64_t)((b0 + 0)))] = c11_0;
             }
-            if (a0 < a_hi) {
-              tc_vf c0_0 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 0))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 0)) * 16 + (int64_t)((b0 + 0)))];
-              tc_vf c0_1 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 16))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 0)) * 16 + (int64_t)((b0 + 16)))];
-              tc_vf c1_0 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 0))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 1)) * 16 + (int64_t)((b0 + 0)))];
-              tc_vf c1_1 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 16))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 1)) * 16 + (int64_t)((b0 + 16)))];
-              tc_vf c2_0 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 0))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 2)) * 16 + (int64_t)((b0 + 0)))];
-              tc_vf c2_1 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 16))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 2)) * 16 + (int64_t)((b0 + 16)))];
-              tc_vf c3_0 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 0))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 3)) * 16 + (int64_t)((b0 + 0)))];
-              tc_vf c3_1 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 16))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 3)) * 16 + (int64_t)((b0 + 16)))];
-              const float *_src = _bp;
-              for (int _k = 0; _k < kn; _k++) {
-                tc_vf _v0 = *(const tc_vf *)&_src[0]; __asm__("" : "+v"(_v0));
-                tc_vf _v1 = *(const tc_vf *)&_src[16]; __asm__("" : "+v"(_v1));
-                { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 0)))) * 250 + (int64_t)(((int32_t)((k0 + _k)))))]); c0_0 += _s * _v0; c0_1 += _s * _v1; }
-                { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 1)))) * 250 + (int64_t)(((int32_t)((k0 + _k)))))]); c1_0 += _s * _v0; c1_1 += _s * _v1; }
-                { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 2)))) * 250 + (int64_t)(((int32_t)((k0 + _k)))))]); c2_0 += _s * _v0; c2_1 += _s * _v1; }
-                { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 3)))) * 250 + (int64_t)(((int32_t)((k0 + _k)))))]); c3_0 += _s * _v0; c3_1 += _s * _v1; }
-                _src += 32;
-              }
-              if (k0 + kn == 250) {
-                float _e[128] __attribute__((aligned(64)));
-                *(tc_vf *)&_e[0] = c0_0;
-                *(tc_vf *)&_e[16] = c0_1;
-                *(tc_vf *)&_e[32] = c1_0;
-                *(tc_vf *)&_e[48] = c1_1;
-                *(tc_vf *)&_e[64] = c2_0;
-                *(tc_vf *)&_e[80] = c2_1;
-                *(tc_vf *)&_e[96] = c3_0;
-                *(tc_vf *)&_e[112] = c3_1;
-                #pragma omp simd
-                for (int _l = 0; _l < 32; _l++) {
-                  t_O1[((int64_t)((a0 + 0)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_e[((int64_t)((((int32_t)((a0 + 0)))) - (a0)) * 32 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
-                  t_O1[((int64_t)((a0 + 1)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_e[((int64_t)((((int32_t)((a0 + 1)))) - (a0)) * 32 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
-                  t_O1[((int64_t)((a0 + 2)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_e[((int64_t)((((int32_t)((a0 + 2)))) - (a0)) * 32 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
-                  t_O1[((int64_t)((a0 + 3)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_e[((int64_t)((((int32_t)((a0 + 3)))) - (a0)) * 32 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
-                }
-              } else {
-                *(tc_vfu *)&t_O1[((int64_t)((a0 + 0)) * 16 + (int64_t)((b0 + 0)))] = c0_0;
-                *(tc_vfu *)&t_O1[((int64_t)((a0 + 0)) * 16 + (int64_t)((b0 + 16)))] = c0_1;
-                *(tc_vfu *)&t_O1[((int64_t)((a0 + 1)) * 16 + (int64_t)((b0 + 0)))] = c1_0;
-                *(tc_vfu *)&t_O1[((int64_t)((a0 + 1)) * 16 + (int64_t)((b0 + 16)))] = c1_1;
-                *(tc_vfu *)&t_O1[((int64_t)((a0 + 2)) * 16 + (int64_t)((b0 + 0)))] = c2_0;
-                *(tc_vfu *)&t_O1[((int64_t)((a0 + 2)) * 16 + (int64_t)((b0 + 16)))] = c2_1;
-                *(tc_vfu *)&t_O1[((int64_t)((a0 + 3)) * 16 + (int64_t)((b0 + 0)))] = c3_0;
-                *(tc_vfu *)&t_O1[((int64_t)((a0 + 3)) * 16 + (int64_t)((b0 + 16)))] = c3_1;
-              }
-            }
-          } else {
-            float *_dst = _bp;
+          }
+          if (a0 < a_hi) {
+            tc_vf c0_0 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 0))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 0)) * 16 + (int64_t)((b0 + 0)))];
+            tc_vf c1_0 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 0))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 1)) * 16 + (int64_t)((b0 + 0)))];
+            tc_vf c2_0 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 0))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 2)) * 16 + (int64_t)((b0 + 0)))];
+            tc_vf c3_0 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 0))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 3)) * 16 + (int64_t)((b0 + 0)))];
+            const float *_src = _bp;
             for (int _k = 0; _k < kn; _k++) {
-              for (int _l = 0; _l < 32; _l++) _dst[_l] = b0 + _l < 16 ? t_W1[((int64_t)(((int32_t)((k0 + _k)))) * 16 + (int64_t)(((int32_t)((b0 + _l)))))] : 0.0f;
-              _dst += 32;
+              tc_vf _v0 = *(const tc_vf *)&_src[0]; __asm__("" : "+v"(_v0));
+              { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 0)))) * 250 + (int64_t)(((int32_t)((k0 + _k)))))]); c0_0 += _s * _v0; }
+              { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 1)))) * 250 + (int64_t)(((int32_t)((k0 + _k)))))]); c1_0 += _s * _v0; }
+              { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 2)))) * 250 + (int64_t)(((int32_t)((k0 + _k)))))]); c2_0 += _s * _v0; }
+              { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 3)))) * 250 + (int64_t)(((int32_t)((k0 + _k)))))]); c3_0 += _s * _v0; }
+              _src += 16;
             }
-            int a0 = a_lo;
-            for (; a0 + 12 <= a_hi; a0 += 12) {
-              float _c[384] __attribute__((aligned(64)));
-              for (int _l = 0; _l < 32; _l++) _c[0 + _l] = b0 + _l >= 16 ? 0.0f : k0 == 0 ? (float)(t_B1[(int64_t)(((int32_t)((b0 + _l))))]) : t_O1[((int64_t)((a0 + 0)) * 16 + (int64_t)((b0 + _l)))];
-              for (int _l = 0; _l < 32; _l++) _c[32 + _l] = b0 + _l >= 16 ? 0.0f : k0 == 0 ? (float)(t_B1[(int64_t)(((int32_t)((b0 + _l))))]) : t_O1[((int64_t)((a0 + 1)) * 16 + (int64_t)((b0 + _l)))];
-              for (int _l = 0; _l < 32; _l++) _c[64 + _l] = b0 + _l >= 16 ? 0.0f : k0 == 0 ? (float)(t_B1[(int64_t)(((int32_t)((b0 + _l))))]) : t_O1[((int64_t)((a0 + 2)) * 16 + (int64_t)((b0 + _l)))];
-              for (int _l = 0; _l < 32; _l++) _c[96 + _l] = b0 + _l >= 16 ? 0.0f : k0 == 0 ? (float)(t_B1[(int64_t)(((int32_t)((b0 + _l))))]) : t_O1[((int64_t)((a0 + 3)) * 16 + (int64_t)((b0 + _l)))];
-              for (int _l = 0; _l < 32; _l++) _c[128 + _l] = b0 + _l >= 16 ? 0.0f : k0 == 0 ? (float)(t_B1[(int64_t)(((int32_t)((b0 + _l))))]) : t_O1[((int64_t)((a0 + 4)) * 16 + (int64_t)((b0 + _l)))];
-              for (int _l = 0; _l < 32; _l++) _c[160 + _l] = b0 + _l >= 16 ? 0.0f : k0 == 0 ? (float)(t_B1[(int64_t)(((int32_t)((b0 + _l))))]) : t_O1[((int64_t)((a0 + 5)) * 16 + (int64_t)((b0 + _l)))];
-              for (int _l = 0; _l < 32; _l++) _c[192 + _l] = b0 + _l >= 16 ? 0.0f : k0 == 0 ? (float)(t_B1[(int64_t)(((int32_t)((b0 + _l))))]) : t_O1[((int64_t)((a0 + 6)) * 16 + (int64_t)((b0 + _l)))];
-              for (int _l = 0; _l < 32; _l++) _c[224 + _l] = b0 + _l >= 16 ? 0.0f : k0 == 0 ? (float)(t_B1[(int64_t)(((int32_t)((b0 + _l))))]) : t_O1[((int64_t)((a0 + 7)) * 16 + (int64_t)((b0 + _l)))];
-              for (int _l = 0; _l < 32; _l++) _c[256 + _l] = b0 + _l >= 16 ? 0.0f : k0 == 0 ? (float)(t_B1[(int64_t)(((int32_t)((b0 + _l))))]) : t_O1[((int64_t)((a0 + 8)) * 16 + (int64_t)((b0 + _l)))];
-              for (int _l = 0; _l < 32; _l++) _c[288 + _l] = b0 + _l >= 16 ? 0.0f : k0 == 0 ? (float)(t_B1[(int64_t)(((int32_t)((b0 + _l))))]) : t_O1[((int64_t)((a0 + 9)) * 16 + (int64_t)((b0 + _l)))];
-              for (int _l = 0; _l < 32; _l++) _c[320 + _l] = b0 + _l >= 16 ? 0.0f : k0 == 0 ? (float)(t_B1[(int64_t)(((int32_t)((b0 + _l))))]) : t_O1[((int64_t)((a0 + 10)) * 16 + (int64_t)((b0 + _l)))];
-              for (int _l = 0; _l < 32; _l++) _c[352 + _l] = b0 + _l >= 16 ? 0.0f : k0 == 0 ? (float)(t_B1[(int64_t)(((int32_t)((b0 + _l))))]) : t_O1[((int64_t)((a0 + 11)) * 16 + (int64_t)((b0 + _l)))];
-              tc_vf c0_0 = *(const tc_vf *)&_c[0];
-              tc_vf c0_1 = *(const tc_vf *)&_c[16];
-              tc_vf c1_0 = *(const tc_vf *)&_c[32];
-              tc_vf c1_1 = *(const tc_vf *)&_c[48];
-              tc_vf c2_0 = *(const tc_vf *)&_c[64];
-              tc_vf c2_1 = *(const tc_vf *)&_c[80];
-              tc_vf c3_0 = *(const tc_vf *)&_c[96];
-              tc_vf c3_1 = *(const tc_vf *)&_c[112];
-              tc_vf c4_0 = *(const tc_vf *)&_c[128];
-              tc_vf c4_1 = *(const tc_vf *)&_c[144];
-              tc_vf c5_0 = *(const tc_vf *)&_c[160];
-              tc_vf c5_1 = *(const tc_vf *)&_c[176];
-              tc_vf c6_0 = *(const tc_vf *)&_c[192];
-              tc_vf c6_1 = *(const tc_vf *)&_c[208];
-              tc_vf c7_0 = *(const tc_vf *)&_c[224];
-              tc_vf c7_1 = *(const tc_vf *)&_c[240];
-              tc_vf c8_0 = *(const tc_vf *)&_c[256];
-              tc_vf c8_1 = *(const tc_vf *)&_c[272];
-              tc_vf c9_0 = *(const tc_vf *)&_c[288];
-              tc_vf c9_1 = *(const tc_vf *)&_c[304];
-              tc_vf c10_0 = *(const tc_vf *)&_c[320];
-              tc_vf c10_1 = *(const tc_vf *)&_c[336];
-              tc_vf c11_0 = *(const tc_vf *)&_c[352];
-              tc_vf c11_1 = *(const tc_vf *)&_c[368];
-              const float *_src = _bp;
-              for (int _k = 0; _k < kn; _k++) {
-                tc_vf _v0 = *(const tc_vf *)&_src[0]; __asm__("" : "+v"(_v0));
-                tc_vf _v1 = *(const tc_vf *)&_src[16]; __asm__("" : "+v"(_v1));
-                { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 0)))) * 250 + (int64_t)(((int32_t)((k0 + _k)))))]); c0_0 += _s * _v0; c0_1 += _s * _v1; }
-                { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 1)))) * 250 + (int64_t)(((int32_t)((k0 + _k)))))]); c1_0 += _s * _v0; c1_1 += _s * _v1; }
-                { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 2)))) * 250 + (int64_t)(((int32_t)((k0 + _k)))))]); c2_0 += _s * _v0; c2_1 += _s * _v1; }
-                { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 3)))) * 250 + (int64_t)(((int32_t)((k0 + _k)))))]); c3_0 += _s * _v0; c3_1 += _s * _v1; }
-                { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 4)))) * 250 + (int64_t)(((int32_t)((k0 + _k)))))]); c4_0 += _s * _v0; c4_1 += _s * _v1; }
-                { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 5)))) * 250 + (int64_t)(((int32_t)((k0 + _k)))))]); c5_0 += _s * _v0; c5_1 += _s * _v1; }
-                { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 6)))) * 250 + (int64_t)(((int32_t)((k0 + _k)))))]); c6_0 += _s * _v0; c6_1 += _s * _v1; }
-                { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 7)))) * 250 + (int64_t)(((int32_t)((k0 + _k)))))]); c7_0 += _s * _v0; c7_1 += _s * _v1; }
-                { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 8)))) * 250 + (int64_t)(((int32_t)((k0 + _k)))))]); c8_0 += _s * _v0; c8_1 += _s * _v1; }
-                { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 9)))) * 250 + (int64_t)(((int32_t)((k0 + _k)))))]); c9_0 += _s * _v0; c9_1 += _s * _v1; }
-                { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 10)))) * 250 + (int64_t)(((int32_t)((k0 + _k)))))]); c10_0 += _s * _v0; c10_1 += _s * _v1; }
-                { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 11)))) * 250 + (int64_t)(((int32_t)((k0 + _k)))))]); c11_0 += _s * _v0; c11_1 += _s * _v1; }
-                _src += 32;
+            if (k0 + kn == 250) {
+              float _e[64] __attribute__((aligned(64)));
+              *(tc_vf *)&_e[0] = c0_0;
+              *(tc_vf *)&_e[16] = c1_0;
+              *(tc_vf *)&_e[32] = c2_0;
+              *(tc_vf *)&_e[48] = c3_0;
+              #pragma omp simd
+              for (int _l = 0; _l < 16; _l++) {
+                t_O1[((int64_t)((a0 + 0)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_e[((int64_t)((((int32_t)((a0 + 0)))) - (a0)) * 16 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
+                t_O1[((int64_t)((a0 + 1)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_e[((int64_t)((((int32_t)((a0 + 1)))) - (a0)) * 16 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
+                t_O1[((int64_t)((a0 + 2)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_e[((int64_t)((((int32_t)((a0 + 2)))) - (a0)) * 16 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
+                t_O1[((int64_t)((a0 + 3)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_e[((int64_t)((((int32_t)((a0 + 3)))) - (a0)) * 16 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
               }
-              *(tc_vf *)&_c[0] = c0_0;
-              *(tc_vf *)&_c[16] = c0_1;
-              *(tc_vf *)&_c[32] = c1_0;
-              *(tc_vf *)&_c[48] = c1_1;
-              *(tc_vf *)&_c[64] = c2_0;
-              *(tc_vf *)&_c[80] = c2_1;
-              *(tc_vf *)&_c[96] = c3_0;
-              *(tc_vf *)&_c[112] = c3_1;
-              *(tc_vf *)&_c[128] = c4_0;
-              *(tc_vf *)&_c[144] = c4_1;
-              *(tc_vf *)&_c[160] = c5_0;
-              *(tc_vf *)&_c[176] = c5_1;
-              *(tc_vf *)&_c[192] = c6_0;
-              *(tc_vf *)&_c[208] = c6_1;
-              *(tc_vf *)&_c[224] = c7_0;
-              *(tc_vf *)&_c[240] = c7_1;
-              *(tc_vf *)&_c[256] = c8_0;
-              *(tc_vf *)&_c[272] = c8_1;
-              *(tc_vf *)&_c[288] = c9_0;
-              *(tc_vf *)&_c[304] = c9_1;
-              *(tc_vf *)&_c[320] = c10_0;
-              *(tc_vf *)&_c[336] = c10_1;
-              *(tc_vf *)&_c[352] = c11_0;
-              *(tc_vf *)&_c[368] = c11_1;
-              for (int _l = 0; b0 + _l < 16; _l++) t_O1[((int64_t)((a0 + 0)) * 16 + (int64_t)((b0 + _l)))] = _c[0 + _l];
-              for (int _l = 0; b0 + _l < 16; _l++) t_O1[((int64_t)((a0 + 1)) * 16 + (int64_t)((b0 + _l)))] = _c[32 + _l];
-              for (int _l = 0; b0 + _l < 16; _l++) t_O1[((int64_t)((a0 + 2)) * 16 + (int64_t)((b0 + _l)))] = _c[64 + _l];
-              for (int _l = 0; b0 + _l < 16; _l++) t_O1[((int64_t)((a0 + 3)) * 16 + (int64_t)((b0 + _l)))] = _c[96 + _l];
-              for (int _l = 0; b0 + _l < 16; _l++) t_O1[((int64_t)((a0 + 4)) * 16 + (int64_t)((b0 + _l)))] = _c[128 + _l];
-              for (int _l = 0; b0 + _l < 16; _l++) t_O1[((int64_t)((a0 + 5)) * 16 + (int64_t)((b0 + _l)))] = _c[160 + _l];
-              for (int _l = 0; b0 + _l < 16; _l++) t_O1[((int64_t)((a0 + 6)) * 16 + (int64_t)((b0 + _l)))] = _c[192 + _l];
-              for (int _l = 0; b0 + _l < 16; _l++) t_O1[((int64_t)((a0 + 7)) * 16 + (int64_t)((b0 + _l)))] = _c[224 + _l];
-              for (int _l = 0; b0 + _l < 16; _l++) t_O1[((int64_t)((a0 + 8)) * 16 + (int64_t)((b0 + _l)))] = _c[256 + _l];
-              for (int _l = 0; b0 + _l < 16; _l++) t_O1[((int64_t)((a0 + 9)) * 16 + (int64_t)((b0 + _l)))] = _c[288 + _l];
-              for (int _l = 0; b0 + _l < 16; _l++) t_O1[((int64_t)((a0 + 10)) * 16 + (int64_t)((b0 + _l)))] = _c[320 + _l];
-              for (int _l = 0; b0 + _l < 16; _l++) t_O1[((int64_t)((a0 + 11)) * 16 + (int64_t)((b0 + _l)))] = _c[352 + _l];
-              if (k0 + kn == 250) {
-                #pragma omp simd
-                for (int _l = 0; _l < 16 - b0; _l++) {
-                  t_O1[((int64_t)((a0 + 0)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_c[((int64_t)((((int32_t)((a0 + 0)))) - (a0)) * 32 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
-                  t_O1[((int64_t)((a0 + 1)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_c[((int64_t)((((int32_t)((a0 + 1)))) - (a0)) * 32 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
-                  t_O1[((int64_t)((a0 + 2)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_c[((int64_t)((((int32_t)((a0 + 2)))) - (a0)) * 32 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
-                  t_O1[((int64_t)((a0 + 3)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_c[((int64_t)((((int32_t)((a0 + 3)))) - (a0)) * 32 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
-                  t_O1[((int64_t)((a0 + 4)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_c[((int64_t)((((int32_t)((a0 + 4)))) - (a0)) * 32 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
-                  t_O1[((int64_t)((a0 + 5)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_c[((int64_t)((((int32_t)((a0 + 5)))) - (a0)) * 32 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
-                  t_O1[((int64_t)((a0 + 6)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_c[((int64_t)((((int32_t)((a0 + 6)))) - (a0)) * 32 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
-                  t_O1[((int64_t)((a0 + 7)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_c[((int64_t)((((int32_t)((a0 + 7)))) - (a0)) * 32 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
-                  t_O1[((int64_t)((a0 + 8)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_c[((int64_t)((((int32_t)((a0 + 8)))) - (a0)) * 32 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
-                  t_O1[((int64_t)((a0 + 9)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_c[((int64_t)((((int32_t)((a0 + 9)))) - (a0)) * 32 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
-                  t_O1[((int64_t)((a0 + 10)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_c[((int64_t)((((int32_t)((a0 + 10)))) - (a0)) * 32 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
-                  t_O1[((int64_t)((a0 + 11)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_c[((int64_t)((((int32_t)((a0 + 11)))) - (a0)) * 32 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
-                }
-              }
-            }
-            if (a0 < a_hi) {
-              float _c[128] __attribute__((aligned(64)));
-              for (int _l = 0; _l < 32; _l++) _c[0 + _l] = b0 + _l >= 16 ? 0.0f : k0 == 0 ? (float)(t_B1[(int64_t)(((int32_t)((b0 + _l))))]) : t_O1[((int64_t)((a0 + 0)) * 16 + (int64_t)((b0 + _l)))];
-              for (int _l = 0; _l < 32; _l++) _c[32 + _l] = b0 + _l >= 16 ? 0.0f : k0 == 0 ? (float)(t_B1[(int64_t)(((int32_t)((b0 + _l))))]) : t_O1[((int64_t)((a0 + 1)) * 16 + (int64_t)((b0 + _l)))];
-              for (int _l = 0; _l < 32; _l++) _c[64 + _l] = b0 + _l >= 16 ? 0.0f : k0 == 0 ? (float)(t_B1[(int64_t)(((int32_t)((b0 + _l))))]) : t_O1[((int64_t)((a0 + 2)) * 16 + (int64_t)((b0 + _l)))];
-              for (int _l = 0; _l < 32; _l++) _c[96 + _l] = b0 + _l >= 16 ? 0.0f : k0 == 0 ? (float)(t_B1[(int64_t)(((int32_t)((b0 + _l))))]) : t_O1[((int64_t)((a0 + 3)) * 16 + (int64_t)((b0 + _l)))];
-              tc_vf c0_0 = *(const tc_vf *)&_c[0];
-              tc_vf c0_1 = *(const tc_vf *)&_c[16];
-              tc_vf c1_0 = *(const tc_vf *)&_c[32];
-              tc_vf c1_1 = *(const tc_vf *)&_c[48];
-              tc_vf c2_0 = *(const tc_vf *)&_c[64];
-              tc_vf c2_1 = *(const tc_vf *)&_c[80];
-              tc_vf c3_0 = *(const tc_vf *)&_c[96];
-              tc_vf c3_1 = *(const tc_vf *)&_c[112];
-              const float *_src = _bp;
-              for (int _k = 0; _k < kn; _k++) {
-                tc_vf _v0 = *(const tc_vf *)&_src[0]; __asm__("" : "+v"(_v0));
-                tc_vf _v1 = *(const tc_vf *)&_src[16]; __asm__("" : "+v"(_v1));
-                { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 0)))) * 250 + (int64_t)(((int32_t)((k0 + _k)))))]); c0_0 += _s * _v0; c0_1 += _s * _v1; }
-                { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 1)))) * 250 + (int64_t)(((int32_t)((k0 + _k)))))]); c1_0 += _s * _v0; c1_1 += _s * _v1; }
-                { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 2)))) * 250 + (int64_t)(((int32_t)((k0 + _k)))))]); c2_0 += _s * _v0; c2_1 += _s * _v1; }
-                { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 3)))) * 250 + (int64_t)(((int32_t)((k0 + _k)))))]); c3_0 += _s * _v0; c3_1 += _s * _v1; }
-                _src += 32;
-              }
-              *(tc_vf *)&_c[0] = c0_0;
-              *(tc_vf *)&_c[16] = c0_1;
-              *(tc_vf *)&_c[32] = c1_0;
-              *(tc_vf *)&_c[48] = c1_1;
-              *(tc_vf *)&_c[64] = c2_0;
-              *(tc_vf *)&_c[80] = c2_1;
-              *(tc_vf *)&_c[96] = c3_0;
-              *(tc_vf *)&_c[112] = c3_1;
-              for (int _l = 0; b0 + _l < 16; _l++) t_O1[((int64_t)((a0 + 0)) * 16 + (int64_t)((b0 + _l)))] = _c[0 + _l];
-              for (int _l = 0; b0 + _l < 16; _l++) t_O1[((int64_t)((a0 + 1)) * 16 + (int64_t)((b0 + _l)))] = _c[32 + _l];
-              for (int _l = 0; b0 + _l < 16; _l++) t_O1[((int64_t)((a0 + 2)) * 16 + (int64_t)((b0 + _l)))] = _c[64 + _l];
-              for (int _l = 0; b0 + _l < 16; _l++) t_O1[((int64_t)((a0 + 3)) * 16 + (int64_t)((b0 + _l)))] = _c[96 + _l];
-              if (k0 + kn == 250) {
-                #pragma omp simd
-                for (int _l = 0; _l < 16 - b0; _l++) {
-                  t_O1[((int64_t)((a0 + 0)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_c[((int64_t)((((int32_t)((a0 + 0)))) - (a0)) * 32 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
-                  t_O1[((int64_t)((a0 + 1)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_c[((int64_t)((((int32_t)((a0 + 1)))) - (a0)) * 32 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
-                  t_O1[((int64_t)((a0 + 2)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_c[((int64_t)((((int32_t)((a0 + 2)))) - (a0)) * 32 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
-                  t_O1[((int64_t)((a0 + 3)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_c[((int64_t)((((int32_t)((a0 + 3)))) - (a0)) * 32 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
-                }
-              }
+            } else {
+              *(tc_vfu *)&t_O1[((int64_t)((a0 + 0)) * 16 + (int64_t)((b0 + 0)))] = c0_0;
+              *(tc_vfu *)&t_O1[((int64_t)((a0 + 1)) * 16 + (int64_t)((b0 + 0)))] = c1_0;
+              *(tc_vfu *)&t_O1[((int64_t)((a0 + 2)) * 16 + (int64_t)((b0 + 0)))] = c2_0;
+              *(tc_vfu *)&t_O1[((int64_t)((a0 + 3)) * 16 + (int64_t)((b0 + 0)))] = c3_0;
             }
           }
         }
