@@ -761,15 +761,19 @@ class _Printer(StatementPrinter):
         assert plan is not None and plan.packed is not None
         ranges = self.ranges(st)
         lo, hi = ranges[plan.red]
-        block = blocking(self.options, self.unit, hi - lo, window(plan, ranges))
-        shape = self.scop.shapes[plan.packed.tensor]
         every_size = self.scop.symbolic is not None
+        block = blocking(
+            self.options, self.unit, hi - lo, window(plan, ranges), every_size=every_size
+        )
+        shape = self.scop.shapes[plan.packed.tensor]
         packed = packing(plan, shape, ranges, block, every_size=every_size)
         if packed == "in_place":  # panels packed ahead of time: their width stays
             return block, packed
         clo, chi = outer_columns(plan, ranges)
         assert isinstance(clo, int) and isinstance(chi, int)
-        block = blocking(self.options, self.unit, hi - lo, window(plan, ranges), chi - clo)
+        block = blocking(
+            self.options, self.unit, hi - lo, window(plan, ranges), chi - clo, every_size=every_size
+        )
         return block, packing(plan, shape, ranges, block, every_size=every_size)
 
     def contraction_nest(
