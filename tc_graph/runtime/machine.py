@@ -69,7 +69,7 @@ def fma_rate(chains: int, threads: int = 1, steps: int = 500_000) -> float:
     floats = cc.vector_unit().floats
     source = _SOURCE.format(bytes=4 * floats)
     path = cc.build(source, "fma_rate-" + cc.cache_key("tc_graph FMA rate probe", source))
-    rate = ctypes.CDLL(str(path)).tc_fma_rate
+    rate = cc.load(path).tc_fma_rate
     rate.restype, rate.argtypes = ctypes.c_double, (ctypes.c_int, ctypes.c_int, ctypes.c_long)
     return float(rate(chains, threads, steps))
 

@@ -1532,10 +1532,11 @@ static void run_copy(void *usr, size_t i) {
 }
 
 /* Run a rows node over `rows` rows: chunks of the largest size that fits what is left,
- * then of the next, ... Several chunks of one size run side by side on the pool (or in
- * turn on this thread where together they are a small run), each on one thread (15 rows with kernels for 4 and 1: three chunks of 4 at once, then three of
- * 1; 64 rows by a kernel for 8: eight, not eight in turn each spread over the pool); a
- * single chunk runs as a fixed-shape node does. */
+ * then of the next, ... Several chunks of one size run side by side on the pool, each on
+ * one thread (15 rows with kernels for 4 and 1: three chunks of 4 at once, then three of
+ * 1; 64 rows by a kernel for 8: eight, not eight in turn each spread over the pool), or in
+ * turn on this thread where together they are a small run; a single chunk runs as a
+ * fixed-shape node does. */
 static ort_status *run_chunks(const tc_kernel *h, ort_kernel_context *ctx, void *const *args,
                               void **moved, void **temps, int64_t rows) {
     parallel_for_fn parallel_for =
