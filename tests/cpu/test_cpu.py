@@ -241,6 +241,22 @@ def test_long_contractions_match_numpy(m: int, n: int, k: int) -> None:
     np.testing.assert_allclose(mod.btmm(ga, gb), want, rtol=1e-4, atol=1e-3)
 
 
+@pytest.mark.parametrize("rows", [1, 13, 37, 200])
+@pytest.mark.parametrize("transposed", [False, True])
+def test_batched_rows_of_one_match_numpy(rows: int, transposed: bool) -> None:
+    """A (rows, 1, K) by (K, N) product, as a rows node's kernel has it: the batch index is
+    the register block's rows (full blocks and tails), in both operand orders."""
+    rng = np.random.default_rng(rows)
+    a = rng.standard_normal((rows, 1, 300)).astype(np.float32)
+    w = rng.standard_normal((70, 300) if transposed else (300, 70)).astype(np.float32)
+    read = "W(n, k)" if transposed else "W(k, n)"
+    decl = "float(N, K) W" if transposed else "float(K, N) W"
+    source = f"def mm(float(B, M, K) A, {decl}) -> (Y) {{ Y(b, m, n) +=! A(b, m, k) * {read} }}"
+    wt = w.T if transposed else w
+    np.testing.assert_allclose(tg.define(source).mm(a, w), a.astype(np.float64) @ wt,
+                               rtol=1e-4, atol=1e-3)  # fmt: skip
+
+
 @pytest.mark.parametrize(
     ("dot_tile", "chunk"), [((4, 5), 0), ((3, 8), 64), ((1, 8), 1024), ((8, 3), 80), ((5, 4), 256)]
 )

@@ -290,6 +290,9 @@ def test_matmul_weights_packed_as_panels() -> None:
     _check_panels(t, w, 32)
     t = _check_group([node], {"x": _rand(rng, 2, 9, 70)}, {"W": w}, ["y"])
     assert t.initializers == (), "no panels unless asked for"
+    # A rows node's kernel: (rows, 1, K), its rows the batch (contraction._rows_index).
+    t = _check_group([node], {"x": _rand(rng, 40, 1, 70)}, {"W": w}, ["y"], panel=32)
+    _check_panels(t, w, 32)
 
 
 def test_mlp3_intermediate_outputs() -> None:

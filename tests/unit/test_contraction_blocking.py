@@ -143,3 +143,21 @@ def test_a_window_not_linear_in_the_indices_is_gathered_lane_by_lane() -> None:
     """kh * kw is not a sum of indices times constants: no offsets are taken."""
     plan, _, _ = _conv_plan(3, False, "X(n, c, oh + kh * kw, ow + kw)", " where oh in 0:5")
     assert plan.span == "oh" and not lane_offsets(plan)
+
+
+@pytest.mark.parametrize(("shape", "rows"), [((200, 1, 256), "b"), ((4, 50, 256), "m"),
+                                             ((1, 200, 256), "m"), ((1, 1, 256), None)])  # fmt: skip
+def test_the_rows_of_a_matmul_are_its_last_index_the_weight_does_not_read_that_runs(
+    shape: tuple[int, ...], rows: str | None
+) -> None:
+    """...more than once. A rows node's kernel sees a (batch, seq, hidden) input as (rows,
+    1, hidden): its rows are the batch index, not m (one row: a 1 x 1024 product per row, no kernel of
+    its own, at 0.4x onnxruntime in a BERT export with a dynamic batch)."""
+    source = "def mm(float(B, M, K) A, float(K, N) W) -> (Y) { Y(b, m, n) +=! A(b, m, k) * W(k, n) }"
+    args = [np.zeros(shape, np.float32), np.zeros((256, 64), np.float32)]
+    prepared = compiler.prepare(compiler.bind(tg.define(source).mm, args))
+    scop = compiler.scop(prepared, "cpu", MappingOptions())
+    plans = [s.contraction for s in scop.statements if s.kind == "contract"]
+    assert [p.rows for p in plans if p is not None and p.packed is not None] == (
+        [rows] if rows else []
+    )

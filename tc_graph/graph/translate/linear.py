@@ -43,7 +43,10 @@ def _matmul(node: onnx.NodeProto, ctx: Context) -> Call:
     acc, store = accumulator(dtype, y_idx)
     weight = {"B": decl(tc_type(dtype), db), "Br": wide(dtype, ref("B", ib)), "where": ""}
     if len(sa) >= 2 and len(sb) == 2:
-        weight = _panels(ctx, b, 0, dtype, (sa[-2], sa[-1], sb[-1])) or weight
+        # The register block's rows: A's last leading dimension of more than one (a rows
+        # node's (rows, 1, K) input has them first), as contraction._rows_index picks.
+        rows = next((d for d in reversed(sa[:-1]) if d > 1), 1)
+        weight = _panels(ctx, b, 0, dtype, (rows, sa[-1], sb[-1])) or weight
     b = weight.pop("weight", b)
     text = instantiate(
         "MatMul",
