@@ -153,7 +153,9 @@ def test_the_rows_of_a_matmul_are_its_last_index_the_weight_does_not_read_that_r
     """...more than once. A rows node's kernel sees a (batch, seq, hidden) input as (rows,
     1, hidden): its rows are the batch index, not m (one row: a 1 x 1024 product per row, no kernel of
     its own, at 0.4x onnxruntime in a BERT export with a dynamic batch)."""
-    source = "def mm(float(B, M, K) A, float(K, N) W) -> (Y) { Y(b, m, n) +=! A(b, m, k) * W(k, n) }"
+    source = (
+        "def mm(float(B, M, K) A, float(K, N) W) -> (Y) { Y(b, m, n) +=! A(b, m, k) * W(k, n) }"
+    )
     args = [np.zeros(shape, np.float32), np.zeros((256, 64), np.float32)]
     prepared = compiler.prepare(compiler.bind(tg.define(source).mm, args))
     scop = compiler.scop(prepared, "cpu", MappingOptions())
