@@ -81,6 +81,15 @@ def phase_plan(printer: PhasePrinter, node: isl.AstNode) -> PhasePlan:
     return PhasePlan(trips=loops[0] if loops and loops[0] is not None else 1)
 
 
+def _tops(ast: isl.AstNode) -> list[isl.AstNode]:
+    """The nodes that run one after the other at the top of the AST, each a phase: a block
+    inside the top one is where loops of one iteration printed none (a (1, 1, K) product's
+    zeroing and sums, whose columns are a parallel loop of their own)."""
+    if ast.get_type() != isl.ast_node_type.block:
+        return [ast]
+    return [top for child in children(ast) for top in _tops(child)]
+
+
 def phase_kernel(printer: PhasePrinter, ast: isl.AstNode | None) -> str:
     """tc_phase and the metadata of docs/onnx.md: the kernel as a sequence of phases,
     each top-level node of the AST one phase, for onnxruntime's thread pool.
@@ -89,10 +98,7 @@ def phase_kernel(printer: PhasePrinter, ast: isl.AstNode | None) -> str:
     p = printer.program
     printer.lines = []
     trips: list[int | str] = []
-    tops = [] if ast is None else [ast]
-    if ast is not None and ast.get_type() == isl.ast_node_type.block:
-        tops = children(ast)
-    for k, child in enumerate(tops):
+    for k, child in enumerate([] if ast is None else _tops(ast)):
         printer.out(1, f"case {k}: {{")
         plan = phase_plan(printer, child)
         printer.mode = "serial" if plan.serial else "chunk"

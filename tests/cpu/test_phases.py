@@ -150,3 +150,27 @@ def test_code_beside_a_phases_parallel_loop_runs_once() -> None:
     for seed in range(4):
         (got,) = run_phases(fn.compile(x, w, b), [x, w, b], seed=seed)
         assert_matches(got, want, f"gemm + softmax by phases, seed {seed}")
+
+
+def test_a_product_of_one_row_runs_its_columns_in_parallel() -> None:
+    """(1, 1, 256) by a (1024, 256) weight read transposed, a rows node's kernel for one
+    row: the loops of one iteration print none, so its zeroing and its sums are a block
+    inside the kernel's sequence; each is a phase of its own, and the sums' columns are
+    a parallel loop (as one serial phase, the product ran on one thread: 0.6x
+    onnxruntime)."""
+    rng = np.random.default_rng(2)
+    a = rng.standard_normal((1, 1, 256)).astype(np.float32)
+    w = rng.standard_normal((1024, 256)).astype(np.float32)
+    source = """
+    def mm(float(B, M, K) A, float(N, K) W) -> (Y, Z) {
+      Y(b, m, n) +=! A(b, m, k) * W(n, k)
+      Z(b, m, n) = Y(b, m, n) * 2.0
+    }"""
+    kernel = tg.define(source).mm.compile(a, w)
+    lib = ctypes.CDLL(str(kernel.library))
+    count = ctypes.c_int32.in_dll(lib, "tc_num_phases").value
+    assert 1024 in _ints(lib, "tc_phase_trips", ctypes.c_int64, count)
+    got = run_phases(kernel, [a, w], seed=3)
+    want = a.astype(np.float64) @ w.T
+    assert_matches(got[0], want.astype(np.float32), "one row by phases")
+    assert_matches(got[1], (2 * want).astype(np.float32), "its double")

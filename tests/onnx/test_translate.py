@@ -293,6 +293,11 @@ def test_matmul_weights_packed_as_panels() -> None:
     # A rows node's kernel: (rows, 1, K), its rows the batch (contraction._rows_index).
     t = _check_group([node], {"x": _rand(rng, 40, 1, 70)}, {"W": w}, ["y"], panel=32)
     _check_panels(t, w, 32)
+    # One row: each output a dot product along the weight's rows, the weight transposed.
+    for x in (_rand(rng, 1, 1, 70), _rand(rng, 2, 70)):
+        (init,) = _check_group([node], {"x": x}, {"W": w}, ["y"], panel=32).initializers
+        assert init.name == "W__tc_t"
+        np.testing.assert_array_equal(numpy_helper.to_array(init), w.T)
 
 
 def test_mlp3_intermediate_outputs() -> None:

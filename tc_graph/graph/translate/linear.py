@@ -46,7 +46,7 @@ def _matmul(node: onnx.NodeProto, ctx: Context) -> Call:
         # The register block's rows: A's last leading dimension of more than one (a rows
         # node's (rows, 1, K) input has them first), as contraction._rows_index picks.
         rows = next((d for d in reversed(sa[:-1]) if d > 1), 1)
-        weight = _panels(ctx, b, 0, dtype, (rows, sa[-1], sb[-1])) or weight
+        weight = _weight(ctx, b, 0, dtype, (rows, sa[-1], sb[-1]))
     b = weight.pop("weight", b)
     text = instantiate(
         "MatMul",
@@ -115,19 +115,21 @@ def _weight(
     dtype: np.dtype,
     sizes: tuple[int, int, int],
 ) -> dict[str, str]:
-    """Gemm's B: its declaration, its read, the where clause its read needs and the value
-    passed. A constant weight in panels (`_panels`), else a constant one read transposed
-    is passed transposed, so that n is contiguous in memory, except under fewer than
-    MIN_TILE rows: each output is then a dot product along the weight's own rows (a
-    batch-1 Gemm's register tile over the transposed weight read 4096 rows 4 KB apart
-    for every 32 columns, at a fifth of onnxruntime's speed)."""
+    """The 2-D B of a Gemm or MatMul: its declaration, its read, the where clause its read
+    needs and the value passed. A constant weight in panels (`_panels`), else a constant
+    one read transposed is passed transposed, so that n is contiguous in memory, except
+    under fewer than MIN_TILE rows, where a constant (K, N) one is passed as (N, K): each
+    output is then a dot product along the weight's own rows, the columns a parallel
+    loop (a batch-1 Gemm's register tile over the transposed weight read 4096 rows 4 KB
+    apart for every 32 columns, at a fifth of onnxruntime's speed; a one-row MatMul by
+    (256, 1024) ran on one thread at 0.45x)."""
     panels = _panels(ctx, b, trans_b, dtype, sizes)
     if panels is not None:
         return panels
-    if trans_b and len(ctx.type(b)[1]) == 2 and sizes[0] >= MIN_TILE:
+    if len(ctx.type(b)[1]) == 2 and bool(trans_b) == (sizes[0] >= MIN_TILE):
         packed = ctx.pack_transposed(b)
-        if packed is not None:  # weights (N, K) become (K, N): n is contiguous in memory
-            b, trans_b = packed, 0
+        if packed is not None:  # (N, K) becomes (K, N), or (K, N) becomes (N, K)
+            b, trans_b = packed, 1 - trans_b
     t = tc_type(dtype)
     return {
         "B": decl(t, ("N", "K") if trans_b else ("K", "N")),
