@@ -3,7 +3,8 @@
 The outermost band whose first member is parallel is tiled (when tile sizes
 are given; point loops are sunk below sequences, so imperfect nests tile) and
 marked `parallel`: its outer loop becomes the OpenMP `parallel for` (not for an
-innermost band of fewer than MIN_PARALLEL instances). The last member of each
+innermost band of fewer than MIN_PARALLEL statement instances, MIN_PARALLEL_SUMS where
+it sums). The last member of each
 innermost band that has a loop (more than one iteration) is split off and
 marked `simd` when it is parallel, or `reduce` when it is the reduction loop of
 one update statement (the printer then keeps the output element in a local
@@ -135,7 +136,7 @@ def map_cpu(schedule: isl.Schedule, scop: Scop, options: MappingOptions) -> isl.
                 and options.parallel_depth > 0
                 and node.band_member_get_coincident(0)
                 and _trip_count(node, scop) > 1
-                and (_has_band_below(node) or _instances(node, scop) >= MIN_PARALLEL)
+                and (_has_band_below(node) or _work(node, scop) >= _least_work(node, scop))
             ):
                 # A first tile size that covers its loop would leave a one-iteration
                 # tile loop, which isl does not print: the parallel mark would land on
@@ -237,18 +238,36 @@ def _last_loop(node: isl.ScheduleNode, scop: Scop) -> int:
     return next((j for j in reversed(range(n)) if _trip_count(node, scop, j) > 1), 0)
 
 
-# An innermost band with fewer instances than this is not worth a parallel loop: the
-# threads' start (a parallel phase in onnxruntime) costs more than its work (a softmax
-# over 1000 values ran 1000 one-element iterations on the pool).
+# An innermost band with fewer statement instances than these is not worth a parallel
+# loop: the threads' start (a parallel phase in onnxruntime, 2-3 us) costs more than its
+# work (a softmax over 1000 values ran 1000 one-element iterations on the pool). Sums
+# need more: a DLRM's batch-1 Gemm of 64 by 128 x 64 (8192 multiply-adds) and the
+# 32-column one after it made the model 0.85x onnxruntime at batch 1, 1.29x serial.
 MIN_PARALLEL = 4096
+MIN_PARALLEL_SUMS = 32768
 
 
-def _instances(node: isl.ScheduleNode, scop: Scop) -> int:
-    """The iterations of all the band's loops together (an upper bound: their box)."""
-    count = 1
-    for j in range(node.band_n_member()):
-        count *= max(1, _trip_count(node, scop, j))
-    return count
+def _least_work(node: isl.ScheduleNode, scop: Scop) -> int:
+    """The fewest statement instances of an innermost band worth a parallel loop."""
+    sums = any(scop.statement(n).kind == "update" for n in _names(node))
+    return MIN_PARALLEL_SUMS if sums else MIN_PARALLEL
+
+
+def _work(node: isl.ScheduleNode, scop: Scop) -> int:
+    """The statement instances at and below node (each statement's box; in a scop for
+    every size, at its sample)."""
+    domain = node.get_domain()
+    if scop.symbolic is not None:
+        domain = domain.intersect_params(scop.symbolic.sample)
+    sets: list[isl.Set] = []
+    domain.foreach_set(sets.append)
+    total = 0
+    for s in sets:
+        count = 1
+        for k in range(s.dim(isl.dim_type.set)):
+            count *= s.dim_max_val(k).to_python() - s.dim_min_val(k).to_python() + 1
+        total += count
+    return total
 
 
 def _tile(node: isl.ScheduleNode, sizes: tuple[int, ...]) -> isl.ScheduleNode:
