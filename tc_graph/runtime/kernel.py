@@ -136,11 +136,30 @@ def address(a: np.ndarray) -> int:
     return int(a.ctypes.data)
 
 
+# What tc_graph's sources are: its Python, the native op's C (how a TcKernel runs its
+# chunks: a decision measured under another op must be measured again) and the operator
+# templates with their table.
+SOURCE_SUFFIXES = (".py", ".c", ".tc", ".toml")
+
+
 @functools.cache
 def code_version() -> str:
     """A hash of tc_graph's own sources: a changed compiler never reuses old kernels."""
+    return sources_hash(Path(__file__).resolve().parents[1])
+
+
+def sources_hash(root: Path) -> str:
+    """The hash of every source file under root (through links: a checkout's operators/
+    is one), by path and content."""
+    files = [
+        Path(d, name)
+        for d, _, names in os.walk(root, followlinks=True)
+        for name in names
+        if Path(name).suffix in SOURCE_SUFFIXES
+    ]
     h = hashlib.sha256()
-    for path in sorted(Path(__file__).resolve().parents[1].rglob("*.py")):
+    for path in sorted(files):
+        h.update(path.relative_to(root).as_posix().encode() + b"\0")
         h.update(path.read_bytes())
     return h.hexdigest()[:16]
 

@@ -102,6 +102,17 @@ def test_a_dynamic_batch_fuses_into_a_node_for_every_size() -> None:
     _same_at(out, model, [{"batch": n} for n in (1, 2, 3, 4, 5, 7, 13)])
 
 
+def test_rows_past_a_sizes_chunks_run_again_in_a_chunk_ending_at_the_last() -> None:
+    """15 rows with kernels for 8, 4 and 1: 0-7 and 7-14 (row 7 twice, the same values);
+    6: 0-3 and 2-5; 31: three chunks of 8 side by side, then 23-30; 12: 8 then 4."""
+    model = _mlp()
+    out = tg.optimize(model, force=True, shapes={"batch": [8, 4]})
+    (node,) = _tc_nodes(out)
+    attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+    assert list(attrs["row_sizes"]) == [8, 4, 1]
+    _same_at(out, model, [{"batch": n} for n in (15, 6, 31, 12, 9)])
+
+
 def test_the_default_samples_of_a_batch_are_1_and_8() -> None:
     """With 4, a power of four below the largest, for the chunks of other sizes."""
     out = tg.optimize(_mlp(), force=True)

@@ -4,6 +4,7 @@ command line start from the same default options. Nothing here runs a C compiler
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ import tc_graph as tg
 from tc_graph import api, binding, cli, compiler
 from tc_graph.options import AVX512, default_options
 from tc_graph.runtime import cc
+from tc_graph.runtime.kernel import sources_hash
 
 MM = "def mm(float(M,K) A, float(K,N) B) -> (C) { C(m,n) +=! A(m,k) * B(k,n) }"
 SHAPES = "A=16x8,B=8x12"
@@ -151,3 +153,19 @@ def test_define_entry_gives_what_define_gives_for_the_entry() -> None:
     assert api.define_entry(source, "nothing") is None
     with pytest.raises(tg.TcError, match="syntax error"):
         api.define_entry(source + " def", "top")
+
+
+def test_the_code_version_covers_the_native_op_and_the_operator_templates(
+    tmp_path: Path,
+) -> None:
+    """A decision measured under one native op is not reused under another: ort_op.c
+    decides how a rows node runs its chunks (a DLRM export's cached loss outlived it)."""
+    root = Path(tg.__file__).parent
+    copy = tmp_path / "tc_graph"
+    shutil.copytree(root, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    first = sources_hash(copy)
+    assert first == sources_hash(root)
+    for name in ("runtime/ort_op.c", "operators/gemm.tc"):
+        (copy / name).write_text((copy / name).read_text() + "\n")
+        assert sources_hash(copy) != first, name
+        first = sources_hash(copy)
