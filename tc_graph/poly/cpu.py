@@ -3,12 +3,12 @@
 The outermost band whose first member is parallel is tiled (when tile sizes
 are given; point loops are sunk below sequences, so imperfect nests tile) and
 marked `parallel`: its outer loop becomes the OpenMP `parallel for` (not for an
-innermost band of fewer than MIN_PARALLEL statement instances, MIN_PARALLEL_SUMS where
-it sums). The last member of each
-innermost band that has a loop (more than one iteration) is split off and
-marked `simd` when it is parallel, or `reduce` when it is the reduction loop of
-one update statement (the printer then keeps the output element in a local
-accumulator and lets the compiler vectorize the reduction).
+innermost band of fewer than MIN_PARALLEL statement instances, MIN_PARALLEL_SUMS
+where it sums). The last member of each innermost band that has a loop (more
+than one iteration) is split off and marked `simd` when it is parallel, or
+`reduce` when it is the reduction loop of one update statement (the printer then
+keeps the output element in a local accumulator and lets the compiler vectorize
+the reduction).
 """
 
 from __future__ import annotations
