@@ -38,9 +38,10 @@ from .partition import Group
 from .translate import row_names
 
 # The sample sizes of a symbolic dimension the user gives none for (docs/onnx.md): one
-# that leads an input (a batch), and one that does not (a sequence).
+# that leads an input (a batch), and one that does not (a sequence); each has 1, where
+# a group of a model's layers loses most (per-run costs, one-row products).
 LEADING_SAMPLES = (1, 8)
-INNER_SAMPLES = (128,)
+INNER_SAMPLES = (128, 1)
 
 
 def default_samples(graph: onnx.GraphProto, name: str) -> tuple[int, ...]:
