@@ -13,6 +13,8 @@ the reduction).
 
 from __future__ import annotations
 
+import math
+
 import islpy as isl
 
 from ..options import MappingOptions
@@ -104,9 +106,7 @@ def _register_tile_start(node: isl.ScheduleNode, scop: Scop, width: int) -> int 
     if st.kind != "update" or src.op != "+" or not src.lhs or its[-1] != src.lhs[-1]:
         return None
     k = st.iterators.index(its[-1])
-    domain = sampled(scop, st.domain)
-    extent = domain.dim_max_val(k).to_python() - domain.dim_min_val(k).to_python() + 1
-    if extent < width:
+    if _extent(sampled(scop, st.domain), k) < width:
         return None
     start = len(its) - 1
     while start > 0 and its[start - 1] in src.reduction_vars:
@@ -220,16 +220,20 @@ def _trip_count(node: isl.ScheduleNode, scop: Scop, member: int = 0) -> int:
     """Iterations of a band member's loop (the first by default); in a scop for every
     size, at its sample."""
     schedule = node.band_get_partial_schedule().get_at(member)
-    domain = node.get_domain()
-    if scop.symbolic is not None:
-        domain = domain.intersect_params(scop.symbolic.sample)
+    domain = sampled(scop, node.get_domain())
     values = isl.UnionMap.from_union_pw_aff(schedule).intersect_domain(domain).range()
+    return max((_extent(s, 0) for s in _sets(values)), default=0)
+
+
+def _sets(u: isl.UnionSet) -> list[isl.Set]:
     sets: list[isl.Set] = []
-    values.foreach_set(sets.append)
-    count = 0
-    for s in sets:
-        count = max(count, s.dim_max_val(0).to_python() - s.dim_min_val(0).to_python() + 1)
-    return count
+    u.foreach_set(sets.append)
+    return sets
+
+
+def _extent(s: isl.Set, k: int) -> int:
+    """The values dimension k of s takes, from its least to its greatest (its box)."""
+    return s.dim_max_val(k).to_python() - s.dim_min_val(k).to_python() + 1
 
 
 def _last_loop(node: isl.ScheduleNode, scop: Scop) -> int:
@@ -256,18 +260,10 @@ def _least_work(node: isl.ScheduleNode, scop: Scop) -> int:
 def _work(node: isl.ScheduleNode, scop: Scop) -> int:
     """The statement instances at and below node (each statement's box; in a scop for
     every size, at its sample)."""
-    domain = node.get_domain()
-    if scop.symbolic is not None:
-        domain = domain.intersect_params(scop.symbolic.sample)
-    sets: list[isl.Set] = []
-    domain.foreach_set(sets.append)
-    total = 0
-    for s in sets:
-        count = 1
-        for k in range(s.dim(isl.dim_type.set)):
-            count *= s.dim_max_val(k).to_python() - s.dim_min_val(k).to_python() + 1
-        total += count
-    return total
+    return sum(
+        math.prod(_extent(s, k) for k in range(s.dim(isl.dim_type.set)))
+        for s in _sets(sampled(scop, node.get_domain()))
+    )
 
 
 def _tile(node: isl.ScheduleNode, sizes: tuple[int, ...]) -> isl.ScheduleNode:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property, reduce
+from typing import TypeVar
 
 import islpy as isl
 
@@ -567,7 +568,10 @@ def build_scop(
     return Scop(program, dict(sizes), dict(shapes), statements, deps, symbolic)
 
 
-def sampled(scop: Scop, s: isl.Set) -> isl.Set:
+_Domain = TypeVar("_Domain", isl.Set, isl.UnionSet)
+
+
+def sampled(scop: Scop, s: _Domain) -> _Domain:
     """s at the scop's sizes: itself, or in a scop for every size, at the sample where
     its size-dependent choices are made."""
     return s if scop.symbolic is None else s.intersect_params(scop.symbolic.sample)
