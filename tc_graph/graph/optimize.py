@@ -556,9 +556,9 @@ def _keep_what_pays_whole(
         known = _race_samples(base, rewrite(base.model, pairs), samples)  # type: ignore[arg-type]
         log.debug("whole model: %s", _ran(known))
         if _confirmed(known):
-            if steady:
+            if steady and not known.get("unsteady"):
                 kept.store(memory, [c.group.nodes for c in chosen], dropped, past)
-            return float(known["ratio"])
+            return _verdict(known)
         worst, why = _worst(chosen, decisions, known, deadline)
         steady = steady and why != _UNSTEADY_WHOLE
         past = _now().budget_s if why == OVER_BUDGET else past
@@ -594,9 +594,17 @@ def _drop(c: _Choice, why: str, chosen: list[_Choice], decisions: list[Decision]
 
 
 def _confirmed(known: Mapping[str, Any]) -> bool:
-    """Whether a whole-model race is steady and not slower (MIN_WHOLE_SPEEDUP)."""
-    steady = not known.get("why") and not known.get("unsteady")
-    return steady and known.get("ratio", 0.0) >= MIN_WHOLE_SPEEDUP
+    """Whether a whole-model race says the model is not slower (MIN_WHOLE_SPEEDUP): its
+    median where the rounds agree, else its worst round (rounds that disagree only on by
+    how much it wins; such a verdict is used, not remembered)."""
+    return not known.get("why") and _verdict(known) >= MIN_WHOLE_SPEEDUP
+
+
+def _verdict(known: Mapping[str, Any]) -> float:
+    """A race's speedup to decide by: the median ratio of rounds that agree, else the
+    worst round of rounds that disagree only on by how much (0 where that is not kept:
+    a remembered race whose rounds disagreed)."""
+    return known.get("worst", 0.0) if known.get("unsteady") else known.get("ratio", 0.0)
 
 
 def _ran(known: Mapping[str, Any]) -> str:
@@ -638,15 +646,17 @@ def _race_samples(
 ) -> dict[str, Any]:
     """The whole-model race at each round of sample sizes, until one is not confirmed
     (its outcome then); confirmed at all, the smallest speedup."""
-    out: dict[str, Any] = {}
+    confirmed = []
     for feeds in samples:
         fed = dict(feeds)
         known = _race(*_fed_models(base, rewritten, fed), fed)
         log.debug("whole model at inputs %s: %s", _feed_shapes(feeds), _ran(known))
         if not _confirmed(known):
             return known
-        if not out or known["ratio"] < out["ratio"]:
-            out = known
+        confirmed.append(known)
+    out = dict(min(confirmed, key=_verdict))
+    if any(k.get("unsteady") for k in confirmed):
+        out.update(unsteady=True, worst=_verdict(out))
     return out
 
 
@@ -1051,8 +1061,9 @@ def _measured(
     """The compiled group's race against onnxruntime, from the cache when it was run
     before. Every outcome is remembered, a race that never settled included: it left the
     group with onnxruntime, which is never slower, and racing it again on every optimize
-    spent the budget of a warm densenet121 (116 s). Only a steady race is a win (_won);
-    --remeasure races again. `at` names the sizes of `g` where one node runs at several
+    spent the budget of a warm densenet121 (116 s). A win whose rounds disagreed on by how
+    much is used but not remembered (it is raced again next time); --remeasure races
+    again. `at` names the sizes of `g` where one node runs at several
     (a node for every size)."""
     key = f"{compiled.attrs.kernel_key}:{_context_key()}" + (f":{at}" if at else "")
     known = None if _now().remeasure else _known_decision(key)
@@ -1068,10 +1079,10 @@ def _measured(
 
 
 def _won(known: Mapping[str, Any]) -> bool:
-    """A steady race at the speedup asked for (rounds that disagree are never a win, even
-    recalled under a lower min_speedup)."""
-    steady = not known.get("why") and not known.get("unsteady")
-    return steady and known.get("ratio", 0.0) >= _now().min_speedup
+    """A race at the speedup asked for: its median where the rounds agree, its worst round
+    where they disagree only on by how much it wins (a remembered race whose rounds
+    disagreed is never a win, even recalled under a lower min_speedup)."""
+    return not known.get("why") and float(_verdict(known)) >= _now().min_speedup
 
 
 def _decision(ops: str, shapes: str, known: Mapping[str, Any]) -> Decision:
@@ -1415,16 +1426,17 @@ def _race(
         times = _rounds(calls)
         ratios = [o / f for o, f in zip(times["ort"], times["fused"], strict=True)]
         spread = timing.spread(ratios)
-        # Rounds that disagree only on how much the fused side loses still agree that
-        # it loses: a verdict at once, but not one to remember.
-        lost = max(ratios) < _now().min_speedup
-        if spread <= MAX_SPREAD or lost:
+        # Rounds that disagree only on how much the fused side loses (or wins) still
+        # agree that it loses (or wins): a verdict at once, but not one to remember.
+        agreed = max(ratios) < _now().min_speedup or min(ratios) >= _now().min_speedup
+        if spread <= MAX_SPREAD or agreed:
             known = {
                 "fused_us": statistics.median(times["fused"]) * 1e6,
                 "ort_us": statistics.median(times["ort"]) * 1e6,
                 "ratio": statistics.median(ratios),
             }
-            return known if spread <= MAX_SPREAD else {**known, "unsteady": True}
+            steady = spread <= MAX_SPREAD
+            return known if steady else {**known, "unsteady": True, "worst": float(min(ratios))}
         log.debug("try %d: the rounds disagree (spread %.0f%%)", attempt + 1, spread * 100)
     said = f"rounds spread {spread:.0%}, over {MAX_SPREAD:.0%}, in {TRIES} tries"
     return {"why": f"{_UNSTEADY} ({said})", "unsteady": True, "spread": said}
@@ -1521,7 +1533,11 @@ def _positive(v: object) -> bool:
 
 
 def _store_decision(key: str, value: Mapping[str, Any]) -> None:
-    memo.store(_DECISIONS, key, dict(value))
+    """Remember a race's outcome; one whose rounds disagreed as no win (without its worst
+    round), and a win among those not at all: it is used once and raced again."""
+    if value.get("unsteady") and _won(value):
+        return
+    memo.store(_DECISIONS, key, {k: v for k, v in value.items() if k != "worst"})
 
 
 def clear_decisions() -> bool:
