@@ -50,6 +50,8 @@ typedef struct ort_kernel_context ort_kernel_context;
 typedef struct ort_value ort_value;
 typedef struct ort_type_shape ort_type_shape;
 typedef struct ort_key_values ort_key_values;
+typedef struct ort_memory_info ort_memory_info;
+typedef struct ort_allocator ort_allocator;
 
 /* The OrtApi table is an append-only array of function pointers; calls cast a slot. */
 typedef struct ort_api ort_api;
@@ -79,17 +81,23 @@ enum {
     SLOT_GET_DIMENSIONS_COUNT = 61,
     SLOT_GET_DIMENSIONS = 62,
     SLOT_GET_TENSOR_TYPE_AND_SHAPE = 65,
+    SLOT_CREATE_CPU_MEMORY_INFO = 69,
+    SLOT_ALLOCATOR_ALLOC = 75,
+    SLOT_ALLOCATOR_FREE = 76,
     SLOT_KERNEL_INFO_GET_ATTRIBUTE_STRING = 87,
     SLOT_KERNEL_CONTEXT_GET_INPUT_COUNT = 88,
     SLOT_KERNEL_CONTEXT_GET_OUTPUT_COUNT = 89,
     SLOT_KERNEL_CONTEXT_GET_INPUT = 90,
     SLOT_KERNEL_CONTEXT_GET_OUTPUT = 91,
     SLOT_RELEASE_STATUS = 93,
+    SLOT_RELEASE_MEMORY_INFO = 94,
     SLOT_RELEASE_TENSOR_TYPE_AND_SHAPE = 99,
     SLOT_RELEASE_CUSTOM_OP_DOMAIN = 101,
+    SLOT_RELEASE_ALLOCATOR = 132,
     SLOT_KERNEL_INFO_GET_ATTRIBUTE_ARRAY_INT64 = 163,
     SLOT_KERNEL_INFO_GET_INPUT_COUNT = 230,
     SLOT_KERNEL_INFO_GET_OUTPUT_COUNT = 231,
+    SLOT_KERNEL_CONTEXT_GET_ALLOCATOR = 253, /* API 15 */
     SLOT_KERNEL_CONTEXT_PARALLEL_FOR = 274,
     SLOT_GET_KEY_VALUE = 297,             /* API 22 */
     SLOT_RELEASE_KEY_VALUE_PAIRS = 300,   /* API 22 */
@@ -102,6 +110,7 @@ enum { ORT_FAIL = 1, ORT_INVALID_ARGUMENT = 2, ORT_RUNTIME_EXCEPTION = 6 };
 enum { ORT_TYPE_UNDEFINED = 0 };
 enum { ORT_CHARACTERISTIC_VARIADIC = 2 };
 enum { ORT_MEM_TYPE_DEFAULT = 0 };
+enum { ORT_ARENA_ALLOCATOR = 1 };
 
 typedef ort_status *(*create_status_fn)(int code, const char *msg);
 typedef ort_status *(*create_domain_fn)(const char *domain, ort_domain **out);
@@ -131,6 +140,13 @@ typedef void (*release_key_values_fn)(ort_key_values *kvs);
 typedef ort_status *(*parallel_for_fn)(const ort_kernel_context *ctx,
                                        void (*fn)(void *usr, size_t i), size_t total,
                                        size_t num_batch, void *usr);
+typedef ort_status *(*cpu_memory_info_fn)(int type, int mem_type, ort_memory_info **out);
+typedef void (*release_memory_info_fn)(ort_memory_info *info);
+typedef ort_status *(*context_allocator_fn)(const ort_kernel_context *ctx,
+                                            const ort_memory_info *info, ort_allocator **out);
+typedef ort_status *(*allocator_alloc_fn)(ort_allocator *alloc, size_t size, void **out);
+typedef ort_status *(*allocator_free_fn)(ort_allocator *alloc, void *p);
+typedef void (*release_allocator_fn)(ort_allocator *alloc);
 
 /* The custom-op description: 26 pointer-sized members, member i at byte offset 8 * i. */
 typedef struct tc_op tc_op;
@@ -1423,36 +1439,87 @@ static ort_status *bind_output(const tc_kernel *k, ort_kernel_context *ctx, int3
     return NULL;
 }
 
-/* k's temporaries for one run, in temps (freed by free_temps, also after a failure). */
-static ort_status *alloc_temps(const tc_kernel *k, void **temps) {
+/* Temporaries of at least this many bytes come from onnxruntime's CPU allocator, whose
+ * arena keeps a freed block for the next run. From malloc, one over glibc's mmap threshold
+ * (128 KiB at first, then as large as the largest freed, up to 32 MiB) could be mapped
+ * afresh on every run and each of its pages faulted in again: a BERT layer for every size
+ * at 15 x 137 tokens ran 4x slower, most of its time in page faults. Smaller ones stay
+ * with malloc, which reuses them without a fault and costs a small run less (a BERT
+ * layer at one token ran 20% slower with all of its temporaries from the arena). */
+#define TC_ARENA_BYTES ((size_t)128 << 10)
+
+static size_t temp_size(const tc_kernel *k, int32_t t) {
+    size_t bytes = k->temp_bytes[t] > 0 ? (size_t)k->temp_bytes[t] : 1;
+    return (bytes + 63) & ~(size_t)63;
+}
+
+static ort_status *open_allocator(const ort_api *api, const ort_kernel_context *ctx,
+                                  ort_allocator **out) {
+    ort_memory_info *info = NULL;
+    ort_status *st = ORT_CALL(api, SLOT_CREATE_CPU_MEMORY_INFO, cpu_memory_info_fn)(
+        ORT_ARENA_ALLOCATOR, ORT_MEM_TYPE_DEFAULT, &info);
+    if (!st)
+        st = ORT_CALL(api, SLOT_KERNEL_CONTEXT_GET_ALLOCATOR, context_allocator_fn)(ctx, info, out);
+    if (info) ORT_CALL(api, SLOT_RELEASE_MEMORY_INFO, release_memory_info_fn)(info);
+    return st;
+}
+
+/* `bytes` from alloc, aligned to 64 bytes: the block's start is kept in the word below
+ * (free_temps), as the allocator promises no alignment. NULL when it has none to give. */
+static void *arena_alloc(const ort_api *api, ort_allocator *alloc, size_t bytes) {
+    void *block = NULL;
+    ort_status *st = ORT_CALL(api, SLOT_ALLOCATOR_ALLOC, allocator_alloc_fn)(
+        alloc, bytes + 64 + sizeof(void *), &block);
+    release_status(api, st);
+    if (st || !block) return NULL;
+    uintptr_t at = ((uintptr_t)block + sizeof(void *) + 63) & ~(uintptr_t)63;
+    ((void **)at)[-1] = block;
+    return (void *)at;
+}
+
+/* k's temporaries for one run, in temps (NULL on entry), and the allocator the large ones
+ * come from (NULL if none; all freed by free_temps, also after a failure). */
+static ort_status *alloc_temps(const tc_kernel *k, const ort_kernel_context *ctx, void **temps,
+                               ort_allocator **alloc) {
+    *alloc = NULL;
     for (int32_t t = 0; t < k->num_temps; t++) {
-        size_t bytes = k->temp_bytes[t] > 0 ? (size_t)k->temp_bytes[t] : 1;
-        bytes = (bytes + 63) & ~(size_t)63;
-        if (posix_memalign(&temps[t], 64, bytes) != 0) {
-            temps[t] = NULL;
+        size_t bytes = temp_size(k, t);
+        if (bytes < TC_ARENA_BYTES) {
+            if (posix_memalign(&temps[t], 64, bytes) != 0) temps[t] = NULL;
+        } else {
+            ort_status *st = *alloc ? NULL : open_allocator(k->api, ctx, alloc);
+            if (st) return st;
+            temps[t] = arena_alloc(k->api, *alloc, bytes);
+        }
+        if (!temps[t])
             return error(k->api, ORT_FAIL,
                          "tc_graph kernel '%s': out of memory allocating a temporary of %zu "
                          "bytes",
                          k->entry, bytes);
-        }
         if (k->temp_zero[t]) memset(temps[t], 0, bytes);
     }
     return NULL;
 }
 
-static void free_temps(const tc_kernel *k, void **temps) {
+static void free_temps(const tc_kernel *k, ort_allocator *alloc, void **temps) {
     for (int32_t t = 0; t < k->num_temps; t++) {
-        free(temps[t]);
+        if (temps[t] && temp_size(k, t) < TC_ARENA_BYTES)
+            free(temps[t]);
+        else if (temps[t])
+            release_status(k->api, ORT_CALL(k->api, SLOT_ALLOCATOR_FREE, allocator_free_fn)(
+                                       alloc, ((void **)temps[t])[-1]));
         temps[t] = NULL;
     }
+    if (alloc) ORT_CALL(k->api, SLOT_RELEASE_ALLOCATOR, release_allocator_fn)(alloc);
 }
 
 /* One run of k on these tensors, with temporaries of its own (in temps). */
 static ort_status *run_once(const tc_kernel *k, ort_kernel_context *ctx, void *const *args,
                             void **temps) {
-    ort_status *st = alloc_temps(k, temps);
+    ort_allocator *alloc = NULL;
+    ort_status *st = alloc_temps(k, ctx, temps, &alloc);
     if (!st) st = run_phases(k, ctx, args, temps);
-    free_temps(k, temps);
+    free_temps(k, alloc, temps);
     return st;
 }
 
@@ -1501,6 +1568,7 @@ static void move_to(const tc_kernel *h, void *const *args, void **moved, int64_t
  * of a chunk in one call (no pool inside a pool). Lives on the run's stack. */
 typedef struct {
     const tc_kernel *head, *kernel;
+    const ort_kernel_context *ctx;
     void *const *args;
     int64_t at, size;
     int code;
@@ -1517,12 +1585,13 @@ static void run_copy(void *usr, size_t i) {
     if (own) {
         void **temps = own + v->num_tensors;
         move_to(c->head, c->args, own, c->at + (int64_t)i * c->size);
-        ort_status *st = alloc_temps(v, temps);
+        ort_allocator *alloc = NULL;
+        ort_status *st = alloc_temps(v, c->ctx, temps, &alloc);
         code = st ? -1 : 0;
         if (st) release_status(v->api, st);
         for (int32_t p = 0; !code && p < v->num_phases; p++)
             if (v->phase_trips[p] > 0) code = v->phase(p, own, temps, 0, v->phase_trips[p], &value);
-        free_temps(v, temps);
+        free_temps(v, alloc, temps);
         free(own);
     }
     int expected = 0;
@@ -1563,7 +1632,8 @@ static ort_status *run_chunks(const tc_kernel *h, ort_kernel_context *ctx, void 
             move_to(h, args, moved, at);
             st = run_once(v, ctx, moved, temps);
         } else if (count > 1) {
-            tc_copies c = {.head = h, .kernel = v, .args = args, .at = at, .size = size};
+            tc_copies c = {.head = h, .kernel = v, .ctx = ctx, .args = args, .at = at,
+                           .size = size};
             if ((size_t)count * run_bytes(v) <= TC_ALONE_BYTES)
                 for (int64_t j = 0; j < count; j++) run_copy(&c, (size_t)j);
             else
