@@ -59,12 +59,14 @@ from .partition import Group, candidate_groups, components, excluded, is_convex,
 from .rewrite import (
     EVERY_SIZE,
     EVERY_SIZE_AT,
+    EVERY_SIZE_FROM,
     KEY_INTS,
     KEY_STRINGS,
     ROW_INTS,
     NodeAttrs,
     kernel_key,
     make_tc_node,
+    other_key,
     rewrite,
     row_source,
     special_key,
@@ -883,7 +885,10 @@ def _for_every_size(
 
 def _specialised(compiled: _Compiled) -> _Compiled:
     """A node for every size with a kernel specialised to each round of samples (the
-    native op runs it at exactly those sizes; every_size_at), compiled into the cache."""
+    native op runs it at exactly those sizes; every_size_at) and, where the samples span
+    a range, another kernel for every size with its choices made midway (rows.middle; the
+    op runs it at sizes nearer there than the largest samples; every_size_from), compiled
+    into the cache."""
     dyn = _DYNAMIC.get()
     assert dyn is not None
     a = compiled.attrs
@@ -895,7 +900,8 @@ def _specialised(compiled: _Compiled) -> _Compiled:
         return compiled
     rounds = range(len(dyn.sample_graphs()))
     at = tuple(dict.fromkeys(tuple(dyn.pins(k)[symbol[n]] for n in names) for k in rounds))
-    a = replace(a, every_size_at=at)
+    own, middle = (tuple(pins[symbol[n]] for n in names) for pins in (dyn.pins(0), dyn.middle()))
+    a = replace(a, every_size_at=at, every_size_from=(own, middle) if middle != own else ())
     a = replace(a, kernel_key=kernel_key(a.attributes()))
     _prepare_node(make_tc_node("every", a), _stamp())
     return replace(compiled, attrs=a)
@@ -908,6 +914,8 @@ def _every_round(compiled: _Compiled, *, name: str, what: str) -> dict[str, Any]
     assert dyn is not None
     rounds = [(gk, dyn.describe_round(k)) for k, gk in enumerate(dyn.sample_graphs())]
     rounds.append((dyn.other, ", ".join(f"{s}={n}" for s, n in dyn.other_sizes.items())))
+    if compiled.attrs.every_size_from:  # its other kernel for every size, where it chose
+        rounds.append((dyn.middle_graph(), ", ".join(f"{s}={n}" for s, n in dyn.middle().items())))
     first: dict[str, Any] | None = None
     for gk, at in rounds:
         there = _measured(gk, compiled, name=name, what=f"{what} at {at}, for every size", at=at)
@@ -1740,13 +1748,14 @@ class _NodeSpec:
     row_sources: Mapping[int, str] = field(default_factory=dict)  # sizes with their own
     every_size: bool = False  # one kernel for every size; the shapes are its sample's
     every_size_at: tuple[int, ...] = ()  # its specialised kernels' sizes, one after another
+    every_size_from: tuple[int, ...] = ()  # where its kernels for every size chose, likewise
 
     def variants(self) -> list[_NodeSpec]:
         """One spec per kernel the node needs: itself, or a rows node's one per size, under
         its variant key, with the rows its flagged tensors lead with; a node for every size
-        adds its specialised kernels."""
+        adds its specialised kernels and its other kernels for every size."""
         if self.every_size:
-            return [self, *self.specialised()]
+            return [self, *self.specialised(), *self.others()]
         if not self.rows:
             return [self]
         first = (0, len(self.shapes[0]))
@@ -1768,20 +1777,41 @@ class _NodeSpec:
         """A node for every size's kernels of fixed shapes, one per list of sizes in
         every_size_at (the kernel's sizes in the order of its program's), under
         special_key, with the shapes those sizes give its inputs and outputs."""
-        if not self.every_size_at:
+        return [
+            replace(self, key=special_key(self.key, k), every_size=False, every_size_at=(),
+                    every_size_from=(), shapes=shapes)
+            for k, shapes in enumerate(self._shapes_at(EVERY_SIZE_AT, self.every_size_at))
+        ]  # fmt: skip
+
+    def others(self) -> list[_NodeSpec]:
+        """A node for every size's other kernels for every size, under other_key, each with
+        the shapes of the sizes where its choices are made (every_size_from after the
+        node's own)."""
+        shapes = self._shapes_at(EVERY_SIZE_FROM, self.every_size_from)[1:]
+        return [
+            replace(self, key=other_key(self.key, k), every_size_at=(), every_size_from=(),
+                    shapes=at)
+            for k, at in enumerate(shapes)
+        ]  # fmt: skip
+
+    def _shapes_at(
+        self, name: str, at: tuple[int, ...]
+    ) -> list[tuple[tuple[tuple[int, ...], ...], ...]]:
+        """The inputs' and outputs' shapes at each list of sizes in `at` (attribute `name`:
+        the kernel's sizes in the order of its program's, one list after another)."""
+        if not at:
             return []
         fn = define_entry(self.source, self.entry)
         if fn is None:
             raise TcError(f"TcKernel '{self.key}' names entry '{self.entry}', which its source "
                           "does not define")  # fmt: skip
         names = fn.program_for({}).size_params
-        lists, left = divmod(len(self.every_size_at), max(1, len(names)))
+        lists, left = divmod(len(at), max(1, len(names)))
         if left or lists > MAX_SPECIALISED:
-            raise TcError(f"TcKernel '{self.key}': every_size_at is not a whole number of "
-                          f"lists of its {len(names)} sizes, at most {MAX_SPECIALISED}")  # fmt: skip
+            raise TcError(f"TcKernel '{self.key}': {name} is not a whole number of lists of "
+                          f"its {len(names)} sizes, at most {MAX_SPECIALISED}")  # fmt: skip
         out = []
-        at = self.every_size_at
-        for k in range(len(at) // max(1, len(names))):
+        for k in range(lists):
             sizes = dict(zip(names, at[k * len(names) : (k + 1) * len(names)], strict=True))
             dims = [fn.checked.tensors[n].dims or () for n in fn.checked.inputs]
             inputs = tuple(
@@ -1791,8 +1821,7 @@ class _NodeSpec:
             arrays = [_placeholder(np.dtype(helper.tensor_dtype_to_np_dtype(t)), s)
                       for t, s in zip(self.dtypes[0], inputs, strict=True)]  # fmt: skip
             outputs = tuple(tuple(s) for s in compiler.bind(fn, arrays).output_shapes)
-            out.append(replace(self, key=special_key(self.key, k), every_size=False,
-                               every_size_at=(), shapes=(inputs, outputs)))  # fmt: skip
+            out.append((inputs, outputs))
         return out
 
 
@@ -1825,15 +1854,16 @@ def _node_spec(node: onnx.NodeProto) -> _NodeSpec:
         if a is None or a.type != onnx.AttributeProto.INTS:
             raise _node_error(node, f"lacks the ints attribute '{name}'")
         raw[name] = list(a.ints)
-    for name in (*ROW_INTS, EVERY_SIZE, EVERY_SIZE_AT):
+    for name in (*ROW_INTS, EVERY_SIZE, EVERY_SIZE_AT, EVERY_SIZE_FROM):
         a = found.get(name)
         if a is not None:
             raw[name] = list(a.ints)
     if raw.get(EVERY_SIZE, [1]) != [1] or (EVERY_SIZE in raw and "row_sizes" in raw):
         raise _node_error(node, f"has a malformed {EVERY_SIZE} attribute (it must be [1], "
                           "on a node without row_sizes)")  # fmt: skip
-    if EVERY_SIZE_AT in raw and (EVERY_SIZE not in raw or any(n < 0 for n in raw[EVERY_SIZE_AT])):
-        raise _node_error(node, f"has {EVERY_SIZE_AT} without {EVERY_SIZE}, or a negative size")
+    for name in (EVERY_SIZE_AT, EVERY_SIZE_FROM):
+        if name in raw and (EVERY_SIZE not in raw or any(n < 0 for n in raw[name])):
+            raise _node_error(node, f"has {name} without {EVERY_SIZE}, or a negative size")
     for r in raw.get("row_sizes", [])[1:]:
         a = found.get(row_source(r))
         if a is not None and a.type == onnx.AttributeProto.STRING:
@@ -1869,6 +1899,7 @@ def _node_spec(node: onnx.NodeProto) -> _NodeSpec:
         shapes=(sides[0][1], sides[1][1]),
         every_size=EVERY_SIZE in raw,
         every_size_at=tuple(raw.get(EVERY_SIZE_AT, ())),
+        every_size_from=tuple(raw.get(EVERY_SIZE_FROM, ())),
     )
     return _with_rows(node, spec, raw) if "row_sizes" in raw else spec
 

@@ -42,6 +42,9 @@ ROW_INTS = ("row_sizes", "row_tensors")
 # and the sizes it has kernels specialised to, its kernel's sizes for each, one after another.
 EVERY_SIZE = "every_size"
 EVERY_SIZE_AT = "every_size_at"
+# The sizes each of its kernels for every size made its choices at: the node's own kernel
+# first, then each other one's (other_key), one list after another.
+EVERY_SIZE_FROM = "every_size_from"
 
 
 def kernel_key(attributes: Mapping[str, object]) -> str:
@@ -65,7 +68,9 @@ def kernel_key(attributes: Mapping[str, object]) -> str:
         part(value if isinstance(value, bytes) else str(value).encode("utf-8", "surrogatepass"))
     sizes = list(attributes.get("row_sizes") or ())  # type: ignore[call-overload]
     every = tuple(
-        n for n in (EVERY_SIZE, EVERY_SIZE_AT) if EVERY_SIZE in attributes and n in attributes
+        n
+        for n in (EVERY_SIZE, EVERY_SIZE_AT, EVERY_SIZE_FROM)
+        if EVERY_SIZE in attributes and n in attributes
     )
     for name in KEY_INTS + every + (ROW_INTS if sizes else ()):
         part(",".join(str(int(x)) for x in attributes[name]).encode())  # type: ignore[attr-defined]
@@ -86,6 +91,12 @@ def row_source(rows: int) -> str:
 def special_key(key: str, k: int) -> str:
     """The cache key of a node for every size's kernel specialised to its k-th sizes."""
     return f"{key}-s{k}"
+
+
+def other_key(key: str, k: int) -> str:
+    """The cache key of a node for every size's k-th other kernel for every size (its
+    choices made at the (k + 1)-th sizes of every_size_from)."""
+    return f"{key}-p{k}"
 
 
 def variant_key(key: str, rows: int) -> str:
@@ -128,6 +139,8 @@ class NodeAttrs:
     # the sizes of its specialised kernels, each in the order of the kernel's sizes.
     every_size: bool = False
     every_size_at: tuple[tuple[int, ...], ...] = ()
+    # Where each of its kernels for every size made its choices: its own, then others'.
+    every_size_from: tuple[tuple[int, ...], ...] = ()
 
     def __post_init__(self) -> None:
         if not (len(self.inputs) == len(self.input_dtypes) == len(self.input_shapes)):
@@ -162,6 +175,11 @@ class NodeAttrs:
             **(
                 {EVERY_SIZE_AT: [int(n) for at in self.every_size_at for n in at]}
                 if self.every_size and self.every_size_at
+                else {}
+            ),
+            **(
+                {EVERY_SIZE_FROM: [int(n) for at in self.every_size_from for n in at]}
+                if self.every_size and self.every_size_from
                 else {}
             ),
         }

@@ -226,6 +226,12 @@ struct tc_kernel {
     int32_t num_special, special;
     int64_t *special_sizes;
     tc_kernel *specials;
+    /* Its other kernels for every size (every_size_from: the sizes where each made its
+     * choices, num_sizes values each, this kernel's first), each run at the sizes nearer
+     * its own than any other's. */
+    int32_t num_others;
+    int64_t *from_sizes;
+    tc_kernel *others;
     tc_sized_phase_fn sized_phase;
     tc_shapes_fn shapes;
     const int64_t *sizes;
@@ -641,6 +647,8 @@ static ort_status *check_key(const tc_kernel *k, const ort_kernel_info *info) {
     if (k->every_size && !hash_ints(k->api, info, "every_size", &s))
         return error(k->api, ORT_FAIL, "tc_graph: out of memory");
     if (k->special_sizes && !hash_ints(k->api, info, "every_size_at", &s))
+        return error(k->api, ORT_FAIL, "tc_graph: out of memory");
+    if (k->from_sizes && !hash_ints(k->api, info, "every_size_from", &s))
         return error(k->api, ORT_FAIL, "tc_graph: out of memory");
     /* A rows node's sizes and flags are part of what its key names, and so are the sources
      * of its other sizes, where it has them (row_source_<rows>). */
@@ -1138,6 +1146,9 @@ static ort_status *read_every_size(tc_kernel *k, const ort_kernel_info *info) {
     size_t n_at = 0;
     k->special_sizes = ints_attribute(k->api, info, "every_size_at", &n_at);
     k->num_special = (int32_t)(n_at < 4096 ? n_at : 4096); /* values, until load_specials */
+    size_t n_from = 0;
+    k->from_sizes = ints_attribute(k->api, info, "every_size_from", &n_from);
+    k->num_others = (int32_t)(n_from < 4096 ? n_from : 4096); /* values, until load_others */
     return NULL;
 }
 
@@ -1174,6 +1185,40 @@ static ort_status *load_specials(tc_kernel *k, const tc_op *op, const ort_kernel
     return NULL;
 }
 
+/* A node for every size's other kernels for every size, each under `<kernel_key>-p<i>`:
+ * every_size_from holds tc_num_sizes values for the node's own kernel, then for each. */
+static ort_status *load_others(tc_kernel *k, const tc_op *op, const ort_kernel_info *info) {
+    if (!k->from_sizes) return NULL;
+    int32_t values = k->num_others;
+    if (k->num_sizes < 1 || values % k->num_sizes != 0 || values / k->num_sizes < 1 ||
+        values / k->num_sizes > TC_MAX_SPECIAL + 1)
+        return error(k->api, ORT_INVALID_ARGUMENT,
+                     "tc_graph kernel '%s': the node's every_size_from attribute is not 1 to "
+                     "%d lists of its %d sizes; re-run tc_graph.optimize on the original model",
+                     k->entry, TC_MAX_SPECIAL + 1, (int)k->num_sizes);
+    k->num_others = values / k->num_sizes - 1;
+    k->others = calloc((size_t)k->num_others + 1, sizeof *k->others);
+    if (!k->others) return error(k->api, ORT_FAIL, "tc_graph: out of memory");
+    for (int32_t i = 0; i < k->num_others; i++) {
+        tc_kernel *v = &k->others[i];
+        v->api = k->api;
+        v->fd = -1;
+        v->every_size = 1;
+        v->entry = strdup(k->entry);
+        v->key = malloc(strlen(k->key) + 24);
+        if (!v->entry || !v->key) return error(k->api, ORT_FAIL, "tc_graph: out of memory");
+        sprintf(v->key, "%s-p%d", k->key, (int)i);
+        ort_status *st = load_kernel(v, op, info, NULL, 0);
+        if (st) return st;
+        if (v->num_sizes != k->num_sizes)
+            return error(k->api, ORT_INVALID_ARGUMENT,
+                         "tc_graph kernel '%s' (key %s) has %d sizes, the node's kernel %d; "
+                         "run tc_graph.prepare(model) again, or re-run tc_graph.optimize",
+                         k->entry, v->key, (int)v->num_sizes, (int)k->num_sizes);
+    }
+    return NULL;
+}
+
 /* What creating a kernel checks, in order: the key's form, the key against the node's
  * attributes, then load_kernel's checks, for each of a rows node's kernels. The first
  * failure is returned. */
@@ -1198,7 +1243,8 @@ static ort_status *open_kernel(tc_kernel *k, const tc_op *op, const ort_kernel_i
     if (st) return st;
     if (k->num_rows) return load_variants(k, op, info);
     st = load_kernel(k, op, info, NULL, 0);
-    return st ? st : load_specials(k, op, info);
+    if (!st) st = load_specials(k, op, info);
+    return st ? st : load_others(k, op, info);
 }
 
 static void release_kernel(tc_kernel *k) {
@@ -1213,6 +1259,9 @@ static void release_kernel(tc_kernel *k) {
     for (int32_t i = 0; k->specials && i < k->num_special; i++) release_kernel(&k->specials[i]);
     free(k->specials);
     free(k->special_sizes);
+    for (int32_t i = 0; k->others && i < k->num_others; i++) release_kernel(&k->others[i]);
+    free(k->others);
+    free(k->from_sizes);
     free(k->row_sizes);
     free(k->row_flags);
 }
@@ -1707,10 +1756,38 @@ static const tc_kernel *special_at(const tc_kernel *k, const int64_t *sizes) {
     return NULL;
 }
 
+/* How far apart two lists of n sizes are: the product of each pair's ratio, the larger
+ * over the smaller (a size below 1 counts as 1), as sizes scale. */
+static double size_ratio(const int64_t *a, const int64_t *b, int32_t n) {
+    double ratio = 1.0;
+    for (int32_t i = 0; i < n; i++) {
+        double x = (double)(a[i] > 1 ? a[i] : 1), y = (double)(b[i] > 1 ? b[i] : 1);
+        ratio *= x > y ? x / y : y / x;
+    }
+    return ratio;
+}
+
+/* The node's other kernel for every size whose choices were made nearest these sizes,
+ * or NULL where its own kernel's were (the first of every_size_from; ties go to it). */
+static const tc_kernel *nearest_other(const tc_kernel *k, const int64_t *sizes) {
+    const tc_kernel *out = NULL;
+    double best = k->num_others ? size_ratio(k->from_sizes, sizes, k->num_sizes) : 0.0;
+    for (int32_t i = 0; i < k->num_others; i++) {
+        double r = size_ratio(k->from_sizes + (size_t)(i + 1) * (size_t)k->num_sizes, sizes,
+                              k->num_sizes);
+        if (r < best) {
+            best = r;
+            out = &k->others[i];
+        }
+    }
+    return out;
+}
+
 /* A run of a kernel for every size: the input dimensions, then tc_shapes' sizes, output
  * dimensions, temporaries' bytes and phases' iterations (or its message), all in a copy
  * of the kernel for this run, which then runs as a fixed-shape kernel does; or, at sizes
- * a specialised kernel has, that kernel's run. */
+ * a specialised kernel has, that kernel's run; or the run of the node's other kernel for
+ * every size whose choices were made nearest them. */
 static ort_status *run_every_size(const tc_kernel *k, ort_kernel_context *ctx) {
     size_t n_dims = (size_t)k->dims_offset[k->num_tensors];
     size_t words = n_dims + (size_t)k->num_sizes + (size_t)k->num_temps + (size_t)k->num_phases;
@@ -1734,11 +1811,12 @@ static ort_status *run_every_size(const tc_kernel *k, ort_kernel_context *ctx) {
         st = error(k->api, ORT_INVALID_ARGUMENT, "tc_graph kernel '%s' (key %s): %s", k->entry,
                    k->key, why);
     const tc_kernel *special = st ? NULL : special_at(k, sizes);
-    if (special) {
+    const tc_kernel *other = st || special ? NULL : nearest_other(k, sizes);
+    if (special || other) {
         free(dims);
         free(bytes);
         free(args);
-        return run_node(special, ctx);
+        return special ? run_node(special, ctx) : run_every_size(other, ctx);
     }
     if (!st) st = tensor_sizes(k, dims, bytes);
     tc_kernel run = *k;

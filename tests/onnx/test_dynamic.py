@@ -154,16 +154,18 @@ def test_a_group_whose_rows_depend_on_each_other_is_one_kernel_for_every_size(
     nodes: list[onnx.NodeProto], out_shape: list[int | str]
 ) -> None:
     """No rows node can run it in chunks: its kernel takes the batch as a size, with
-    kernels specialised to the samples, 8 and 1 (run at those batches)."""
+    kernels specialised to the samples, 8 and 1 (run at those batches), and another for
+    every size with its choices made midway, at 3 (run at batches nearer 3 than 8)."""
     model = _model(nodes, out_shape)
     out = tg.optimize(model, force=True)
     (node,) = _tc_nodes(out)
     attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
     assert list(attrs["every_size"]) == [1] and "row_sizes" not in attrs
     assert list(attrs["every_size_at"]) == [8, 1]
+    assert list(attrs["every_size_from"]) == [8, 3]
     (decisions,) = [p.value for p in out.metadata_props if p.key == "tc_graph.decisions"]
     assert [d["why"] for d in json.loads(decisions)] == ["forced, for every size"]
-    _same_at(out, model, [{"batch": n} for n in (1, 3, 8, 13)])
+    _same_at(out, model, [{"batch": n} for n in (1, 2, 3, 5, 8, 13)])
 
 
 def test_a_group_of_a_product_of_symbols_stays() -> None:

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from onnx import helper, numpy_helper
 
 import tc_graph as tg
-from tc_graph.graph.rewrite import NodeAttrs, kernel_key, make_tc_node, special_key
+from tc_graph.graph.rewrite import NodeAttrs, kernel_key, make_tc_node, other_key, special_key
 from tc_graph.onnx_domain import TC_DOMAIN, TC_DOMAIN_VERSION
 from tc_graph.runtime import cc
 from tc_graph.runtime import ort as tort
@@ -60,7 +60,9 @@ def _node(attrs: NodeAttrs) -> onnx.NodeProto:
 
 
 def _attention_model(
-    every_size: bool = True, at: tuple[tuple[int, ...], ...] = ()
+    every_size: bool = True,
+    at: tuple[tuple[int, ...], ...] = (),
+    chosen_at: tuple[tuple[int, ...], ...] = (),
 ) -> onnx.ModelProto:
     attrs = NodeAttrs(
         source=_ATTENTION,
@@ -75,6 +77,7 @@ def _attention_model(
         output_shapes=((2, 16, 8),),
         every_size=every_size,
         every_size_at=at,
+        every_size_from=chosen_at,
     )
     value = [
         helper.make_tensor_value_info(n, onnx.TensorProto.FLOAT, ["batch", "seq", 8])
@@ -257,6 +260,45 @@ def test_sizes_with_a_specialised_kernel_run_it() -> None:
         np.testing.assert_allclose(got, _attention(*feeds.values()), rtol=1e-4, atol=1e-5)
 
 
+_PLUS_SEVEN = """
+def attention(float(B, S, 8) Q, float(B, S, 8) K, float(B, S, 8) V) -> (O) {
+  O(b, i, d) = Q(b, i, d) + 7.0
+}
+"""
+
+
+def test_sizes_nearer_another_kernels_choices_run_it() -> None:
+    """every_size_from (64, 128), then (2, 4): the node's other kernel for every size (here
+    a stand-in that adds 7 to Q) runs at sizes nearer (2, 4) than (64, 128), their ratios
+    multiplied, and the node's own at the others (ties included)."""
+    model = _attention_model(chosen_at=((64, 128), (2, 4)))
+    tg.prepare(model)
+    key = next(a.s.decode() for a in model.graph.node[0].attribute if a.name == "kernel_key")
+    stand_in = tg.define(_PLUS_SEVEN).attention.compile(*_inputs(2, 4, 0).values(), parametric=True)
+    cc.build((stand_in.library.parent / "kernel.c").read_text(), other_key(key, 0))
+    so = ort.SessionOptions()
+    tort.register(so)
+    session = ort.InferenceSession(
+        model.SerializeToString(), so, providers=["CPUExecutionProvider"]
+    )
+    for batch, seq in [(2, 4), (1, 3), (5, 20), (11, 23)]:  # their ratios 1 to 31.6, below own's
+        feeds = _inputs(batch, seq, seq)
+        (got,) = session.run(None, feeds)
+        np.testing.assert_allclose(got, feeds["q"] + 7.0, rtol=1e-6)
+    for batch, seq in [(64, 128), (40, 100), (12, 23), (8, 32)]:  # own's 1 to 32, the last a tie
+        feeds = _inputs(batch, seq, seq)
+        (got,) = session.run(None, feeds)
+        np.testing.assert_allclose(got, _attention(*feeds.values()), rtol=1e-4, atol=1e-5)
+
+
+def test_other_kernels_for_every_size_are_compiled_by_prepare() -> None:
+    session = tg.InferenceSession(_attention_model(at=((2, 16),), chosen_at=((8, 64), (2, 5))))
+    for batch, seq in [(2, 16), (1, 3), (9, 70)]:
+        feeds = _inputs(batch, seq, seq)
+        (got,) = session.run(None, feeds)
+        np.testing.assert_allclose(got, _attention(*feeds.values()), rtol=1e-4, atol=1e-5)
+
+
 def test_specialised_kernels_are_compiled_by_prepare() -> None:
     """tg.InferenceSession compiles the kernel for every size and each specialised one;
     both give the reference's values."""
@@ -267,7 +309,8 @@ def test_specialised_kernels_are_compiled_by_prepare() -> None:
         np.testing.assert_allclose(got, _attention(*feeds.values()), rtol=1e-4, atol=1e-5)
 
 
-def test_every_size_at_without_whole_size_lists_is_refused() -> None:
+@pytest.mark.parametrize("kw", [{"at": ((2, 16, 3),)}, {"chosen_at": ((2, 16), (3,))}])
+def test_every_size_at_without_whole_size_lists_is_refused(kw: dict) -> None:
     """Three values for a kernel of two sizes (B, S)."""
     with pytest.raises(tg.TcError, match="not a whole number of lists of its 2 sizes, at most 64"):
-        tg.prepare(_attention_model(at=((2, 16, 3),)))
+        tg.prepare(_attention_model(**kw))
