@@ -51,6 +51,7 @@ def _prelude(vector_width: int) -> str:
         # stdio for the size checks' snprintf (gcc 14 refuses an implicit declaration).
         "#include <stdio.h>",
         "#include <stdlib.h>",
+        "#include <string.h>",
         "#include <math.h>",
         "#define floord(n, d) (((n) < 0) ? -((-(n) + (d) - 1) / (d)) : (n) / (d))",
         "#define min(x, y) ((x) < (y) ? (x) : (y))",
@@ -1327,14 +1328,27 @@ class _Printer(StatementPrinter):
         self.out(1, "".join(f"(void){n}; " for n in names).rstrip())
 
     def kernel(self, ast: isl.AstNode | None, name: str) -> str:
-        p = self.program
-        if self.scop.symbolic is None:
-            self.out(0, f"int {name}(void *const *args, int check, int64_t *err) {{")
-        else:
-            self.out(
-                0,
-                f"int {name}(void *const *args, const int64_t *sizes, int check, int64_t *err) {{",
-            )
+        """`name` (its temporaries in a block of its own, freed on return) and `name`_in,
+        which takes the block from its caller (the Python runtime keeps one per thread:
+        from malloc, a temporary over glibc's mmap threshold was mapped afresh on every
+        call and its pages faulted in again, and tbmm's kernel for every size ran 1.4x
+        its specialised one's time, 1.08x with a block kept)."""
+        sized = self.scop.symbolic is not None
+        head = "void *const *args, const int64_t *sizes," if sized else "void *const *args,"
+        self.out(0, f"int {name}_in({head} char *scratch, int check, int64_t *err);")
+        self.scratch_bytes(name)
+        self.out(0, f"int {name}({head} int check, int64_t *err) {{")
+        size = f"{name}_scratch(sizes)" if sized else f"{name}_scratch_bytes"
+        self.out(1, f"size_t bytes = (size_t){size};")
+        self.out(1, "char *scratch = bytes ? aligned_alloc(64, bytes) : NULL;")
+        self.out(1, "if (bytes && !scratch) return -1;")
+        call = "args, sizes" if sized else "args"
+        self.out(1, f"int code = {name}_in({call}, scratch, check, err);")
+        self.out(1, "free(scratch);")
+        self.out(1, "return code;")
+        self.out(0, "}")
+        self.out(0, f"int {name}_in({head} char *scratch, int check, int64_t *err) {{")
+        if sized:
             self.sizes()
         self.arguments()
         prologue = self.lines
@@ -1342,25 +1356,42 @@ class _Printer(StatementPrinter):
         if ast is not None:
             self.node(ast, 1)
         body, self.lines = self.lines, prologue
-        temps = self.shared_temps()
-        for n in temps:
-            t = p.tensors[n]
-            count = self.count(n)
-            one = f"sizeof({C_TYPES[t.dtype]})"
-            alloc = f"calloc({count}, {one})" if t.zero_fill else f"malloc({count} * {one})"
-            self.out(1, f"{C_TYPES[t.dtype]} *restrict {cname(n)} = ({C_TYPES[t.dtype]} *){alloc};")
+        for n, at, bytes_ in self.scratch_parts():
+            t = self.program.tensors[n]
+            ctype = C_TYPES[t.dtype]
+            self.out(1, f"{ctype} *restrict {cname(n)} = ({ctype} *)(scratch + {at});")
+            if t.zero_fill:
+                self.out(1, f"memset({cname(n)}, 0, {bytes_});")
         self.out(1, "int code = 0;")
-        if temps:
-            self.out(
-                1, f"if ({' || '.join(f'!{cname(n)}' for n in temps)}) {{ code = -1; goto done; }}"
-            )
         self.lines += body
         self.out(0, "done:")
-        for n in temps:
-            self.out(1, f"free({cname(n)});")
         self.out(1, "return code;")
         self.out(0, "}")
         return "\n".join(self.lines)
+
+    def scratch_parts(self) -> list[tuple[str, str, str]]:
+        """Each shared temporary's place in the scratch block, as C: its name, its offset
+        and its bytes, each a multiple of 64 (the block is aligned to 64)."""
+        out, at = [], "(size_t)0"
+        for n in self.shared_temps():
+            one = f"sizeof({C_TYPES[self.program.tensors[n].dtype]})"
+            bytes_ = f"(((size_t)({self.count(n)}) * {one} + 63) & ~(size_t)63)"
+            out.append((n, at, bytes_))
+            at = f"{at} + {bytes_}"
+        return out
+
+    def scratch_bytes(self, name: str) -> None:
+        """The scratch block's bytes: a constant `name`_scratch_bytes (fixed shapes), or
+        `name`_scratch(sizes) (a kernel for every size)."""
+        parts = self.scratch_parts()
+        total = " + ".join(b for _, _, b in parts) or "0"
+        if self.scop.symbolic is None:
+            self.out(0, f"const int64_t {name}_scratch_bytes = (int64_t)({total});")
+            return
+        self.out(0, f"int64_t {name}_scratch(const int64_t *sizes) {{")
+        self.sizes()
+        self.out(1, f"return (int64_t)({total});")
+        self.out(0, "}")
 
     def count(self, tensor: str) -> str:
         """A temporary's elements as C, at least one (malloc(0) may return NULL)."""

@@ -1,7 +1,8 @@
 """Kernels for every size: one library that serves every shape its program allows.
 
-The library's entry point reads the sizes as an argument (`tc_kernel(args, sizes, check,
-err)`, ABI version 2, docs/cpu.md). A call binds its arguments, and the first call at
+The library's entry point reads the sizes as an argument (`tc_kernel_in(args, sizes,
+scratch, check, err)`, ABI version 2, docs/onnx.md), its temporaries in a block kept per
+thread (kernel.Scratch). A call binds its arguments, and the first call at
 new sizes checks the program's preconditions and computes the output shapes once; later
 calls at those sizes look them up. Nothing is compiled again.
 """
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -23,15 +24,22 @@ from ..lang.sema import CheckedDef
 from ..options import MappingOptions
 from ..poly.scop import checked_accesses
 from . import cc
-from .kernel import ENTRY, InputPointers, address
+from .kernel import ENTRY, InputPointers, Scratch, address
 
 
 class _At:
     """What a kernel needs at one point of sizes: the sizes argument, and every shape."""
 
-    def __init__(self, program: ir.Program, sizes: Mapping[str, int], params: Sequence[str]):
+    def __init__(
+        self,
+        program: ir.Program,
+        sizes: Mapping[str, int],
+        params: Sequence[str],
+        scratch: Callable[[Any], int],
+    ):
         binding.check_preconditions(program, sizes)
         self.values = (ctypes.c_int64 * max(1, len(params)))(*(sizes[n] for n in params))
+        self.scratch_bytes = scratch(self.values)
         self.shapes = binding.tensor_shapes(program, sizes)
         self.outputs = {n: self.shapes[n] for n in program.outputs}
         self.fresh = [
@@ -75,14 +83,19 @@ class ParametricKernel:
                 hint="clear the kernel cache: tc-graph cache clear",
             )
         # The function pointer holds its library: the kernel is unloaded with this object.
-        self._fn = functions[ENTRY]
+        self._fn = functions[f"{ENTRY}_in"]
         self._fn.restype = ctypes.c_int
         self._fn.argtypes = [
             ctypes.POINTER(ctypes.c_void_p),
             ctypes.POINTER(ctypes.c_int64),
+            ctypes.c_void_p,
             ctypes.c_int,
             ctypes.POINTER(ctypes.c_int64),
         ]
+        self._scratch_bytes = functions[f"{ENTRY}_scratch"]
+        self._scratch_bytes.restype = ctypes.c_int64
+        self._scratch_bytes.argtypes = [ctypes.POINTER(ctypes.c_int64)]
+        self._scratch = Scratch()
         self._ptr_array = ctypes.c_void_p * (len(program.inputs) + len(program.outputs))
         self._dtypes = [np.dtype(checked.tensors[n].dtype) for n in program.inputs]
         # Points of sizes by the shapes of arguments that need no binding (`_seen`).
@@ -117,7 +130,7 @@ class ParametricKernel:
         key = tuple(sizes[n] for n in self._params)
         found = self._at.get(key)
         if found is None:
-            found = self._at[key] = _At(self.program, sizes, self._params)
+            found = self._at[key] = _At(self.program, sizes, self._params, self._scratch_bytes)
         return found
 
     def _as_given(self, args: Sequence[Any]) -> bool:
@@ -160,11 +173,10 @@ class ParametricKernel:
             outputs = [buffers[n] for n in self.program.outputs]
         ptrs = self._ptr_array(*self._pointers.of(inputs), *(address(o) for o in outputs))
         err = ctypes.c_int64(0)
-        code = self._fn(ptrs, at.values, 0 if unchecked else 1, ctypes.byref(err))
+        scratch = self._scratch.address(at.scratch_bytes)
+        code = self._fn(ptrs, at.values, scratch, 0 if unchecked else 1, ctypes.byref(err))
         if code > 0:
             r, k = self._checks[code - 1]
             shape = arrays[r.tensor].shape if r.tensor in arrays else at.shapes[r.tensor]
             raise binding.index_error(self.program, r, k, err.value, shape[k])
-        if code < 0:
-            raise TcError("out of memory allocating the kernel's temporaries")
         return outputs[0] if len(outputs) == 1 else tuple(outputs)

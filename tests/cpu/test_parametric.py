@@ -4,7 +4,9 @@ evaluator, at sizes Hypothesis draws (tests/data/parametric.toml)."""
 from __future__ import annotations
 
 import functools
+import resource
 import tomllib
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -220,3 +222,38 @@ def test_a_short_inner_loop_is_specialised_to_the_sample() -> None:
     for b, p, q in [(128, 32, 2), (5, 7, 3), (9, 1, 2), (3, 4, 1), (2, 33, 17)]:
         args = [rng.standard_normal(s).astype(np.float32) for s in [(b, p), (p, q)]]
         np.testing.assert_allclose(kernel(*args), args[0] @ args[1], rtol=1e-5, atol=1e-5)
+
+
+_SCORES = """
+def scores(float(B, S, 8) Q, float(B, S, 8) K) -> (O) {
+  s(b, i, j) +=! Q(b, i, d) * K(b, j, d)
+  m(b, i) max=! s(b, i, j)
+  O(b, i, j) = s(b, i, j) - m(b, i)
+}
+"""
+
+
+@pytest.mark.parametrize("parametric", [False, True])
+def test_large_temporaries_are_kept_from_call_to_call(parametric: bool) -> None:
+    """A kernel's temporaries are a block its caller keeps per thread: allocated per call,
+    one over glibc's largest mmap threshold (32 MiB; here 2 x 2100 x 2100 scores) was
+    mapped afresh each time and its pages faulted in again (8,600 faults a call); each
+    thread has its own block (two threads at once, at two sizes)."""
+    rng = np.random.default_rng(3)
+    q, k = (rng.standard_normal((2, 2100, 8)).astype(np.float32) for _ in range(2))
+    kernel = tg.define(_SCORES).scores.compile(q, k, parametric=parametric)
+    for _ in range(2):
+        kernel(q, k)
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    for _ in range(3):
+        kernel(q, k, out=np.empty((2, 2100, 2100), np.float32))
+    faults = (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) / 3
+    assert faults < 2000, f"{faults:.0f} page faults a call"
+    small = [a[:, : 300 if parametric else 2100] for a in (q, k)]
+    with ThreadPoolExecutor(2) as pool:
+        got = list(
+            pool.map(lambda a: kernel(*a), [(q, k), [np.ascontiguousarray(a) for a in small]])
+        )
+    for (x, y), out in zip([(q, k), small], got, strict=True):
+        s = np.einsum("bid,bjd->bij", x.astype(np.float64), y)
+        np.testing.assert_allclose(out, s - s.max(axis=2, keepdims=True), rtol=1e-4, atol=1e-3)

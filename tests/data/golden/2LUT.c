@@ -9,6 +9,7 @@ static inline tc_vf tc_vmin(tc_vf a, tc_vf v) { tc_vi m = v < a; return (tc_vf)(
 static inline float tc_hmin(tc_vf v) { v = tc_vmin(v, __builtin_shuffle(v, (tc_vi){8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7})); v = tc_vmin(v, __builtin_shuffle(v, (tc_vi){4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3})); v = tc_vmin(v, __builtin_shuffle(v, (tc_vi){2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1})); v = tc_vmin(v, __builtin_shuffle(v, (tc_vi){1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 0})); return v[0]; }
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <math.h>
 #define floord(n, d) (((n) < 0) ? -((-(n) + (d) - 1) / (d)) : (n) / (d))
 #define min(x, y) ((x) < (y) ? (x) : (y))
@@ -99,7 +100,17 @@ static inline uint16_t tc_to_uint16(double x) { return x != x ? 0 : x <= 0 ? 0 :
 static inline uint32_t tc_to_uint32(double x) { return x != x ? 0 : x <= 0 ? 0 : x >= ((double)4294967296.0) ? (uint32_t)-1 : (uint32_t)x; }
 static inline uint64_t tc_to_uint64(double x) { return x != x ? 0 : x <= 0 ? 0 : x >= ((double)1.8446744073709552e+19) ? (uint64_t)-1 : (uint64_t)x; }
 
+int tc_kernel_in(void *const *args, char *scratch, int check, int64_t *err);
+const int64_t tc_kernel_scratch_bytes = (int64_t)(0);
 int tc_kernel(void *const *args, int check, int64_t *err) {
+  size_t bytes = (size_t)tc_kernel_scratch_bytes;
+  char *scratch = bytes ? aligned_alloc(64, bytes) : NULL;
+  if (bytes && !scratch) return -1;
+  int code = tc_kernel_in(args, scratch, check, err);
+  free(scratch);
+  return code;
+}
+int tc_kernel_in(void *const *args, char *scratch, int check, int64_t *err) {
   const float *restrict t_LUT1 = (const float *)args[0];
   const int32_t *restrict t_I1 = (const int32_t *)args[1];
   const float *restrict t_LUT2 = (const float *)args[2];
