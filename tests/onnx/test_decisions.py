@@ -229,27 +229,31 @@ def test_a_whole_model_that_cannot_be_timed_steadily_keeps_nothing(
     assert _kernels(optimized) == 0
 
 
+def _noisy_wins(rng: np.random.Generator) -> list[float]:
+    """Fused times of rounds that disagree wildly (1.5x to 6x against 2 ms) but all win."""
+    return list(rng.uniform(0.33e-3, 1.3e-3, OPT.ROUNDS))
+
+
 def test_a_whole_model_faster_in_every_noisy_round_is_kept_not_remembered(
     cache: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Rounds of the whole-model race that disagree only on by how much the fused model
-    wins (a noisy machine: 1.5x to 6x) still agree that it is not slower in any round:
-    the group is kept at once, with the worst round as the ratio, and the kept set is not
-    remembered (the next optimize races it again). A BERT export on a busy 2-core VM kept
-    nothing for this reason while every round won by 2x or more."""
+    """Rounds of the whole-model race that never agree (TRIES tries) but in whose last try
+    the fused model wins every round (a noisy machine: 1.5x to 6x) confirm the group,
+    with the worst round as the model's speedup; the kept set is not remembered, so the
+    next optimize races it again. A BERT export on a busy 2-core VM kept nothing for
+    this reason while every round won by 1.5x or more."""
     rng = np.random.default_rng(13)
-    script = ["steady", "noisy", "noisy"]
+    script = ["steady", *["noisy"] * (2 * OPT.TRIES)]
     taken: list[str] = []
 
     def rounds(calls: dict) -> dict[str, list[float]]:
         taken.append(script.pop(0))
-        steady = taken[-1] == "steady"
-        fused = [1e-3] * OPT.ROUNDS if steady else rng.uniform(0.33e-3, 1.3e-3, OPT.ROUNDS)
-        return {"ort": [2e-3] * OPT.ROUNDS, "fused": list(fused)}
+        fused = [1e-3] * OPT.ROUNDS if taken[-1] == "steady" else _noisy_wins(rng)
+        return {"ort": [2e-3] * OPT.ROUNDS, "fused": fused}
 
     monkeypatch.setattr(OPT, "_rounds", rounds)
     optimized = _optimize()
-    assert taken == ["steady", "noisy"]  # the group, then one try of the whole model
+    assert taken == ["steady", *["noisy"] * OPT.TRIES]  # the group, then the whole model
     (made,) = _decisions(optimized)
     assert made["fused"] and _kernels(optimized) == 1
     (summary,) = [p.value for p in optimized.metadata_props if p.key == "tc_graph.summary"]
@@ -257,26 +261,27 @@ def test_a_whole_model_faster_in_every_noisy_round_is_kept_not_remembered(
     worst = float(summary.split(", ")[-1].split(" times")[0])
     assert 1.5 < worst < 2.0  # the worst round's ratio, not the median's
     assert not (cache.parent / "kept.json").exists()
-    assert _kernels(_optimize()) == 1 and taken == ["steady", "noisy", "noisy"]
+    assert _kernels(_optimize()) == 1 and taken == ["steady", *["noisy"] * (2 * OPT.TRIES)]
 
 
-def test_a_group_faster_in_every_noisy_round_is_used_not_cached(
+def test_a_group_is_no_win_where_its_rounds_never_agree_even_if_all_win(
     cache: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A group's race whose rounds disagree only on by how much it wins is a win for this
-    optimize (the whole-model race confirms it) but is not remembered: the next optimize
-    races the group again."""
+    """A group's race is a win only where its rounds agree: with noisy wins let in, the
+    zoo's squeezenet and vgg19 kept marginal groups (0.97x) and raced them on every warm
+    optimize."""
     rng = np.random.default_rng(14)
     taken: list[int] = []
 
     def rounds(calls: dict) -> dict[str, list[float]]:
         taken.append(1)
-        return {"ort": [2e-3] * OPT.ROUNDS, "fused": list(rng.uniform(0.33e-3, 1.3e-3, OPT.ROUNDS))}
+        return {"ort": [2e-3] * OPT.ROUNDS, "fused": _noisy_wins(rng)}
 
     monkeypatch.setattr(OPT, "_rounds", rounds)
-    assert _kernels(_optimize()) == 1 and len(taken) == 2  # the group, the whole model
-    assert _cached(cache) == {}
-    assert _kernels(_optimize()) == 1 and len(taken) == 4
+    optimized = _optimize()
+    assert len(taken) == OPT.TRIES and _kernels(optimized) == 0
+    (made,) = _decisions(optimized)
+    assert made["why"].startswith("not measured: the timings disagree")
 
 
 def test_a_changed_key_part_misses_the_cache(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
