@@ -291,7 +291,7 @@ def kernel(bound: Bound, target: str, options: MappingOptions | None = None) -> 
 # not be declared as the C variable its loop bounds read.
 _C_NAMES = re.compile(
     r"(?:[abcjrt]\d+|_.*|t_.*|tc_.*|acc.*|args|sizes|temps|phase|check|err|code|done|v|s|lo|"
-    r"scratch|bytes|"
+    r"scratch|bytes|memset|aligned_alloc|size_t|"
     r"hi|bi|mask|min|max|floord|INFINITY|NAN|"
     r"auto|break|case|char|const|continue|default|do|double|else|enum|extern|float|for|goto|"
     r"if|inline|int|long|register|restrict|return|short|signed|sizeof|static|struct|switch|"

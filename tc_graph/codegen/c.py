@@ -1394,7 +1394,8 @@ class _Printer(StatementPrinter):
         self.out(0, "}")
 
     def count(self, tensor: str) -> str:
-        """A temporary's elements as C, at least one (malloc(0) may return NULL)."""
+        """A temporary's elements as C, at least one (each has a place of its own in the
+        scratch block)."""
         if self.scop.symbolic is None:
             return str(max(1, math.prod(self.scop.shapes[tensor])))
         rank = self.program.tensors[tensor].rank
@@ -1559,7 +1560,8 @@ def emit(
     unit: VectorUnit = AVX512,
 ) -> str:
     """The C source of one kernel: `int name(void *const *args, int check, int64_t *err)`,
-    args = inputs then outputs; returns 0, or k > 0 when check k failed (value in *err).
+    args = inputs then outputs; returns 0, or k > 0 when check k failed (value in *err);
+    and `name`_in, its temporaries in a scratch block its caller passes (_Printer.kernel).
     `unit` is the target CPU's (runtime/cc.vector_unit)."""
     ast = annotated_ast(scop, schedule) if scop.statements else None
     printer = _Printer(scop, options, dialect, proved=True, unit=unit)

@@ -1112,14 +1112,23 @@ static ort_status *read_rows(tc_kernel *h, const ort_kernel_info *info) {
     return NULL;
 }
 
+/* n kernels that hold nothing yet, each without a memfd (release_kernel closes only a
+ * kernel's own: a kernel left unloaded after a failure once closed descriptor 0), or NULL. */
+static tc_kernel *new_kernels(const ort_api *api, int32_t n) {
+    tc_kernel *out = calloc((size_t)n + 1, sizeof *out);
+    for (int32_t i = 0; out && i <= n; i++) {
+        out[i].api = api;
+        out[i].fd = -1;
+    }
+    return out;
+}
+
 /* A rows node's kernels, one per size, each under the key the node's key gives it. */
 static ort_status *load_variants(tc_kernel *h, const tc_op *op, const ort_kernel_info *info) {
-    h->variants = calloc((size_t)h->num_rows, sizeof *h->variants);
+    h->variants = new_kernels(h->api, h->num_rows);
     if (!h->variants) return error(h->api, ORT_FAIL, "tc_graph: out of memory");
     for (int32_t i = 0; i < h->num_rows; i++) {
         tc_kernel *v = &h->variants[i];
-        v->api = h->api;
-        v->fd = -1;
         v->entry = strdup(h->entry);
         v->key = malloc(strlen(h->key) + 24);
         if (!v->entry || !v->key) return error(h->api, ORT_FAIL, "tc_graph: out of memory");
@@ -1148,7 +1157,7 @@ static ort_status *read_every_size(tc_kernel *k, const ort_kernel_info *info) {
     k->num_special = (int32_t)(n_at < 4096 ? n_at : 4096); /* values, until load_specials */
     size_t n_from = 0;
     k->from_sizes = ints_attribute(k->api, info, "every_size_from", &n_from);
-    k->num_others = (int32_t)(n_from < 4096 ? n_from : 4096); /* values, until load_others */
+    k->num_others = n_from <= 4096 ? (int32_t)n_from : -1; /* values, until load_others */
     return NULL;
 }
 
@@ -1168,12 +1177,10 @@ static ort_status *load_specials(tc_kernel *k, const tc_op *op, const ort_kernel
                      "tc_graph kernel '%s': the node lists %d specialised kernels, at most %d; "
                      "re-run tc_graph.optimize on the original model",
                      k->entry, (int)k->num_special, TC_MAX_SPECIAL);
-    k->specials = calloc((size_t)k->num_special + 1, sizeof *k->specials);
+    k->specials = new_kernels(k->api, k->num_special);
     if (!k->specials) return error(k->api, ORT_FAIL, "tc_graph: out of memory");
     for (int32_t i = 0; i < k->num_special; i++) {
         tc_kernel *v = &k->specials[i];
-        v->api = k->api;
-        v->fd = -1;
         v->special = 1;
         v->entry = strdup(k->entry);
         v->key = malloc(strlen(k->key) + 24);
@@ -1190,19 +1197,18 @@ static ort_status *load_specials(tc_kernel *k, const tc_op *op, const ort_kernel
 static ort_status *load_others(tc_kernel *k, const tc_op *op, const ort_kernel_info *info) {
     if (!k->from_sizes) return NULL;
     int32_t values = k->num_others;
-    if (k->num_sizes < 1 || values % k->num_sizes != 0 || values / k->num_sizes < 1 ||
-        values / k->num_sizes > TC_MAX_SPECIAL + 1)
+    if (values < 0 || k->num_sizes < 1 || values % k->num_sizes != 0 ||
+        values / k->num_sizes > TC_MAX_SPECIAL)
         return error(k->api, ORT_INVALID_ARGUMENT,
-                     "tc_graph kernel '%s': the node's every_size_from attribute is not 1 to "
-                     "%d lists of its %d sizes; re-run tc_graph.optimize on the original model",
-                     k->entry, TC_MAX_SPECIAL + 1, (int)k->num_sizes);
-    k->num_others = values / k->num_sizes - 1;
-    k->others = calloc((size_t)k->num_others + 1, sizeof *k->others);
+                     "tc_graph kernel '%s': the node's every_size_from attribute is not a "
+                     "whole number of lists of its %d sizes, at most %d; re-run "
+                     "tc_graph.optimize on the original model",
+                     k->entry, (int)k->num_sizes, TC_MAX_SPECIAL);
+    k->num_others = values ? values / k->num_sizes - 1 : 0;
+    k->others = new_kernels(k->api, k->num_others);
     if (!k->others) return error(k->api, ORT_FAIL, "tc_graph: out of memory");
     for (int32_t i = 0; i < k->num_others; i++) {
         tc_kernel *v = &k->others[i];
-        v->api = k->api;
-        v->fd = -1;
         v->every_size = 1;
         v->entry = strdup(k->entry);
         v->key = malloc(strlen(k->key) + 24);
@@ -1519,8 +1525,9 @@ static void *arena_alloc(const ort_api *api, ort_allocator *alloc, size_t bytes)
     void *block = NULL;
     ort_status *st = ORT_CALL(api, SLOT_ALLOCATOR_ALLOC, allocator_alloc_fn)(
         alloc, bytes + 64 + sizeof(void *), &block);
+    int failed = st != NULL || block == NULL;
     release_status(api, st);
-    if (st || !block) return NULL;
+    if (failed) return NULL;
     uintptr_t at = ((uintptr_t)block + sizeof(void *) + 63) & ~(uintptr_t)63;
     ((void **)at)[-1] = block;
     return (void *)at;

@@ -8,6 +8,9 @@ The kernels are compiled by tg.prepare from hand-written TCs; the oracle is NumP
 from __future__ import annotations
 
 import resource
+import shutil
+import subprocess
+import sys
 import threading
 from dataclasses import replace
 
@@ -297,6 +300,43 @@ def test_other_kernels_for_every_size_are_compiled_by_prepare() -> None:
         feeds = _inputs(batch, seq, seq)
         (got,) = session.run(None, feeds)
         np.testing.assert_allclose(got, _attention(*feeds.values()), rtol=1e-4, atol=1e-5)
+
+
+_MISSING_SPECIAL = """
+import os, sys
+import onnxruntime as ort
+from tc_graph.runtime import ort as tort
+so = ort.SessionOptions()
+tort.register(so)
+try:
+    ort.InferenceSession(sys.stdin.buffer.read(), so, providers=["CPUExecutionProvider"])
+except Exception as e:
+    print("refused:", str(e).splitlines()[0][:300])
+os.fstat(0)
+print("stdin open")
+"""
+
+
+def test_a_missing_specialised_kernel_is_an_error_that_leaves_descriptors_alone() -> None:
+    """The first of two specialised kernels is missing from the cache: creating the
+    session fails with tc_graph's message, and releasing the kernels not yet loaded
+    closes no file descriptor (they held 0, and descriptor 0 was closed)."""
+    model = _attention_model(at=((2, 16), (1, 5)))
+    tg.prepare(model)
+    key = next(a.s.decode() for a in model.graph.node[0].attribute if a.name == "kernel_key")
+    library = cc.lookup(special_key(key, 0))
+    assert library is not None
+    shutil.rmtree(library.parent)
+    run = subprocess.run(
+        [sys.executable, "-c", _MISSING_SPECIAL],
+        input=model.SerializeToString(),
+        capture_output=True,
+        timeout=120,
+    )
+    out = run.stdout.decode()
+    assert run.returncode == 0, run.stderr.decode()[-2000:]
+    assert "refused:" in out and "is not compiled on this machine" in out
+    assert out.rstrip().endswith("stdin open")
 
 
 def test_specialised_kernels_are_compiled_by_prepare() -> None:
