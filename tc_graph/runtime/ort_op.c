@@ -1123,20 +1123,27 @@ static tc_kernel *new_kernels(const ort_api *api, int32_t n) {
     return out;
 }
 
+/* Kernel v of node kernel k's: k's entry, the key `<k's key>-<tag><n>`, then its load
+ * (as the kernel for `rows` rows of the rows node `head`, or with NULL and 0). */
+static ort_status *load_derived(tc_kernel *v, const tc_kernel *k, char tag, int64_t n,
+                                const tc_op *op, const ort_kernel_info *info,
+                                const tc_kernel *head, int64_t rows) {
+    v->entry = strdup(k->entry);
+    v->key = malloc(strlen(k->key) + 24);
+    if (!v->entry || !v->key) return error(k->api, ORT_FAIL, "tc_graph: out of memory");
+    sprintf(v->key, "%s-%c%" PRId64, k->key, tag, n);
+    return load_kernel(v, op, info, head, rows);
+}
+
 /* A rows node's kernels, one per size, each under the key the node's key gives it. */
 static ort_status *load_variants(tc_kernel *h, const tc_op *op, const ort_kernel_info *info) {
     h->variants = new_kernels(h->api, h->num_rows);
     if (!h->variants) return error(h->api, ORT_FAIL, "tc_graph: out of memory");
-    for (int32_t i = 0; i < h->num_rows; i++) {
-        tc_kernel *v = &h->variants[i];
-        v->entry = strdup(h->entry);
-        v->key = malloc(strlen(h->key) + 24);
-        if (!v->entry || !v->key) return error(h->api, ORT_FAIL, "tc_graph: out of memory");
-        sprintf(v->key, "%s-r%" PRId64, h->key, h->row_sizes[i]);
-        ort_status *st = load_kernel(v, op, info, h, h->row_sizes[i]);
-        if (st) return st;
-    }
-    return NULL;
+    ort_status *st = NULL;
+    for (int32_t i = 0; i < h->num_rows && !st; i++)
+        st = load_derived(&h->variants[i], h, 'r', h->row_sizes[i], op, info, h,
+                          h->row_sizes[i]);
+    return st;
 }
 
 /* The node's every_size attribute: absent (fixed shapes), or [1]. */
@@ -1179,17 +1186,12 @@ static ort_status *load_specials(tc_kernel *k, const tc_op *op, const ort_kernel
                      k->entry, (int)k->num_special, TC_MAX_SPECIAL);
     k->specials = new_kernels(k->api, k->num_special);
     if (!k->specials) return error(k->api, ORT_FAIL, "tc_graph: out of memory");
-    for (int32_t i = 0; i < k->num_special; i++) {
-        tc_kernel *v = &k->specials[i];
-        v->special = 1;
-        v->entry = strdup(k->entry);
-        v->key = malloc(strlen(k->key) + 24);
-        if (!v->entry || !v->key) return error(k->api, ORT_FAIL, "tc_graph: out of memory");
-        sprintf(v->key, "%s-s%d", k->key, (int)i);
-        ort_status *st = load_kernel(v, op, info, NULL, 0);
-        if (st) return st;
+    ort_status *st = NULL;
+    for (int32_t i = 0; i < k->num_special && !st; i++) {
+        k->specials[i].special = 1;
+        st = load_derived(&k->specials[i], k, 's', i, op, info, NULL, 0);
     }
-    return NULL;
+    return st;
 }
 
 /* A node for every size's other kernels for every size, each under `<kernel_key>-p<i>`:
@@ -1210,11 +1212,7 @@ static ort_status *load_others(tc_kernel *k, const tc_op *op, const ort_kernel_i
     for (int32_t i = 0; i < k->num_others; i++) {
         tc_kernel *v = &k->others[i];
         v->every_size = 1;
-        v->entry = strdup(k->entry);
-        v->key = malloc(strlen(k->key) + 24);
-        if (!v->entry || !v->key) return error(k->api, ORT_FAIL, "tc_graph: out of memory");
-        sprintf(v->key, "%s-p%d", k->key, (int)i);
-        ort_status *st = load_kernel(v, op, info, NULL, 0);
+        ort_status *st = load_derived(v, k, 'p', i, op, info, NULL, 0);
         if (st) return st;
         if (v->num_sizes != k->num_sizes)
             return error(k->api, ORT_INVALID_ARGUMENT,
