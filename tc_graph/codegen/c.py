@@ -1331,8 +1331,8 @@ class _Printer(StatementPrinter):
         """`name` (its temporaries in a block of its own, freed on return) and `name`_in,
         which takes the block from its caller (the Python runtime keeps one per thread:
         from malloc, a temporary over glibc's mmap threshold was mapped afresh on every
-        call and its pages faulted in again, and tbmm's kernel for every size ran 1.4x
-        its specialised one's time, 1.08x with a block kept)."""
+        call and its pages faulted in again: an attention over 2 x 2100 x 8 took 27 ms a
+        call, 12 ms with a block kept)."""
         sized = self.scop.symbolic is not None
         head = "void *const *args, const int64_t *sizes," if sized else "void *const *args,"
         self.out(0, f"int {name}_in({head} char *scratch, int check, int64_t *err);")

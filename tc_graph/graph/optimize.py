@@ -1071,9 +1071,8 @@ def _measured(
     """The compiled group's race against onnxruntime, from the cache when it was run
     before. Every outcome is remembered, a race that never settled included: it left the
     group with onnxruntime, which is never slower, and racing it again on every optimize
-    spent the budget of a warm densenet121 (116 s). A win whose rounds disagreed on by how
-    much is used but not remembered (it is raced again next time); --remeasure races
-    again. `at` names the sizes of `g` where one node runs at several
+    spent the budget of a warm densenet121 (116 s). Only a steady race is a win (_won);
+    --remeasure races again. `at` names the sizes of `g` where one node runs at several
     (a node for every size)."""
     key = f"{compiled.attrs.kernel_key}:{_context_key()}" + (f":{at}" if at else "")
     known = None if _now().remeasure else _known_decision(key)

@@ -90,8 +90,9 @@ class Dynamic:
         """Each symbol's size midway between its largest and smallest samples, as sizes
         scale (their geometric mean, rounded): where a node for every size's other kernel
         makes its choices. Choices made at the largest samples suit large sizes only: a
-        BERT-style layer decided at 8 x 128 tokens ran in 17 phases at 8 x 16 (1.6x the
-        time of its choices made at 3 x 11, which ran 1.3x slower at 64 x 77)."""
+        BERT-style layer decided at 8 x 128 tokens ran in 17 phases at 8 x 16, the model
+        1.5x the time it took with its choices made at 8 x 16 (which ran it 1.3x slower
+        at 64 x 77)."""
         return {s: max(1, round(math.sqrt(max(v) * min(v)))) for s, v in self.samples.items()}
 
     def middle_graph(self) -> Graph:
