@@ -13,6 +13,7 @@ import subprocess
 import sys
 import threading
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import onnx
@@ -209,6 +210,23 @@ def test_large_temporaries_are_not_mapped_afresh_on_every_run(
     np.testing.assert_allclose(out, _attention(q, k, v), rtol=1e-4, atol=1e-5)
 
 
+def test_large_temporaries_without_onnxruntimes_arena() -> None:
+    """With the session's CPU arena off, onnxruntime's allocator is its plain one: large
+    temporaries still come from it, and the values are the reference's."""
+    model = _attention_model()
+    tg.prepare(model)
+    so = ort.SessionOptions()
+    so.enable_cpu_mem_arena = False
+    tort.register(so)
+    session = ort.InferenceSession(
+        model.SerializeToString(), so, providers=["CPUExecutionProvider"]
+    )
+    for seq in (2100, 700):
+        feeds = _inputs(2, seq, seq)
+        (got,) = session.run(None, feeds)
+        np.testing.assert_allclose(got, _attention(*feeds.values()), rtol=1e-4, atol=1e-5)
+
+
 def test_malformed_every_size_is_refused() -> None:
     model = _attention_model()
     node = model.graph.node[0]
@@ -317,10 +335,14 @@ print("stdin open")
 """
 
 
-def test_a_missing_specialised_kernel_is_an_error_that_leaves_descriptors_alone() -> None:
-    """The first of two specialised kernels is missing from the cache: creating the
-    session fails with tc_graph's message, and releasing the kernels not yet loaded
-    closes no file descriptor (they held 0, and descriptor 0 was closed)."""
+def test_a_missing_specialised_kernel_is_an_error_that_leaves_descriptors_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first of two specialised kernels is missing from the cache (a cache of the
+    test's own): creating the session fails with tc_graph's message, and releasing the
+    kernels not yet loaded closes no file descriptor (they held 0, and descriptor 0 was
+    closed)."""
+    monkeypatch.setenv("TC_GRAPH_CACHE", str(tmp_path / "cache"))
     model = _attention_model(at=((2, 16), (1, 5)))
     tg.prepare(model)
     key = next(a.s.decode() for a in model.graph.node[0].attribute if a.name == "kernel_key")
