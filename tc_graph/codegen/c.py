@@ -1356,12 +1356,16 @@ class _Printer(StatementPrinter):
         if ast is not None:
             self.node(ast, 1)
         body, self.lines = self.lines, prologue
-        for n, at, bytes_ in self.scratch_parts():
+        parts = self.scratch_parts()
+        if parts:
+            self.out(1, "size_t tc_at = 0;")
+        for n, bytes_ in parts:
             t = self.program.tensors[n]
             ctype = C_TYPES[t.dtype]
-            self.out(1, f"{ctype} *restrict {cname(n)} = ({ctype} *)(scratch + {at});")
+            self.out(1, f"{ctype} *restrict {cname(n)} = ({ctype} *)(scratch + tc_at);")
             if t.zero_fill:
                 self.out(1, f"memset({cname(n)}, 0, {bytes_});")
+            self.out(1, f"tc_at += {bytes_};")
         self.out(1, "int code = 0;")
         self.lines += body
         self.out(0, "done:")
@@ -1369,22 +1373,20 @@ class _Printer(StatementPrinter):
         self.out(0, "}")
         return "\n".join(self.lines)
 
-    def scratch_parts(self) -> list[tuple[str, str, str]]:
-        """Each shared temporary's place in the scratch block, as C: its name, its offset
-        and its bytes, each a multiple of 64 (the block is aligned to 64)."""
-        out, at = [], "(size_t)0"
+    def scratch_parts(self) -> list[tuple[str, str]]:
+        """Each shared temporary of the scratch block, in order, with its bytes as C (a
+        multiple of 64: the block is aligned to 64, so each part is too)."""
+        out = []
         for n in self.shared_temps():
             one = f"sizeof({C_TYPES[self.program.tensors[n].dtype]})"
-            bytes_ = f"(((size_t)({self.count(n)}) * {one} + 63) & ~(size_t)63)"
-            out.append((n, at, bytes_))
-            at = f"{at} + {bytes_}"
+            out.append((n, f"(((size_t)({self.count(n)}) * {one} + 63) & ~(size_t)63)"))
         return out
 
     def scratch_bytes(self, name: str) -> None:
         """The scratch block's bytes: a constant `name`_scratch_bytes (fixed shapes), or
         `name`_scratch(sizes) (a kernel for every size)."""
         parts = self.scratch_parts()
-        total = " + ".join(b for _, _, b in parts) or "0"
+        total = " + ".join(b for _, b in parts) or "0"
         if self.scop.symbolic is None:
             self.out(0, f"const int64_t {name}_scratch_bytes = (int64_t)({total});")
             return

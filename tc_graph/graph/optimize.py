@@ -600,9 +600,8 @@ def _confirmed(known: Mapping[str, Any]) -> bool:
     median where the rounds agree; else the worst round of its last try, where they
     never agreed (such a verdict is used, not remembered: a BERT export on a busy 2-core
     VM kept nothing while every round of its race won by 1.5x or more)."""
-    if known.get("unsteady"):
-        return _verdict(known) >= MIN_WHOLE_SPEEDUP
-    return not known.get("why") and _verdict(known) >= MIN_WHOLE_SPEEDUP
+    decided = known.get("unsteady") or not known.get("why")
+    return bool(decided) and _verdict(known) >= MIN_WHOLE_SPEEDUP
 
 
 def _verdict(known: Mapping[str, Any]) -> float:
