@@ -763,18 +763,14 @@ class _Printer(StatementPrinter):
         ranges = self.ranges(st)
         lo, hi = ranges[plan.red]
         every_size = self.scop.symbolic is not None
-        block = blocking(
-            self.options, self.unit, hi - lo, window(plan, ranges), every_size=every_size
-        )
+        block = blocking(self.options, self.unit, hi - lo, window(plan, ranges))
         shape = self.scop.shapes[plan.packed.tensor]
         packed = packing(plan, shape, ranges, block, every_size=every_size)
         if packed == "in_place":  # panels packed ahead of time: their width stays
             return block, packed
         clo, chi = outer_columns(plan, ranges)
         assert isinstance(clo, int) and isinstance(chi, int)
-        block = blocking(
-            self.options, self.unit, hi - lo, window(plan, ranges), chi - clo, every_size=every_size
-        )
+        block = blocking(self.options, self.unit, hi - lo, window(plan, ranges), chi - clo)
         return block, packing(plan, shape, ranges, block, every_size=every_size)
 
     def contraction_nest(

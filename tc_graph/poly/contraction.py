@@ -448,15 +448,13 @@ def blocking(
     red_extent: int,
     inner: int = 1,
     columns: int | None = None,
-    *,
-    every_size: bool = False,
 ) -> Blocking:
     """The register block from the register file: two vectors of columns (one when a
     vector spans several registers), as many rows as leave a register for each column
     vector and one for the broadcast (AVX2: 6 x 16, AVX-512: 12 x 32), but no more than
     twice the FMA chains a core needs where it needs 4 (Zen 4: 4 x 32, 5-13% faster than
-    12 x 32 on C3, tmm, MLP1 and MLP3; not in a kernel `every_size`, where gcc 12 spilled
-    the 4-row block's registers: MLP3 2.2x slower); `micro_tile` overrides it. The chunk (steps of
+    12 x 32 on C3, tmm, MLP1 and MLP3; in kernels for every size too, since gcc allocates
+    registers loop by loop: cc.GCC_CFLAGS); `micro_tile` overrides it. The chunk (steps of
     the first reduction index, `inner` panel rows each) keeps a panel in half of L1, the
     band a block of X in half of L2 (panels read in place too: one whole reduction per
     chunk measured slower, its bands too short). Given the `columns` the panels cover (P
@@ -471,7 +469,7 @@ def blocking(
         if vectors == 2 and columns and _padded(columns, width) < _padded(columns, 2 * width):
             vectors = 1
         rows = max(1, min(12, (unit.registers // per - vectors - 1) // vectors))
-        if unit.fma_chains <= 4 and not every_size:
+        if unit.fma_chains <= 4:
             rows = max(1, min(rows, 2 * unit.fma_chains // vectors))
     panel = vectors * width
     fit = max(16, (L1_BYTES // 2) // (4 * panel) // 16 * 16) // inner

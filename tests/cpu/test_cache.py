@@ -273,17 +273,43 @@ def test_compile_error(cache: Path) -> None:
     assert not (cache / KEY / "kernel.so").exists()
 
 
+def _banner() -> str:
+    proc = subprocess.run(["cc", "--version"], capture_output=True, text=True, check=False)
+    return proc.stdout + proc.stderr
+
+
+@needs_cc
 def test_compiler_and_flags(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    gcc = list(cc.GCC_CFLAGS) if "Free Software Foundation" in _banner() else []
     exe, flags = cc.compiler()
     assert exe == "cc"
-    assert flags == list(cc.DEFAULT_CFLAGS)
-    if REAL_CC is None:
-        return
+    assert flags == [*cc.DEFAULT_CFLAGS, *gcc]
     monkeypatch.setenv("CC", f"{REAL_CC} -DFROM_CC=1")
     monkeypatch.setenv("TC_GRAPH_CFLAGS", "-O1 -DNAME='a b'")
     exe, flags = cc.compiler()
     assert exe == REAL_CC
-    assert flags == ["-DFROM_CC=1", *cc.DEFAULT_CFLAGS, "-O1", "-DNAME=a b"]
+    assert flags == ["-DFROM_CC=1", *cc.DEFAULT_CFLAGS, *gcc, "-O1", "-DNAME=a b"]
+
+
+@pytest.mark.parametrize(
+    ("banner", "gcc"),
+    [
+        ("cc (Debian 12.2.0-14) 12.2.0\nCopyright (C) 2022 Free Software Foundation, Inc.", True),
+        ("Debian clang version 14.0.6\nTarget: x86_64-pc-linux-gnu", False),
+        ("icx (ICX) 2024.0.0", False),
+    ],
+)
+def test_gcc_flags_only_for_gcc(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, banner: str, gcc: bool
+) -> None:
+    """GCC's own options go to GCC only: another compiler would refuse them."""
+    fake = tmp_path / "fake-cc.sh"
+    fake.write_text(f"#!/bin/sh\nprintf '{banner}\\n'\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("CC", str(fake))
+    _, flags = cc.compiler()
+    assert all(f in flags for f in cc.GCC_CFLAGS) == gcc
+    assert flags[: len(cc.DEFAULT_CFLAGS)] == list(cc.DEFAULT_CFLAGS)
 
 
 @needs_cc
