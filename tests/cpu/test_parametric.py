@@ -224,6 +224,31 @@ def test_a_short_inner_loop_is_specialised_to_the_sample() -> None:
         np.testing.assert_allclose(kernel(*args), args[0] @ args[1], rtol=1e-5, atol=1e-5)
 
 
+def test_a_short_reduction_is_specialised_to_the_sample() -> None:
+    """tbmm's dot products over 40 elements at the sample: the tiles are printed again for
+    exactly that reduction (one chunk, its last vector masked by a constant), the general
+    tiles serving every other length, with the other sizes free in both."""
+    fn = tg.define("""
+    def tbmm(float(B, N, M) X, float(B, K, M) Y) -> (Z) {
+      Z(b, n, k) +=! X(b, n, m) * Y(b, k, m)
+    }""").tbmm
+    rng = np.random.default_rng(1)
+    kernel = fn.compile(*[rng.standard_normal((3, s, 40)).astype(np.float32) for s in (9, 6)],
+                        parametric=True)  # fmt: skip
+    assert ") == 40)" in kernel.source
+    for b, n, k, m in [(3, 9, 6, 40), (2, 5, 11, 40), (1, 4, 4, 39), (2, 3, 7, 41), (1, 6, 5, 1)]:
+        x = rng.standard_normal((b, n, m)).astype(np.float32)
+        y = rng.standard_normal((b, k, m)).astype(np.float32)
+        np.testing.assert_allclose(kernel(x, y), x @ y.transpose(0, 2, 1), rtol=1e-4, atol=1e-4)
+    # A reduction of the same length at every size has no second copy.
+    fixed = tg.define("""
+    def tbmm(float(B, N, 40) X, float(B, K, 40) Y) -> (Z) {
+      Z(b, n, k) +=! X(b, n, m) * Y(b, k, m)
+    }""").tbmm
+    x = rng.standard_normal((3, 9, 40)).astype(np.float32)
+    assert ") == 40)" not in fixed.compile(x, x[:, :6], parametric=True).source
+
+
 _SCORES = """
 def scores(float(B, S, 8) Q, float(B, S, 8) K) -> (O) {
   s(b, i, j) +=! Q(b, i, d) * K(b, j, d)
