@@ -330,7 +330,8 @@ def _dynamic(
     sizes = rows.other_sizes(samples)
     pinned, other = at({n: s[0] for n, s in samples.items()}), at(sizes)
     return rows.Dynamic(g, pinned, other, samples, sizes, at,
-                        aligned=rows.same_nodes([g, pinned, other]))  # fmt: skip
+                        aligned=rows.same_nodes([g, pinned, other]),
+                        vector=machine.vector_unit().floats)  # fmt: skip
 
 
 def _optimize(g: Graph, *, force: bool, report: bool, progress: bool) -> onnx.ModelProto:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tc_graph.api import define_entry
-from tc_graph.graph.rows import Dynamic, separable
+from tc_graph.graph.rows import Dynamic, middle_sizes, separable
 
 
 def _why(body: str, params: str, outputs: str) -> str | None:
@@ -90,3 +90,24 @@ def test_row_sizes_are_the_sample_products_and_the_powers_of_four_below() -> Non
     dyn = Dynamic(None, None, None, {"batch": (8, 1), "seq": (128,)}, {}, None)  # type: ignore[arg-type]
     assert dyn.row_sizes(("batch", "seq")) == (1024, 256, 128, 64, 16, 4, 1)
     assert dyn.row_sizes(("batch",)) == (8, 4, 1)
+
+
+@pytest.mark.parametrize(
+    ("samples", "vector", "middle"),
+    [
+        ({"batch": (8, 1), "seq": (128, 1)}, 16, {"batch": 3, "seq": 16}),  # 11 < 16 floats
+        ({"batch": (8, 1), "seq": (128, 1)}, 8, {"batch": 3, "seq": 11}),
+        ({"seq": (12, 1)}, 16, {"seq": 3}),  # no sample has a vector's floats
+        ({"batch": (16, 1)}, 16, {"batch": 4}),  # 16 is the largest sample's own kernel
+        ({"batch": (64, 1)}, 16, {"batch": 16}),
+        ({"batch": (1,)}, 16, {"batch": 1}),
+    ],
+)
+def test_choices_midway_are_made_at_a_vector_at_least(
+    samples: dict[str, tuple[int, ...]], vector: int, middle: dict[str, int]
+) -> None:
+    """The geometric mean of a symbol's largest and smallest samples, but no fewer than a
+    vector's floats where its largest sample has more."""
+    assert middle_sizes(samples, vector) == middle
+    dyn = Dynamic(None, None, None, samples, {}, None, vector=vector)  # type: ignore[arg-type]
+    assert dyn.middle() == middle
