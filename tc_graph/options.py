@@ -249,12 +249,12 @@ def default_options(program: ir.Program, unit: VectorUnit = AVX512) -> MappingOp
     """The defaults for one program on a CPU with this vector unit: vectors as wide as its
     registers, and the outer loop tiled by ROW_TILE where a reduction has the outer-product
     form, so its register tiles hold that many rows (see docs/cpu.md)."""
-    if any(_outer_product(s) for s in program.statements):
+    if any(outer_product(s) for s in program.statements):
         return MappingOptions(tile=(ROW_TILE,), vector_width=unit.floats)
     return MappingOptions(vector_width=unit.floats)
 
 
-def _outer_product(s: ir.Statement) -> bool:
+def outer_product(s: ir.Statement) -> bool:
     """`O(..., i, j) += A(.. i ..) * B(.., j)`: one read broadcast along the output row j,
     another contiguous along it and independent of the row i."""
     if s.op != "+" or not s.reduction_vars or len(s.lhs) < 2:

@@ -249,6 +249,31 @@ def test_a_short_reduction_is_specialised_to_the_sample() -> None:
     assert ") == 40)" not in fixed.compile(x, x[:, :6], parametric=True).source
 
 
+def test_rows_under_a_parallel_batch_are_tiled() -> None:
+    """A layer whose batch loop is the parallel one (its mean reads every row of the
+    batch): the rows of its product below it are tiled by 8 as in a specialised kernel,
+    so the product's register tiles hold 8 rows and share each weight load among them;
+    rows past the last whole tile, and fewer than 8, run as the tile's tail."""
+    fn = tg.define("""
+    def f(float(B, S, 32) X, float(32, 32) W, float(32) G) -> (Y) {
+      m(b) +=! X(b, s, k)
+      T(b, s, k) = X(b, s, k) * G(k) + m(b)
+      Y(b, s, j) +=! T(b, s, k) * W(k, j)
+    }""").f
+    rng = np.random.default_rng(2)
+
+    def arguments(b: int, s: int) -> list[np.ndarray]:
+        shapes = [(b, s, 32), (32, 32), (32,)]
+        return [rng.standard_normal(shape).astype(np.float32) for shape in shapes]
+
+    kernel = fn.compile(*arguments(3, 16), parametric=True)
+    assert "acc7_0" in kernel.source  # a register tile of 8 rows
+    for b, s in [(3, 16), (1, 1), (2, 9), (1, 17), (4, 5)]:
+        x, w, g = arguments(b, s)
+        t = x * g + x.sum(axis=(1, 2))[:, None, None]
+        np.testing.assert_allclose(kernel(x, w, g), t @ w, rtol=1e-3, atol=1e-3)
+
+
 _SCORES = """
 def scores(float(B, S, 8) Q, float(B, S, 8) K) -> (O) {
   s(b, i, j) +=! Q(b, i, d) * K(b, j, d)
