@@ -40,50 +40,47 @@ def _has_band_below(node: isl.ScheduleNode) -> bool:
     return False
 
 
+def _band_maps(node: isl.ScheduleNode) -> list[isl.Map]:
+    """The band's partial schedule, one map per statement."""
+    maps: list[isl.Map] = []
+    node.band_get_partial_schedule_union_map().foreach_map(maps.append)
+    return maps
+
+
+def _counts(m: isl.Map, member: int, pos: int) -> bool:
+    """Member `member` of the band schedule `m` counts the statement's iterator `pos`."""
+    n = m.dim(isl.dim_type.out)
+    mk = m.project_out(isl.dim_type.out, member + 1, n - member - 1)
+    mk = mk.project_out(isl.dim_type.out, 0, member)
+    probe = isl.Map.universe(mk.get_space()).equate(isl.dim_type.in_, pos, isl.dim_type.out, 0)
+    return mk.is_subset(probe)
+
+
 def _member_iterators(node: isl.ScheduleNode, scop: Scop) -> tuple[ScopStmt, list[str]] | None:
     """For a band over one statement: the statement, and the iterator each member counts."""
     names = _names(node)
-    if len(names) != 1:
+    maps = _band_maps(node)
+    if len(names) != 1 or len(maps) != 1:
         return None
     st = scop.statement(next(iter(names)))
-    umap = node.band_get_partial_schedule_union_map()
-    maps: list[isl.Map] = []
-    umap.foreach_map(maps.append)
-    if len(maps) != 1:
-        return None
     (m,) = maps
     out: list[str] = []
     for k in range(node.band_n_member()):
-        mk = m.project_out(isl.dim_type.out, k + 1, node.band_n_member() - k - 1)
-        mk = mk.project_out(isl.dim_type.out, 0, k)
-        for pos, v in enumerate(st.iterators):
-            probe = isl.Map.universe(mk.get_space()).equate(
-                isl.dim_type.in_, pos, isl.dim_type.out, 0
-            )
-            if mk.is_subset(probe):
-                out.append(v)
-                break
-        else:
+        found = next((v for pos, v in enumerate(st.iterators) if _counts(m, k, pos)), None)
+        if found is None:
             return None
+        out.append(found)
     return st, out
 
 
 def _counts_product_rows(node: isl.ScheduleNode, scop: Scop) -> bool:
     """The band's first member counts the rows (the output's next-to-last index) of an
     outer-product update statement under it."""
-    maps: list[isl.Map] = []
-    node.band_get_partial_schedule_union_map().foreach_map(maps.append)
-    for m in maps:
+    for m in _band_maps(node):
         st = scop.statement(m.get_tuple_name(isl.dim_type.in_))
-        if st.kind != "update" or not outer_product(st.source):
-            continue
-        first = m.project_out(isl.dim_type.out, 1, node.band_n_member() - 1)
-        pos = st.iterators.index(st.source.lhs[-2])
-        probe = isl.Map.universe(first.get_space()).equate(
-            isl.dim_type.in_, pos, isl.dim_type.out, 0
-        )
-        if first.is_subset(probe):
-            return True
+        if st.kind == "update" and outer_product(st.source):
+            if _counts(m, 0, st.iterators.index(st.source.lhs[-2])):
+                return True
     return False
 
 
