@@ -14,7 +14,7 @@ channel, computed in float64 and rounded once to the weights' type.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from functools import partial
 
@@ -26,7 +26,7 @@ from ..onnx_domain import ONNX_DOMAINS
 from . import external
 from .model import declare_initializers, node_inputs, overridable
 
-_FLOATS = frozenset({onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE})
+FLOATS = frozenset({onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE})
 
 
 @dataclass(frozen=True)
@@ -47,13 +47,13 @@ def batch_norms_folded(model: onnx.ModelProto) -> onnx.ModelProto:
     (`_constants`: initializers no graph input overrides and not in external data, or
     made by a ConstantOfShape)."""
     graph = model.graph
-    inits = _constants(model)
+    inits = constants(model)
     pairs = [p for p in _pairs(graph) if _foldable(p, inits)]
     if not pairs:
         return model
     out = onnx.ModelProto()
     out.CopyFrom(model)
-    taken = _names(out.graph)
+    taken = value_names(out.graph)
     new_inits: list[onnx.TensorProto] = []
     replaced: dict[str, onnx.NodeProto] = {}
     for pair in pairs:
@@ -61,7 +61,7 @@ def batch_norms_folded(model: onnx.ModelProto) -> onnx.ModelProto:
         conv.CopyFrom(pair.conv)
         weight, bias = _folded(pair, inits)
         for tensor, base in ((weight, conv.input[1]), (bias, f"{conv.input[1]}_bias")):
-            tensor.name = _fresh(f"{base}__bn", taken)
+            tensor.name = fresh_name(f"{base}__bn", taken)
             new_inits.append(tensor)
         del conv.input[:]
         conv.input.extend([pair.conv.input[0], weight.name, bias.name])
@@ -70,13 +70,13 @@ def batch_norms_folded(model: onnx.ModelProto) -> onnx.ModelProto:
     _replace_nodes(out.graph, replaced)
     out.graph.initializer.extend(new_inits)
     old = {name for p in pairs for name in (*p.conv.input[1:], *p.norm.input[1:]) if name}
-    _drop_unused(out.graph, old, replaced)
+    drop_unused(out.graph, old, replaced)
     declare_initializers(out, (t.name for t in graph.initializer))
     return out
 
 
 @dataclass(frozen=True)
-class _Constant:
+class Constant:
     """A value known before the model runs: its ONNX element type, its shape, and how to
     read it (only for the pairs that fold: onnx's light_* models make every weight with
     a ConstantOfShape, hundreds of MB in all)."""
@@ -86,12 +86,12 @@ class _Constant:
     read: Callable[[], np.ndarray]
 
 
-def _constants(model: onnx.ModelProto) -> dict[str, _Constant]:
+def constants(model: onnx.ModelProto) -> dict[str, Constant]:
     """The initializers a node may treat as constants (not overridden by a graph input,
     not external data), and the outputs of ConstantOfShape nodes of a constant shape."""
     inputs = overridable(model)
     out = {
-        t.name: _Constant(t.data_type, tuple(t.dims), partial(numpy_helper.to_array, t))
+        t.name: Constant(t.data_type, tuple(t.dims), partial(numpy_helper.to_array, t))
         for t in model.graph.initializer
         if t.name not in inputs and not external.is_external(t)
     }
@@ -103,7 +103,7 @@ def _constants(model: onnx.ModelProto) -> dict[str, _Constant]:
         value = next((a.t for a in node.attribute if a.name == "value"), None)
         fill = numpy_helper.to_array(value).reshape(-1) if value else np.zeros(1, np.float32)
         data_type = value.data_type if value else onnx.TensorProto.FLOAT
-        out[node.output[0]] = _Constant(data_type, dims, partial(np.full, dims, fill[0]))
+        out[node.output[0]] = Constant(data_type, dims, partial(np.full, dims, fill[0]))
     return out
 
 
@@ -127,7 +127,7 @@ def _pairs(graph: onnx.GraphProto) -> list[_Pair]:
     return pairs
 
 
-def _foldable(pair: _Pair, inits: Mapping[str, _Constant]) -> bool:
+def _foldable(pair: _Pair, inits: Mapping[str, Constant]) -> bool:
     """Whether the pair's tensors are all float constants of one type and agreeing
     shapes, and the normalization is in inference mode."""
     norm, conv = pair.norm, pair.conv
@@ -143,14 +143,14 @@ def _foldable(pair: _Pair, inits: Mapping[str, _Constant]) -> bool:
         return False
     if any(t is None for t in tensors):
         return False
-    if len({t.data_type for t in tensors}) != 1 or tensors[0].data_type not in _FLOATS:
+    if len({t.data_type for t in tensors}) != 1 or tensors[0].data_type not in FLOATS:
         return False
     channels = tensors[0].dims[0] if tensors[0].dims else -1
     return len(tensors[0].dims) >= 3 and all(list(t.dims) == [channels] for t in tensors[1:])
 
 
 def _folded(
-    pair: _Pair, inits: Mapping[str, _Constant]
+    pair: _Pair, inits: Mapping[str, Constant]
 ) -> tuple[onnx.TensorProto, onnx.TensorProto]:
     """The folded weights and bias (unnamed)."""
     conv, norm = pair.conv, pair.norm
@@ -168,7 +168,7 @@ def _folded(
     )
 
 
-def _names(graph: onnx.GraphProto) -> set[str]:
+def value_names(graph: onnx.GraphProto) -> set[str]:
     """Every value name the graph uses, so a new initializer's name collides with none."""
     names = {t.name for t in graph.initializer} | {v.name for v in graph.input}
     for node in graph.node:
@@ -177,7 +177,7 @@ def _names(graph: onnx.GraphProto) -> set[str]:
     return names
 
 
-def _fresh(base: str, taken: set[str]) -> str:
+def fresh_name(base: str, taken: set[str]) -> str:
     """`base`, or `base` with the first free suffix; recorded as taken."""
     name, k = base, 1
     while name in taken:
@@ -199,13 +199,11 @@ def _replace_nodes(graph: onnx.GraphProto, convs: Mapping[str, onnx.NodeProto]) 
     graph.node.extend(nodes)
 
 
-def _drop_unused(
-    graph: onnx.GraphProto, old: set[str], convs: Mapping[str, onnx.NodeProto]
-) -> None:
-    """The `old` constants that no node reads any more (the weights and normalization
-    tensors folded, unless something else shares them: initializers, and the
-    ConstantOfShape nodes that made them, whose shapes go too when unread), and the
-    value_info of the Conv outputs that no longer exist."""
+def drop_unused(graph: onnx.GraphProto, old: set[str], gone: Collection[str]) -> None:
+    """In place: the `old` constants that no node reads any more (the tensors folded,
+    unless something else shares them: initializers, and the ConstantOfShape nodes that
+    made them, whose shapes go too when unread), and the value_info of the `gone` values
+    (no node makes them any more)."""
     used = {name for node in graph.node for name in node_inputs(node)}
     used |= {v.name for v in graph.output}
     dead = [n for n in graph.node if n.op_type == "ConstantOfShape"
@@ -219,6 +217,6 @@ def _drop_unused(
     kept = [t for t in graph.initializer if t.name in used or t.name not in old]
     del graph.initializer[:]
     graph.initializer.extend(kept)
-    info = [v for v in graph.value_info if v.name not in convs]
+    info = [v for v in graph.value_info if v.name not in gone]
     del graph.value_info[:]
     graph.value_info.extend(info)

@@ -54,6 +54,7 @@ from ..tune.tuner import ModelTuning
 from . import cost, external, kept, memo, rows, symbols
 from . import translate as tr
 from .fold import batch_norms_folded
+from .linear import linears_composed
 from .model import Graph, input_symbols, symbolic_dims
 from .partition import Group, candidate_groups, components, excluded, is_convex, make_group
 from .rewrite import (
@@ -286,7 +287,7 @@ def _optimize_model(
             return again(report=report, progress=progress)
         finally:
             _TUNING.reset(token)
-    g = Graph.from_model(model, fixed, simplify=batch_norms_folded)
+    g = Graph.from_model(model, fixed, simplify=_simplified)
     dyn = _dynamic(model, fixed, g, shapes)
     token = _BASE_DIR.set(g.base_dir)
     dynamic = _DYNAMIC.set(dyn)
@@ -325,7 +326,7 @@ def _dynamic(
     }
 
     def at(pins: Mapping[str, int]) -> Graph:
-        return Graph.from_model(model, {**fixed, **pins}, simplify=batch_norms_folded)
+        return Graph.from_model(model, {**fixed, **pins}, simplify=_simplified)
 
     sizes = rows.other_sizes(samples)
     pinned, other = at({n: s[0] for n, s in samples.items()}), at(sizes)
@@ -367,6 +368,13 @@ def _optimize(g: Graph, *, force: bool, report: bool, progress: bool) -> onnx.Mo
     result = _unchanged(base) if not chosen else rewrite(base.model, pairs)
     setattr_decisions(result, decisions, summary=line)
     return result
+
+
+def _simplified(model: onnx.ModelProto) -> onnx.ModelProto:
+    """The model the groups are chosen in: batch normalizations folded into the
+    convolutions before them, Gemms composed into the Gemms that read them (fold.py,
+    linear.py)."""
+    return linears_composed(batch_norms_folded(model))
 
 
 def _base(g: Graph) -> Graph:

@@ -1,0 +1,164 @@
+"""A Gemm composed into the Gemm that reads it, directly or through a Concat
+(tc_graph/graph/linear.py).
+
+The oracle is onnxruntime on the model as written; a composition that lost a bias, took
+the wrong rows of the second weight or ignored transB moves outputs far past the
+tolerance (the composed weights are rounded once, so the sums differ only in order)."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import tc_graph as tg
+from tc_graph.graph.linear import linears_composed
+from tc_graph.onnx_domain import IR_VERSION
+
+RTOL, ATOL = 1e-4, 1e-4
+ROWS = 5
+
+
+def _run(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return session.run(None, feeds)
+
+
+def _weight(rng: np.random.Generator, k: int, n: int, trans_b: int) -> np.ndarray:
+    w = (rng.standard_normal((k, n)) / np.sqrt(k)).astype(np.float32)
+    return np.ascontiguousarray(w.T) if trans_b else w
+
+
+def _model(
+    nodes: list[onnx.NodeProto],
+    inputs: dict[str, int],
+    inits: dict[str, np.ndarray],
+    outputs: dict[str, int],
+    opset: int = 17,
+) -> onnx.ModelProto:
+    graph = helper.make_graph(
+        nodes,
+        "linear",
+        [helper.make_tensor_value_info(k, TensorProto.FLOAT, [ROWS, w]) for k, w in inputs.items()],
+        [
+            helper.make_tensor_value_info(k, TensorProto.FLOAT, [ROWS, w])
+            for k, w in outputs.items()
+        ],
+        [numpy_helper.from_array(v, k) for k, v in inits.items()],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = IR_VERSION
+    return onnx.shape_inference.infer_shapes(model)
+
+
+def _wide_concat(
+    *, trans_b: tuple[int, int] = (1, 1), biases: tuple[bool, bool] = (True, True),
+    alpha: float = 1.0, readers: int = 1, k: int = 40, n1: int = 48, n2: int = 16,
+) -> onnx.ModelProto:  # fmt: skip
+    """DLRM's shape, small: Gemm wide (k -> n1) and a Relu'd 6-wide input, concatenated
+    (the Gemm's output second), into a Gemm n1 + 6 -> n2, then Sigmoid."""
+    rng = np.random.default_rng(7)
+    inits = {
+        "w1": _weight(rng, k, n1, trans_b[0]),
+        "w2": _weight(rng, 6 + n1, n2, trans_b[1]),
+        "b1": rng.standard_normal(n1).astype(np.float32),
+        "b2": rng.standard_normal((1, n2)).astype(np.float32),
+    }
+    first = ["wide", "w1"] + (["b1"] if biases[0] else [])
+    second = ["cat", "w2"] + (["b2"] if biases[1] else [])
+    inits = {k: v for k, v in inits.items() if k in first + second}
+    nodes = [
+        helper.make_node("Gemm", first, ["lin"], transB=trans_b[0], alpha=alpha),
+        helper.make_node("Relu", ["dense"], ["r"]),
+        helper.make_node("Concat", ["r", "lin"], ["cat"], axis=-1),
+        helper.make_node("Gemm", second, ["top"], transB=trans_b[1]),
+        helper.make_node("Sigmoid", ["top"], ["y"]),
+    ]
+    outputs = {"y": n2}
+    if readers > 1:
+        nodes.append(helper.make_node("Relu", ["lin"], ["z"]))
+        outputs["z"] = n1
+    return _model(nodes, {"wide": k, "dense": 6}, inits, outputs)
+
+
+def _feeds(model: onnx.ModelProto) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(11)
+    return {
+        v.name: rng.standard_normal([d.dim_value for d in v.type.tensor_type.shape.dim]).astype(
+            np.float32
+        )
+        for v in model.graph.input
+    }
+
+
+def _gemms(model: onnx.ModelProto) -> int:
+    return sum(n.op_type == "Gemm" for n in model.graph.node)
+
+
+@pytest.mark.parametrize("trans_b", [(1, 1), (0, 0), (1, 0), (0, 1)])
+@pytest.mark.parametrize("biases", [(True, True), (False, True), (True, False), (False, False)])
+def test_a_gemm_into_a_concat_composes_into_the_gemm_after_it(
+    trans_b: tuple[int, int], biases: tuple[bool, bool]
+) -> None:
+    model = _wide_concat(trans_b=trans_b, biases=biases)
+    composed = linears_composed(model)
+    onnx.checker.check_model(composed, full_check=True)
+    assert _gemms(composed) == 1
+    feeds = _feeds(model)
+    (want,), (got,) = _run(model, feeds), _run(composed, feeds)
+    np.testing.assert_allclose(got, want, rtol=RTOL, atol=ATOL)
+    assert {t.name for t in composed.graph.initializer}.isdisjoint({"w1", "b1"})
+    (cat,) = [v for v in composed.graph.value_info if v.name == "cat"]
+    assert [d.dim_value for d in cat.type.tensor_type.shape.dim] == [ROWS, 6 + 40]
+
+
+def test_a_gemm_into_a_gemm_composes_where_it_saves_multiply_adds() -> None:
+    """Multiply-adds a row, composed against as written: 40 -> 48 -> 16 composes
+    (40 x 16 < 48 x (40 + 16)); a bottleneck 40 -> 4 -> 40 stays (40 x 40 > 4 x 80)."""
+    rng = np.random.default_rng(2)
+    for (k, n1, n2), composes in (((40, 48, 16), True), ((40, 4, 40), False)):
+        inits = {"w1": _weight(rng, k, n1, 0), "w2": _weight(rng, n1, n2, 1),
+                 "b2": rng.standard_normal(n2).astype(np.float32)}  # fmt: skip
+        nodes = [
+            helper.make_node("Gemm", ["x", "w1"], ["h"]),
+            helper.make_node("Gemm", ["h", "w2", "b2"], ["y"], transB=1),
+        ]
+        model = _model(nodes, {"x": k}, inits, {"y": n2})
+        composed = linears_composed(model)
+        assert _gemms(composed) == (1 if composes else 2)
+        feeds = _feeds(model)
+        np.testing.assert_allclose(
+            _run(composed, feeds)[0], _run(model, feeds)[0], rtol=RTOL, atol=ATOL
+        )
+
+
+@pytest.mark.parametrize(
+    "model",
+    [
+        _wide_concat(alpha=0.5),
+        _wide_concat(readers=2),
+        _wide_concat(n1=8, k=400, n2=64),  # more multiply-adds composed: 400 x 64 > 8 x 464
+    ],
+    ids=["alpha", "two_readers", "dearer"],
+)
+def test_what_does_not_compose_is_left_alone(model: onnx.ModelProto) -> None:
+    assert linears_composed(model) is model
+
+
+def test_a_weight_a_run_may_override_is_not_a_constant() -> None:
+    model = _wide_concat()
+    model.graph.input.append(helper.make_tensor_value_info("w1", TensorProto.FLOAT, [48, 40]))
+    assert linears_composed(model) is model
+
+
+def test_optimize_keeps_the_outputs_of_a_composed_model() -> None:
+    """Through the whole pipeline (forced, so the groups are kept whatever they measure):
+    the outputs against onnxruntime on the model as written."""
+    model = _wide_concat(k=64, n1=96, n2=32)
+    fused = tg.optimize(model, force=True)
+    assert _gemms(fused) <= 1
+    feeds = _feeds(model)
+    (want,), (got,) = _run(model, feeds), tg.InferenceSession(fused).run(None, feeds)
+    np.testing.assert_allclose(got, want, rtol=RTOL, atol=ATOL)
