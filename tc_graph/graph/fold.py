@@ -25,6 +25,7 @@ from onnx import numpy_helper
 from ..onnx_domain import ONNX_DOMAINS
 from . import external
 from .model import declare_initializers, node_inputs, overridable
+from .rewrite import replaced_doc
 
 FLOATS = frozenset({onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE})
 
@@ -66,6 +67,7 @@ def batch_norms_folded(model: onnx.ModelProto) -> onnx.ModelProto:
         del conv.input[:]
         conv.input.extend([pair.conv.input[0], weight.name, bias.name])
         conv.output[0] = pair.norm.output[0]
+        conv.doc_string = replaced_doc([pair.conv, pair.norm])
         replaced[pair.conv.output[0]] = conv
     _replace_nodes(out.graph, replaced)
     out.graph.initializer.extend(new_inits)

@@ -27,6 +27,7 @@ from onnx import numpy_helper
 from ..onnx_domain import ONNX_DOMAINS
 from .fold import FLOATS, Constant, constants, drop_unused, fresh_name, value_names
 from .model import declare_initializers, node_inputs
+from .rewrite import replaced_doc
 
 _GEMM_DEFAULTS = {"alpha": 1.0, "beta": 1.0, "transA": 0, "transB": 0}
 
@@ -73,6 +74,7 @@ def linears_composed(model: onnx.ModelProto) -> onnx.ModelProto:
         else:
             graph.node[chain.concat].input[chain.at] = first.input[0]
             _widen(graph, second.input[0], widths[first.input[0]] - widths[first.output[0]])
+        second.doc_string = replaced_doc([model.graph.node[chain.second], first])
         second.input[1] = weight.name
         del second.input[2:]
         second.input.append(bias.name)

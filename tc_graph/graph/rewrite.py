@@ -201,20 +201,23 @@ def make_tc_node(name: str, attrs: NodeAttrs) -> onnx.NodeProto:
     return node
 
 
-_DOC_HEAD = "tc_graph: this TcKernel replaces these nodes of the original model (op_type name):"
+_DOC_HEAD = "tc_graph: this node replaces these nodes of the original model (op_type name):"
 
 
 def replaced_doc(nodes: Sequence[onnx.NodeProto]) -> str:
-    """A TcKernel's doc_string: the nodes it replaced, one `op_type "name"` line each (the
-    name as a JSON string, empty for an unnamed node), so viewers such as Netron show
-    what was fused."""
+    """The doc_string of a node that replaces `nodes` (a TcKernel; a Conv with a batch
+    normalization folded in, a Gemm with another composed in): the nodes of the user's
+    model it stands for, one `op_type "name"` line each (the name as a JSON string, empty
+    for an unnamed node), so viewers such as Netron show what was fused. A node of
+    `nodes` that itself replaced others counts as those."""
+    entries = [e for n in nodes for e in (replaced_nodes(n) or [(n.op_type, n.name)])]
     lines = [_DOC_HEAD]
-    lines += [f"{n.op_type} {json.dumps(n.name, ensure_ascii=False)}" for n in nodes]
+    lines += [f"{op_type} {json.dumps(name, ensure_ascii=False)}" for op_type, name in entries]
     return "\n".join(lines)
 
 
 def replaced_nodes(node: onnx.NodeProto) -> list[tuple[str, str]]:
-    """(op_type, name) of each node a TcKernel replaced, read back from its doc_string;
+    """(op_type, name) of each node that `node` replaced, read back from its doc_string;
     empty when the doc_string is not one replaced_doc wrote."""
     lines = node.doc_string.split("\n")
     if lines[0] != _DOC_HEAD:

@@ -13,6 +13,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import tc_graph as tg
 from tc_graph.graph.fold import batch_norms_folded
+from tc_graph.graph.rewrite import replaced_nodes
 from tc_graph.onnx_domain import IR_VERSION
 
 RTOL, ATOL = 1e-4, 1e-5
@@ -85,6 +86,10 @@ def test_conv_batch_norm_folds_into_one_conv(bias: bool) -> None:
     assert model.SerializeToString() == before, "the input model was mutated"
     assert [n.op_type for n in folded.graph.node] == ["Conv", "Relu"]
     assert len(folded.graph.node[0].input) == 3, "the folded Conv has a bias"
+    assert sorted(replaced_nodes(folded.graph.node[0])) == [
+        ("BatchNormalization", ""),
+        ("Conv", ""),
+    ]
     names = {t.name for t in folded.graph.initializer}
     assert not names & {"w", "b", "scale", "shift", "mean", "var"}, "old tensors kept twice"
     onnx.checker.check_model(folded)

@@ -15,6 +15,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import tc_graph as tg
 from tc_graph.graph.linear import linears_composed
+from tc_graph.graph.rewrite import replaced_nodes
 from tc_graph.onnx_domain import IR_VERSION
 
 RTOL, ATOL = 1e-4, 1e-4
@@ -112,6 +113,23 @@ def test_a_gemm_into_a_concat_composes_into_the_gemm_after_it(
     assert {t.name for t in composed.graph.initializer}.isdisjoint({"w1", "b1"})
     (cat,) = [v for v in composed.graph.value_info if v.name == "cat"]
     assert [d.dim_value for d in cat.type.tensor_type.shape.dim] == [ROWS, 6 + 40]
+
+
+def test_the_composed_gemm_names_the_gemm_it_absorbed() -> None:
+    """The user's model loses a node: the one that stands for it says so, and so does a
+    TcKernel that replaces it (tc-graph optimize --graph-dot lists them)."""
+    model = _wide_concat()
+    for k, node in enumerate(model.graph.node):
+        node.name = f"n{k}"
+    composed = linears_composed(model)
+    (gemm,) = [n for n in composed.graph.node if n.op_type == "Gemm"]
+    assert sorted(replaced_nodes(gemm)) == [("Gemm", "n0"), ("Gemm", "n3")]
+    fused = tg.optimize(model, force=True)
+    listed = [e for n in fused.graph.node if n.op_type == "TcKernel" for e in replaced_nodes(n)]
+    left = {n.name for n in fused.graph.node}
+    assert sorted(listed) == sorted(
+        (n.op_type, n.name) for n in model.graph.node if n.name not in left
+    )
 
 
 def test_a_gemm_into_a_gemm_composes_where_it_saves_multiply_adds() -> None:
