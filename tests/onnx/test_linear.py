@@ -14,6 +14,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import tc_graph as tg
+from tc_graph.graph import linear
 from tc_graph.graph.linear import linears_composed
 from tc_graph.graph.rewrite import replaced_nodes
 from tc_graph.onnx_domain import IR_VERSION
@@ -162,6 +163,14 @@ def test_a_gemm_into_a_gemm_composes_where_it_saves_multiply_adds() -> None:
     ids=["alpha", "two_readers", "dearer"],
 )
 def test_what_does_not_compose_is_left_alone(model: onnx.ModelProto) -> None:
+    assert linears_composed(model) is model
+
+
+def test_a_composition_dearer_than_its_cap_is_not_made(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Composing costs K x N1 x N2 multiply-adds at optimize time (40 x 48 x 16 here):
+    past linear.MAX_COMPOSE_MACS the Gemms stay as written, so optimize stays bounded."""
+    monkeypatch.setattr(linear, "MAX_COMPOSE_MACS", 40 * 48 * 16 - 1)
+    model = _wide_concat()
     assert linears_composed(model) is model
 
 
