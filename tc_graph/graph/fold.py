@@ -45,7 +45,7 @@ def batch_norms_folded(model: onnx.ModelProto) -> onnx.ModelProto:
     A pair folds when the BatchNormalization is in inference mode (one output), the
     Conv's output has no other reader and is not a graph output, and the weights, the
     bias and the four normalization tensors are float constants of matching shapes
-    (`_constants`: initializers no graph input overrides and not in external data, or
+    (`constants`: initializers no graph input overrides and not in external data, or
     made by a ConstantOfShape)."""
     graph = model.graph
     inits = constants(model)
