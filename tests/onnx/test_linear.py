@@ -16,6 +16,7 @@ from onnx import TensorProto, helper, numpy_helper
 import tc_graph as tg
 from tc_graph.graph import linear
 from tc_graph.graph.linear import linears_composed
+from tc_graph.graph.optimize import SUMMARY_KEY
 from tc_graph.graph.rewrite import replaced_nodes
 from tc_graph.onnx_domain import IR_VERSION
 
@@ -189,3 +190,28 @@ def test_optimize_keeps_the_outputs_of_a_composed_model() -> None:
     feeds = _feeds(model)
     (want,), (got,) = _run(model, feeds), tg.InferenceSession(fused).run(None, feeds)
     np.testing.assert_allclose(got, want, rtol=RTOL, atol=ATOL)
+
+
+def test_the_composition_is_kept_alone_when_it_wins_and_no_group_does() -> None:
+    """No group is 1000x faster, so none is kept; the model with its Gemms composed
+    (512 -> 1024 -> 64: 17x fewer multiply-adds a row) still races the user's model, wins,
+    and is what optimize returns, computing the same values."""
+    rng = np.random.default_rng(5)
+    inits = {"w1": _weight(rng, 512, 1024, 1), "w2": _weight(rng, 1024, 64, 1),
+             "b1": rng.standard_normal(1024).astype(np.float32)}  # fmt: skip
+    nodes = [
+        helper.make_node("Gemm", ["x", "w1", "b1"], ["h"], transB=1),
+        helper.make_node("Gemm", ["h", "w2"], ["g"], transB=1),
+        helper.make_node("Tanh", ["g"], ["y"]),
+    ]
+    model = _model(nodes, {"x": 512}, inits, {"y": 64})
+    model.graph.input[0].type.tensor_type.shape.dim[0].dim_value = 256
+    model.graph.output[0].type.tensor_type.shape.dim[0].dim_value = 256
+    del model.graph.value_info[:]
+    model = onnx.shape_inference.infer_shapes(model)
+    fused = tg.optimize(model, min_speedup=1000.0)
+    assert [n.op_type for n in fused.graph.node] == ["Gemm", "Tanh"]
+    summary = {p.key: p.value for p in fused.metadata_props}[SUMMARY_KEY]
+    assert "Gemms composed" in summary
+    feeds = _feeds(model)
+    np.testing.assert_allclose(_run(fused, feeds)[0], _run(model, feeds)[0], rtol=RTOL, atol=ATOL)

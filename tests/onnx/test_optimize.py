@@ -543,7 +543,8 @@ def test_a_warm_optimize_races_only_the_set_it_kept(
     """Optimizing again drops what the last optimize dropped, as it said why, and races
     only the set it kept (warm resnet50 raced 8 times: 14 of its 25 s). The model and its
     report are those of the cold run; a kept set that now loses is dropped from as
-    before; keeping nothing races nothing, until remeasure."""
+    before; keeping nothing races no group, until remeasure (only the prodmodel with
+    its C3 Gemm composed into MLP1's, alone: 0 kernels)."""
     OPT = importlib.import_module("tc_graph.graph.optimize")
     monkeypatch.setenv("TC_GRAPH_CACHE", str(tmp_path / "cache"))
     monkeypatch.setattr(OPT, "_calibration", lambda: None)
@@ -567,10 +568,11 @@ def test_a_warm_optimize_races_only_the_set_it_kept(
     assert_same(tg.InferenceSession(warm).run(None, feeds), want)
     raced.clear()
     wins_with[0] = 0  # the kept set now loses: it is dropped from
-    assert len(tc_nodes(tg.optimize(model))) == 0 and raced == [1]
+    assert len(tc_nodes(tg.optimize(model))) == 0 and raced == [1, 0]
     raced.clear()
     wins_with[0] = winners
-    assert len(tc_nodes(tg.optimize(model))) == 0 and raced == []
+    assert len(tc_nodes(tg.optimize(model))) == 0 and raced == [0]
+    raced.clear()
     assert len(tc_nodes(tg.optimize(model, remeasure=True))) == winners and raced == [winners]
 
 
