@@ -171,11 +171,15 @@ def _folded(
 
 
 def value_names(graph: onnx.GraphProto) -> set[str]:
-    """Every value name the graph uses, so a new initializer's name collides with none."""
+    """Every value name the graph uses, its subgraphs' own included (If and Loop bodies),
+    so a new initializer's name collides with none."""
     names = {t.name for t in graph.initializer} | {v.name for v in graph.input}
     for node in graph.node:
         names.update(node_inputs(node))
         names.update(node.output)
+        for attr in node.attribute:
+            for body in (*attr.graphs, *([attr.g] if attr.HasField("g") else [])):
+                names |= value_names(body)
     return names
 
 

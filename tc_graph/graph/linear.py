@@ -83,6 +83,11 @@ def linears_composed(model: onnx.ModelProto) -> onnx.ModelProto:
         second.input[1] = weight.name
         del second.input[2:]
         second.input.append(bias.name)
+        # Its own C had beta 1 (_gemm); without one, a beta was moot, and would now
+        # scale the composed bias.
+        kept = [a for a in second.attribute if a.name != "beta"]
+        del second.attribute[:]
+        second.attribute.extend(kept)
     gone = {graph.node[c.first].output[0] for c in chains}
     nodes = [n for k, n in enumerate(graph.node) if k not in {c.first for c in chains}]
     del graph.node[:]
@@ -234,8 +239,9 @@ def _widths(model: onnx.ModelProto) -> dict[str, int]:
 
 
 def _widen(graph: onnx.GraphProto, name: str, by: int) -> None:
-    """In place: the declared width of `name` (a Concat's output) changed by `by`."""
-    for v in (*graph.value_info, *graph.output):
-        if v.name == name:
-            dim = v.type.tensor_type.shape.dim[1]
-            dim.dim_value = dim.dim_value + by
+    """In place: the declared width of `name` (a Concat's output) changed by `by`, where
+    it is declared as a number (no shape, or a symbolic width, still holds)."""
+    for v in graph.value_info:
+        dims = v.type.tensor_type.shape.dim
+        if v.name == name and len(dims) == 2 and dims[1].HasField("dim_value"):
+            dims[1].dim_value += by

@@ -224,3 +224,71 @@ def test_keeping_no_group_the_composed_model_is_kept_where_its_race_wins(
     assert ("Gemms composed" in summary) == composed_wins
     feeds = _feeds(model)
     np.testing.assert_allclose(_run(result, feeds)[0], _run(model, feeds)[0], rtol=RTOL, atol=ATOL)
+
+
+@pytest.mark.parametrize("beta", [0.0, 0.5])
+def test_a_beta_without_a_bias_does_not_scale_the_composed_bias(beta: float) -> None:
+    """Found by fuzzing: beta is moot on a Gemm without C, but the composed Gemm has one
+    (b1 times W2's rows), which that beta then scaled (or dropped)."""
+    rng = np.random.default_rng(0)
+    inits = {"w1": _weight(rng, 40, 48, 0), "b1": rng.standard_normal(48).astype(np.float32),
+             "w2": _weight(rng, 48, 16, 0)}  # fmt: skip
+    nodes = [
+        helper.make_node("Gemm", ["x", "w1", "b1"], ["h"]),
+        helper.make_node("Gemm", ["h", "w2"], ["y"], beta=beta),
+    ]
+    model = _model(nodes, {"x": 40}, inits, {"y": 16})
+    composed = linears_composed(model)
+    assert _gemms(composed) == 1
+    feeds = _feeds(model)
+    np.testing.assert_allclose(
+        _run(composed, feeds)[0], _run(model, feeds)[0], rtol=RTOL, atol=ATOL
+    )
+
+
+@pytest.mark.parametrize("width", [None, "W"], ids=["no_shape", "symbolic"])
+def test_a_concat_of_no_known_width_keeps_its_declaration(width: str | None) -> None:
+    """Found by fuzzing: the Concat's declared width was widened as a number even where
+    its value_info had no shape (IndexError) or a symbolic width (it became -4)."""
+    model = _wide_concat()
+    (cat,) = [v for v in model.graph.value_info if v.name == "cat"]
+    if width is None:
+        cat.type.tensor_type.ClearField("shape")
+    else:
+        cat.type.tensor_type.shape.dim[1].dim_param = width
+    onnx.checker.check_model(model, full_check=True)
+    composed = linears_composed(model)
+    onnx.checker.check_model(composed, full_check=True)
+    assert _gemms(composed) == 1
+    feeds = _feeds(model)
+    np.testing.assert_allclose(
+        _run(composed, feeds)[0], _run(model, feeds)[0], rtol=RTOL, atol=ATOL
+    )
+
+
+def test_new_weights_take_no_name_a_subgraph_defines() -> None:
+    """Found by fuzzing: an If branch's own value named `w2__composed` collided with the
+    composed weight (onnxruntime: INVALID_GRAPH)."""
+    rng = np.random.default_rng(0)
+    inits = {"w1": _weight(rng, 40, 48, 0), "w2": _weight(rng, 48, 16, 0)}
+
+    def branch(name: str, op: str, out: str) -> onnx.GraphProto:
+        node = helper.make_node(op, ["x"], [out])
+        out_info = helper.make_tensor_value_info(out, TensorProto.FLOAT, [ROWS, 40])
+        return helper.make_graph([node], name, [], [out_info])
+
+    nodes = [
+        helper.make_node("Gemm", ["x", "w1"], ["h"]),
+        helper.make_node("Gemm", ["h", "w2"], ["y"]),
+        helper.make_node("If", ["c"], ["z"], then_branch=branch("t", "Identity", "w2__composed"),
+                         else_branch=branch("e", "Neg", "o")),
+    ]  # fmt: skip
+    model = _model(nodes, {"x": 40}, inits, {"y": 16, "z": 40})
+    model.graph.input.append(helper.make_tensor_value_info("c", TensorProto.BOOL, []))
+    onnx.checker.check_model(model, full_check=True)
+    composed = linears_composed(model)
+    onnx.checker.check_model(composed, full_check=True)
+    assert _gemms(composed) == 1
+    feeds = {**_feeds(model), "c": np.array(True)}
+    for got, want in zip(_run(composed, feeds), _run(model, feeds), strict=True):
+        np.testing.assert_allclose(got, want, rtol=RTOL, atol=ATOL)
