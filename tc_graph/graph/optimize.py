@@ -354,7 +354,8 @@ def _optimize(g: Graph, *, force: bool, report: bool, progress: bool) -> onnx.Mo
             _decide(g, group, force, chosen, decisions, name=name, deadline=deadline, rates=rates)
             step()
             _log_progress(k + 1, len(groups), decisions[-1], deadline)
-    whole = None if force else _keep_what_pays_whole(g, chosen, decisions, deadline)
+    raced = None if force else _keep_what_pays_whole(g, chosen, decisions, deadline)
+    whole = raced.speedup if raced is not None else None
     composed = None if force or chosen else _composed_alone(g, deadline)
     # The summary names why nodes were not translated only where there is no group.
     left = untranslated(g, translatable) if report or not decisions else []
@@ -371,7 +372,7 @@ def _optimize(g: Graph, *, force: bool, report: bool, progress: bool) -> onnx.Mo
     base = _base(g)
     pairs = [(c.group, c.attrs) for c in chosen]
     if chosen:
-        result = rewrite(base.model, pairs)
+        result = raced.model if raced is not None else rewrite(base.model, pairs)
     else:
         result = _unchanged(base) if composed is None else _copy(base.model)
     setattr_decisions(result, decisions, summary=line)
@@ -570,9 +571,18 @@ def _log_progress(done: int, total: int, last: Decision, deadline: float) -> Non
     log.info("group %d of %d (%s): %s%s", done, total, ops, verdict(last), budget)
 
 
+@dataclass(frozen=True)
+class _Whole:
+    """The whole-model race's verdict on the groups kept, and the model it raced (what
+    optimize returns: a rewrite copies every initializer, 1 s of 2LUT's warm optimize)."""
+
+    speedup: float
+    model: onnx.ModelProto
+
+
 def _keep_what_pays_whole(
     g: Graph, chosen: list[_Choice], decisions: list[Decision], deadline: float = math.inf
-) -> float | None:
+) -> _Whole | None:
     """Run the whole model as rewritten against the original, and drop the chosen group
     that won by the least until it is not slower (MIN_WHOLE_SPEEDUP) and computes the
     same values. Each group won alone, on its subgraph; inside the whole model, the
@@ -585,8 +595,8 @@ def _keep_what_pays_whole(
     races nothing. A race whose rounds never agree drops every group: nothing confirms
     them. Skipped where a graph input has no static shape (no sample can be made). Past
     the `deadline`, a losing race drops every group at once (each race of a big model
-    takes seconds). Returns the speedup of the whole model as kept, or None when it was
-    not measured."""
+    takes seconds). Returns the speedup of the whole model as kept and that model, or
+    None when it was not measured."""
     samples = _sample_feeds(g) if chosen else []
     if chosen and None in samples:
         log.debug("the whole model is not measured: an input has no static shape or is too large")
@@ -600,12 +610,13 @@ def _keep_what_pays_whole(
     while chosen:
         pairs = [(c.group, c.attrs) for c in chosen]
         log.debug("measuring the whole model with %s", _plural(len(chosen), "group"))
-        known = _race_samples(base, rewrite(base.model, pairs), samples)  # type: ignore[arg-type]
+        rewritten = rewrite(base.model, pairs)
+        known = _race_samples(base, rewritten, samples)  # type: ignore[arg-type]
         log.debug("whole model: %s", _ran(known))
         if _confirmed(known):
             if steady and not known.get("unsteady"):
                 kept.store(memory, [c.group.nodes for c in chosen], dropped, past)
-            return _verdict(known)
+            return _Whole(_verdict(known), rewritten)
         worst, why = _worst(chosen, decisions, known, deadline)
         steady = steady and why != _UNSTEADY_WHOLE
         past = _now().budget_s if why == OVER_BUDGET else past

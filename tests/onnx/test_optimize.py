@@ -22,6 +22,7 @@ import threading
 from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnx
@@ -574,6 +575,30 @@ def test_a_warm_optimize_races_only_the_set_it_kept(
     assert len(tc_nodes(tg.optimize(model))) == 0 and raced == [0]
     raced.clear()
     assert len(tc_nodes(tg.optimize(model, remeasure=True))) == winners and raced == [winners]
+
+
+def test_the_model_the_whole_race_confirmed_is_returned_not_rewritten_again(
+    small: dict, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A rewrite copies every initializer (2LUT's big tables: 2 of a 4.3 s warm optimize
+    went to two rewrites): the set the whole-model race confirmed is returned as raced."""
+    OPT = importlib.import_module("tc_graph.graph.optimize")
+    monkeypatch.setenv("TC_GRAPH_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(OPT, "_calibration", lambda: None)
+    model, feeds, want = small["prodmodel"]
+    wins = {"fused_us": 1.0, "ort_us": 1.2, "ratio": 1.2}
+    monkeypatch.setattr(OPT, "_race", _staged_race(lambda kernels: wins, []))
+    rewrites: list[int] = []
+    real = OPT.rewrite
+
+    def counted(*args: Any, **kwargs: Any) -> onnx.ModelProto:
+        rewrites.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(OPT, "rewrite", counted)
+    result = tg.optimize(model)
+    assert len(tc_nodes(result)) >= 3 and len(rewrites) == 1
+    assert_same(tg.InferenceSession(result).run(None, feeds), want)
 
 
 def test_the_whole_model_check_runs_both_models_for_real(
