@@ -325,11 +325,19 @@ def _dynamic(
         for n in names
     }
 
+    simplify = _simplified
+
     def at(pins: Mapping[str, int]) -> Graph:
-        return Graph.from_model(model, {**fixed, **pins}, simplify=_simplified)
+        return Graph.from_model(model, {**fixed, **pins}, simplify=simplify)
 
     sizes = rows.other_sizes(samples)
     pinned, other = at({n: s[0] for n, s in samples.items()}), at(sizes)
+    if len({_gemms(x.model) for x in (g, pinned, other)}) > 1:
+        # Gemms composed at some sizes only (a flattened width is a number once the batch
+        # is pinned, not before): no group could serve every size, so none composes.
+        simplify = batch_norms_folded
+        g = Graph.from_model(model, fixed, simplify=simplify)
+        pinned, other = at({n: s[0] for n, s in samples.items()}), at(sizes)
     return rows.Dynamic(g, pinned, other, samples, sizes, at,
                         aligned=rows.same_nodes([g, pinned, other]),
                         vector=machine.vector_unit().floats)  # fmt: skip

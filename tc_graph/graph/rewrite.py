@@ -202,6 +202,8 @@ def make_tc_node(name: str, attrs: NodeAttrs) -> onnx.NodeProto:
 
 
 _DOC_HEAD = "tc_graph: this node replaces these nodes of the original model (op_type name):"
+# The heading of TcKernels optimized before other nodes carried listings.
+_TC_DOC_HEAD = "tc_graph: this TcKernel replaces these nodes of the original model (op_type name):"
 
 
 def replaced_doc(nodes: Sequence[onnx.NodeProto]) -> str:
@@ -220,7 +222,7 @@ def replaced_nodes(node: onnx.NodeProto) -> list[tuple[str, str]]:
     """(op_type, name) of each node that `node` replaced, read back from its doc_string;
     empty when the doc_string is not one replaced_doc wrote."""
     lines = node.doc_string.split("\n")
-    if lines[0] != _DOC_HEAD:
+    if lines[0] not in (_DOC_HEAD, _TC_DOC_HEAD):
         return []
     out = []
     for line in lines[1:]:

@@ -111,3 +111,14 @@ def test_graph_dot_writes_the_optimized_graph(tmp_path: Path) -> None:
 
 def _q(v: str) -> str:
     return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def test_listings_written_before_any_node_could_carry_one_still_read() -> None:
+    """Found in review: TcKernels optimized by earlier versions say "this TcKernel
+    replaces"; their listings still read (--graph-dot showed "replaces 0 nodes")."""
+    node = helper.make_node("TcKernel", ["x"], ["y"], domain="ai.tc_graph")
+    node.doc_string = (
+        "tc_graph: this TcKernel replaces these nodes of the original model (op_type name):\n"
+        'Gemm "fc0"\nRelu ""'
+    )
+    assert replaced_nodes(node) == [("Gemm", "fc0"), ("Relu", "")]

@@ -292,3 +292,63 @@ def test_new_weights_take_no_name_a_subgraph_defines() -> None:
     feeds = {**_feeds(model), "c": np.array(True)}
     for got, want in zip(_run(composed, feeds), _run(model, feeds), strict=True):
         np.testing.assert_allclose(got, want, rtol=RTOL, atol=ATOL)
+
+
+def _flattened_dlrm() -> onnx.ModelProto:
+    """A dynamic batch N; an interaction flattened as torch exports `view(x.size(0), -1)`
+    (Shape, Gather, Concat, Reshape: its width is symbolic until N is pinned), concatenated
+    with a Gemm of the dense features into a Gemm."""
+    rng = np.random.default_rng(0)
+    inits = [
+        numpy_helper.from_array(_weight(rng, 40, 96, 0), "W1"),
+        numpy_helper.from_array(_weight(rng, 96 + 12, 16, 0), "W2"),
+        numpy_helper.from_array(np.array([0], np.int64), "zero"),
+        numpy_helper.from_array(np.array([-1], np.int64), "m1"),
+    ]
+    nodes = [
+        helper.make_node("Shape", ["E"], ["s"]),
+        helper.make_node("Gather", ["s", "zero"], ["n"], axis=0),
+        helper.make_node("Concat", ["n", "m1"], ["shp"], axis=0),
+        helper.make_node("Reshape", ["E", "shp"], ["flat"]),
+        helper.make_node("Gemm", ["D", "W1"], ["lin"]),
+        helper.make_node("Concat", ["flat", "lin"], ["cat"], axis=1),
+        helper.make_node("Gemm", ["cat", "W2"], ["top"]),
+        helper.make_node("Sigmoid", ["top"], ["out"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "flattened",
+        [
+            helper.make_tensor_value_info("E", TensorProto.FLOAT, ["N", 3, 4]),
+            helper.make_tensor_value_info("D", TensorProto.FLOAT, ["N", 40]),
+        ],
+        [helper.make_tensor_value_info("out", TensorProto.FLOAT, ["N", 16])],
+        inits,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = IR_VERSION
+    return model
+
+
+def test_a_dynamic_model_is_composed_alike_at_every_size() -> None:
+    """Found in review: the symbolic model did not compose (the flattened width is not a
+    number there) while the pinned ones did, so no group could serve every size ("the
+    model's nodes differ at different sizes"). The models optimize decides on and puts the
+    groups into must be simplified alike."""
+    model = _flattened_dlrm()
+    opt = importlib.import_module("tc_graph.graph.optimize")
+    symbolic = opt.Graph.from_model(model, {}, simplify=opt._simplified)
+    dyn = opt._dynamic(model, {}, symbolic, {})
+    assert dyn is not None and dyn.aligned
+    counts = {_gemms(x.model) for x in (dyn.symbolic, dyn.pinned, dyn.other)}
+    assert len(counts) == 1
+    fused = tg.optimize(model, force=True)
+    assert any(n.op_type == "TcKernel" for n in fused.graph.node)
+    rng = np.random.default_rng(3)
+    session = tg.InferenceSession(fused)
+    for n in (1, 3, 8):
+        feeds = {"E": rng.standard_normal((n, 3, 4)).astype(np.float32),
+                 "D": rng.standard_normal((n, 40)).astype(np.float32)}  # fmt: skip
+        np.testing.assert_allclose(
+            session.run(None, feeds)[0], _run(model, feeds)[0], rtol=RTOL, atol=ATOL
+        )
