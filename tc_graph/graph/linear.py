@@ -28,6 +28,7 @@ from ..onnx_domain import ONNX_DOMAINS
 from .fold import FLOATS, Constant, constants, drop_unused, fresh_name, value_names
 from .model import declare_initializers, node_inputs
 from .rewrite import replaced_doc
+from .translate.context import attrs
 
 _GEMM_DEFAULTS = {"alpha": 1.0, "beta": 1.0, "transA": 0, "transB": 0}
 
@@ -58,14 +59,14 @@ def linears_composed(model: onnx.ModelProto) -> onnx.ModelProto:
     the first Gemm's output, and the Concat's, have no other reader and are not graph
     outputs; every input of the Concat has a known width."""
     inits = constants(model)
-    chains = _chains(model, inits)
+    widths = _widths(model)
+    chains = _chains(model, inits, widths)
     if not chains:
         return model
     out = onnx.ModelProto()
     out.CopyFrom(model)
     graph = out.graph
     taken = value_names(graph)
-    widths = _widths(model)
     old: set[str] = set()
     for chain in chains:
         first, second = graph.node[chain.first], graph.node[chain.second]
@@ -97,7 +98,9 @@ def linears_composed(model: onnx.ModelProto) -> onnx.ModelProto:
     return out
 
 
-def _chains(model: onnx.ModelProto, inits: Mapping[str, Constant]) -> list[_Chain]:
+def _chains(
+    model: onnx.ModelProto, inits: Mapping[str, Constant], widths: Mapping[str, int]
+) -> list[_Chain]:
     """The Gemm pairs that compose, no node in two of them."""
     graph = model.graph
     readers: dict[str, list[int]] = {}
@@ -110,7 +113,6 @@ def _chains(model: onnx.ModelProto, inits: Mapping[str, Constant]) -> list[_Chai
         found = readers.get(name, [])
         return found[0] if len(found) == 1 and name not in outputs else None
 
-    widths = _widths(model)
     chains: list[_Chain] = []
     used: set[int] = set()
     for k, node in enumerate(graph.node):
@@ -160,12 +162,9 @@ def _gemm(node: onnx.NodeProto, inits: Mapping[str, Constant]) -> bool:
     """A Gemm that computes x W + b with W, b float constants of one type, b a row."""
     if node.op_type != "Gemm" or node.domain not in ONNX_DOMAINS or len(node.input) < 2:
         return False
-    attrs = {
-        **_GEMM_DEFAULTS,
-        **{a.name: onnx.helper.get_attribute_value(a) for a in node.attribute},
-    }
+    at = _gemm_attrs(node)
     bias = len(node.input) > 2 and bool(node.input[2])
-    if attrs["alpha"] != 1.0 or attrs["transA"] != 0 or (bias and attrs["beta"] != 1.0):
+    if at["alpha"] != 1.0 or at["transA"] != 0 or (bias and at["beta"] != 1.0):
         return False
     weight = inits.get(node.input[1])
     if weight is None or weight.data_type not in FLOATS or len(weight.dims) != 2:
@@ -173,7 +172,7 @@ def _gemm(node: onnx.NodeProto, inits: Mapping[str, Constant]) -> bool:
     if not bias:
         return True
     b = inits.get(node.input[2])
-    n = weight.dims[0] if attrs["transB"] else weight.dims[1]
+    n = weight.dims[0] if at["transB"] else weight.dims[1]
     return b is not None and b.data_type == weight.data_type and b.dims in ((n,), (1, n))
 
 
@@ -192,8 +191,12 @@ def _cheaper(
     return k * n2 < n1 * (k + n2) and k * n1 * n2 <= MAX_COMPOSE_MACS
 
 
+def _gemm_attrs(node: onnx.NodeProto) -> dict[str, object]:
+    return {**_GEMM_DEFAULTS, **attrs(node)}
+
+
 def _trans_b(node: onnx.NodeProto) -> bool:
-    return any(a.name == "transB" and a.i for a in node.attribute)
+    return bool(_gemm_attrs(node)["transB"])
 
 
 def _matrix(node: onnx.NodeProto, inits: Mapping[str, Constant]) -> np.ndarray:

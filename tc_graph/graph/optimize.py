@@ -331,13 +331,14 @@ def _dynamic(
         return Graph.from_model(model, {**fixed, **pins}, simplify=simplify)
 
     sizes = rows.other_sizes(samples)
-    pinned, other = at({n: s[0] for n, s in samples.items()}), at(sizes)
+    first = {n: s[0] for n, s in samples.items()}
+    pinned, other = at(first), at(sizes)
     if len({_gemms(x.model) for x in (g, pinned, other)}) > 1:
         # Gemms composed at some sizes only (a flattened width is a number once the batch
         # is pinned, not before): no group could serve every size, so none composes.
         simplify = batch_norms_folded
         g = Graph.from_model(model, fixed, simplify=simplify)
-        pinned, other = at({n: s[0] for n, s in samples.items()}), at(sizes)
+        pinned, other = at(first), at(sizes)
     return rows.Dynamic(g, pinned, other, samples, sizes, at,
                         aligned=rows.same_nodes([g, pinned, other]),
                         vector=machine.vector_unit().floats)  # fmt: skip
