@@ -27,7 +27,7 @@ from ..poly.proof import annotated_ast, children, loop_depth, loop_parallel, ref
 from ..poly.scop import Scop, ScopStmt, sampled
 from .expr import C_OPENMP, Dialect, acc_start, cname, combine, helper_lines, identity
 from .outer import OuterKernel, outer_columns, outer_items, print_kernel
-from .phases import phase_kernel
+from .phases import Parallel, phase_kernel
 from .stmt import (
     StatementPrinter,
     affine,
@@ -417,9 +417,9 @@ class _Printer(StatementPrinter):
     def row_tile(self, node: isl.AstNode, depth: int) -> bool:
         """A short loop whose body is a register-tile nest: its iterations become the
         tile's rows."""
-        body = node.for_get_body()
-        if body.get_type() != isl.ast_node_type.mark or not is_loop(of_node(body), Loop.REGTILE):
+        if not _regtile_rows(node):
             return False
+        body = node.for_get_body()
         first, step = ast_int(node.for_get_init()), ast_int(node.for_get_inc())
         bound = ast_int(node.for_get_cond().get_op_arg(1))
         capped = None
@@ -1175,6 +1175,67 @@ class _Printer(StatementPrinter):
         it = node.for_get_iterator().to_C_str()
         self.parallel_loop(depth, it, first, count, step, simd=simd)
 
+    def folds(self, node: isl.AstNode, *, simd: bool) -> list[isl.AstNode]:
+        """The loops that parallel loop `node` of a kernel for every size runs as one
+        (`folded_loops`) where it is printed as OpenMP's or the phase's loop; else itself."""
+        top = self.mode == "omp" or (self.mode == "chunk" and self.loops_open == 0)
+        return self.folded(node, simd=simd) if top else [node]
+
+    def folded(self, node: isl.AstNode, *, simd: bool) -> list[isl.AstNode]:
+        """`folded_loops` of a parallel loop of a kernel for every size whose bounds are
+        expressions of the sizes (not constants, not a vector loop); else itself."""
+        symbolic = self.scop.symbolic is not None and constant_loop(node) is None
+        if simd or not symbolic or counted_loop(node) is None:
+            return [node]
+        return folded_loops(node, self.scop.sizes)
+
+    def folded_for(self, loops: Sequence[isl.AstNode], depth: int) -> None:
+        """`loops` (folded_loops) as one parallel loop over the product of their
+        iterations, around the innermost one's body: OpenMP's collapse in tc_kernel; in
+        tc_phase, iterations [lo, hi) step the loops' counters as an odometer (divisions
+        once per chunk, none per iteration)."""
+        if self.mode == "omp":
+            pragma = self.dialect.parallel_pragma(self.options, simd=False, collapse=len(loops))
+            self.out(depth, pragma)
+            for k, lp in enumerate(loops):
+                self.out(depth + k, self.for_header(lp) + " {")
+            self.loop_body(loops[-1], depth + len(loops) - 1)
+            for k in reversed(range(len(loops) - 1)):
+                self.out(depth + k, "}")
+            return
+        self.odometer_for(loops, depth)
+
+    def odometer_for(self, loops: Sequence[isl.AstNode], depth: int) -> None:
+        """folded_for in tc_phase: iteration _t of [lo, hi) is the loops' counters _ci0,
+        _ci1, ... (the last fastest), found by division at lo and stepped after each body."""
+        counted = [counted_loop(lp) for lp in loops]
+        assert all(counted), "folded_loops counts every loop"
+        n = len(loops)
+        counts = [f"_cn{k} = max((int64_t)1, {c[1]})" for k, c in enumerate(counted) if c and k]
+        starts = [
+            "lo" + "".join(f" / _cn{j}" for j in range(n - 1, k, -1)) + (f" % _cn{k}" if k else "")
+            for k in range(n)
+        ]
+        self.out(depth, "{")
+        self.out(depth + 1, f"const int64_t {', '.join(counts)};")
+        self.out(
+            depth + 1, "int64_t " + ", ".join(f"_ci{k} = {s}" for k, s in enumerate(starts)) + ";"
+        )
+        self.out(depth + 1, "for (int64_t _t = lo; _t < hi; _t++) {")
+        for k, (lp, c) in enumerate(zip(loops, counted, strict=True)):
+            if c is not None:
+                it = lp.for_get_iterator().to_C_str()
+                self.out(depth + 2, f"const int {it} = {c[0]} + (int)_ci{k} * {c[2]};")
+        self.loops_open += 1
+        self.node(loops[-1].for_get_body(), depth + 2)
+        self.loops_open -= 1
+        step = "_ci0++;"
+        for k in range(1, n):
+            step = f"if (++_ci{k} == _cn{k}) {{ _ci{k} = 0; {step} }}"
+        self.out(depth + 2, step)
+        self.out(depth + 1, "}")
+        self.out(depth, "}")
+
     def parallel_loop(
         self, depth: int, var: str, first: int | str, count: int | str, step: int, *, simd: bool
     ) -> None:
@@ -1208,6 +1269,10 @@ class _Printer(StatementPrinter):
         if Loop.DOTTILE in here and serial and self.inner_dot(node, depth):
             return
         if not serial:
+            loops = self.folds(node, simd=Loop.SIMD in here)
+            if len(loops) > 1:
+                self.folded_for(loops, depth)
+                return
             self.parallel_for(node, depth, simd=Loop.SIMD in here)
         else:
             trips = self.specialised_trips(node) if Loop.SIMD in here else None
@@ -1282,7 +1347,7 @@ class _Printer(StatementPrinter):
 
     def top_parallel(
         self, node: isl.AstNode, marks: frozenset[Loop], depths: Mapping[Loop, int | None]
-    ) -> list[int | str | None]:
+    ) -> list[Parallel]:
         """The iterations of each parallel loop that `node` prints outside every other
         loop (C text of the sizes in a kernel for every size; None where its bounds are
         not constants), as `node` decides them: `marks` and `depths` are those in force,
@@ -1294,21 +1359,32 @@ class _Printer(StatementPrinter):
             here, _ = loop_marks(node, marks, depths, proved=self.proved)
             if Loop.PARALLEL not in here:
                 return []
-            counted = constant_loop(node)
-            if counted is None and self.scop.symbolic is not None:
-                texts = counted_loop(node)
-                return [None if texts is None else texts[1]]
-            return [None if counted is None else counted[1]]
+            return [self.parallel_trips(node, simd=Loop.SIMD in here)]
         if t == isl.ast_node_type.mark:
             mark = of_node(node)
             if not isinstance(mark, LoopMark):
                 return self.top_parallel(node.mark_get_node(), marks, depths)
             if mark.kind is Loop.CONTRACT:
                 trips = self.contraction_trips(node.mark_get_node())
-                return [] if trips is None else [trips]
+                return [] if trips is None else [Parallel(trips)]
             depths = {**depths, mark.kind: mark.depth if self.proved else None}
             return self.top_parallel(node.mark_get_node(), marks | {mark.kind}, depths)
         return [n for c in children(node) for n in self.top_parallel(c, marks, depths)]
+
+    def parallel_trips(self, node: isl.AstNode, *, simd: bool) -> Parallel:
+        """The iterations of a phase's parallel loop: a constant, or in a kernel for every
+        size, the product of its folded loops' counts and their number at the sample."""
+        counted = constant_loop(node)
+        symbolic = self.scop.symbolic is not None
+        if counted is not None:
+            return Parallel(counted[1], counted[1] if symbolic else None)
+        if not symbolic or counted_loop(node) is None:
+            return Parallel(None)
+        loops = self.folded(node, simd=simd)
+        texts = [c[1] for c in map(counted_loop, loops) if c is not None]
+        samples = [sample_trips(lp, self.scop.sizes) for lp in loops]
+        trips = texts[0] if len(texts) == 1 else " * ".join(f"({t})" for t in texts)
+        return Parallel(trips, None if None in samples else math.prod(samples))
 
     def local(self, node: isl.AstNode, mark: Local, depth: int, marks: frozenset[Loop]) -> None:
         """A temporary's local array (poly/local.py), declared where the mark sits: inside
@@ -1456,6 +1532,35 @@ def loop_marks(
     here = {m for m in marks if mark_depth.get(m) in (None, depth)}
     refused = tuple(m for m in (Loop.PARALLEL, Loop.SIMD) if m in here and not loop_parallel(node))
     return frozenset(here.difference(refused)), refused
+
+
+def folded_loops(node: isl.AstNode, sizes: Mapping[str, int]) -> list[isl.AstNode]:
+    """The loops a parallel loop of a kernel for every size runs as one, itself first:
+    while the last one's body is a loop that isl's dependences prove parallel, whose
+    bounds are expressions of the sizes alone, and that nothing asks anything of (no
+    mark, no register tile's rows), that loop too. Choices made at 8 x 128 tokens put a
+    BERT-style layer's parallel loop on the batch, one iteration at batch 1; folded with
+    its heads and rows, every thread has work at any batch."""
+    loops = [node]
+    while True:
+        body = loops[-1].for_get_body()
+        if (
+            body.get_type() != isl.ast_node_type.for_
+            or body.for_is_degenerate()
+            or not loop_parallel(body)
+            or sample_trips(body, sizes) is None
+            or counted_loop(body) is None
+            or _regtile_rows(body)
+        ):
+            return loops
+        loops.append(body)
+
+
+def _regtile_rows(node: isl.AstNode) -> bool:
+    """The loop's body is a register tile, whose rows the loop's iterations become
+    (`row_tile`)."""
+    body = node.for_get_body()
+    return body.get_type() == isl.ast_node_type.mark and is_loop(of_node(body), Loop.REGTILE)
 
 
 def _hsum(width: int) -> str:

@@ -136,9 +136,11 @@ def cname(tensor: str) -> str:
 class Dialect:
     """The hooks in which targets differ."""
 
-    def parallel_pragma(self, options: MappingOptions, *, simd: bool) -> str:
+    def parallel_pragma(self, options: MappingOptions, *, simd: bool, collapse: int = 1) -> str:
         threads = f" num_threads({options.threads})" if options.threads else ""
-        return f"#pragma omp parallel for{' simd' if simd else ''} schedule(static){threads}"
+        folded = f" collapse({collapse})" if collapse > 1 else ""
+        kind = " simd" if simd else ""
+        return f"#pragma omp parallel for{kind}{folded} schedule(static){threads}"
 
     def simd_pragma(self) -> str:
         return "#pragma omp simd"

@@ -17,9 +17,10 @@ import islpy as isl
 
 from .. import ir
 from ..lang.types import C_TYPES, ONNX_TYPES, SCALARS
+from ..poly.cpu import instances
 from ..poly.marks import Loop
-from ..poly.proof import children
-from ..poly.scop import Scop
+from ..poly.proof import ast_nodes, children
+from ..poly.scop import Scop, ScopStmt
 from .expr import cname
 from .sizes import c_list, c_string, size_function
 
@@ -49,20 +50,42 @@ class PhasePrinter(Protocol):
 
     def top_parallel(
         self, node: isl.AstNode, marks: frozenset[Loop], depths: Mapping[Loop, int | None]
-    ) -> list[int | str | None]: ...
+    ) -> list[Parallel]: ...
+
+    def user_exprs(self, node: isl.AstNode) -> tuple[ScopStmt, list[isl.AstExpr]]: ...
 
 
 ABI_VERSION = 1
 """Version of the library-kernel contract of docs/onnx.md."""
 
+# The fewest statement instances of a phase worth a parallel run on onnxruntime's pool,
+# in a kernel for every size (whose parallel loops were chosen at the sample, and may
+# hold a few rows at other sizes). A BERT-style layer at 1 x 77 tokens, its loops chosen
+# at 8 x 128 (Zen 4): phases of 4,000-15,000 instances took 0.4-2 us on one thread, less
+# than a parallel run's start (2-3 us); its softmax, 99,000, 17.7 us.
+MIN_PHASE_WORK = 1 << 16
+
+
+@dataclass(frozen=True)
+class Parallel:
+    """A parallel loop that a node prints outside every other loop: its iterations (C
+    text of the sizes in a kernel for every size; None where its bounds are not
+    constants) and, in a kernel for every size, their number at the sample (None for a
+    contraction's work items)."""
+
+    trips: int | str | None
+    sample: int | None = None
+
 
 @dataclass(frozen=True)
 class PhasePlan:
     """How tc_phase runs one top-level node: `trips` independent iterations of its
-    parallel loop, or, where `serial` says why not, one iteration."""
+    parallel loop, or, where `serial` says why not, one iteration. In a kernel for every
+    size, a run of fewer than `least` iterations is not worth onnxruntime's pool."""
 
     trips: int | str = 1
     serial: str | None = None
+    least: int = 1
 
 
 def phase_plan(printer: PhasePrinter, node: isl.AstNode) -> PhasePlan:
@@ -76,9 +99,26 @@ def phase_plan(printer: PhasePrinter, node: isl.AstNode) -> PhasePlan:
     loops = printer.top_parallel(node, frozenset(), {})
     if len(loops) > 1:
         return PhasePlan(serial=f"{len(loops)} parallel loops outside every other loop")
-    if loops and loops[0] is None:
+    if not loops:
+        return PhasePlan()
+    (loop,) = loops
+    if loop.trips is None:
         return PhasePlan(serial="its parallel loop's bounds are not constants")
-    return PhasePlan(trips=loops[0] if loops and loops[0] is not None else 1)
+    least = 1 if loop.sample is None else _least_trips(printer, node, loop.sample)
+    return PhasePlan(trips=loop.trips, least=least)
+
+
+def _least_trips(printer: PhasePrinter, node: isl.AstNode, sample: int) -> int:
+    """The fewest iterations of a kernel for every size's phase worth onnxruntime's pool:
+    as many as hold MIN_PHASE_WORK statement instances, at the sample's instances per
+    iteration (the parallel loop was chosen there)."""
+    names = {
+        printer.user_exprs(n)[0].name
+        for n in ast_nodes(node)
+        if n.get_type() == isl.ast_node_type.user
+    }
+    work = instances(printer.scop, names)
+    return max(1, -(-MIN_PHASE_WORK * sample // max(1, work)))
 
 
 def _tops(ast: isl.AstNode) -> list[isl.AstNode]:
@@ -97,13 +137,13 @@ def phase_kernel(printer: PhasePrinter, ast: isl.AstNode | None) -> str:
     `temps` here; the local arrays poly/local.py decided are not among them)."""
     p = printer.program
     printer.lines = []
-    trips: list[int | str] = []
+    plans: list[PhasePlan] = []
     for k, child in enumerate([] if ast is None else _tops(ast)):
         printer.out(1, f"case {k}: {{")
         plan = phase_plan(printer, child)
         printer.mode = "serial" if plan.serial else "chunk"
         printer.node(child, 2)
-        trips.append(plan.trips)
+        plans.append(plan)
         printer.out(2, "break;")
         printer.out(1, "}")
     printer.mode = "omp"
@@ -132,8 +172,8 @@ def phase_kernel(printer: PhasePrinter, ast: isl.AstNode | None) -> str:
     printer.out(1, "return code;")
     printer.out(0, "}")
     if printer.scop.symbolic is not None:
-        return size_function(printer, trips, _check_texts(printer))
-    return phase_metadata(printer, [int(t) for t in trips])
+        return size_function(printer, plans, _check_texts(printer))
+    return phase_metadata(printer, [int(plan.trips) for plan in plans])
 
 
 def _check_texts(printer: PhasePrinter) -> list[str]:

@@ -19,7 +19,7 @@ from ..errors import TcError
 from ..lang.types import ONNX_TYPES, SCALARS
 
 if TYPE_CHECKING:
-    from .phases import PhasePrinter
+    from .phases import PhasePlan, PhasePrinter
 
 SIZES_ABI_VERSION = 2
 """Version of a kernel for every size: its entry points take the sizes."""
@@ -47,8 +47,9 @@ def c_string(text: str) -> str:
     return '"' + "".join(out) + '"'
 
 
-def size_function(printer: PhasePrinter, trips: Sequence[int | str], checks: list[str]) -> str:
+def size_function(printer: PhasePrinter, plans: Sequence[PhasePlan], checks: list[str]) -> str:
     """The metadata of ABI 2, tc_shapes, then tc_phase (already in printer.lines)."""
+    trips = [plan.trips for plan in plans]
     p = printer.program
     sym = printer.scop.symbolic
     assert sym is not None
@@ -64,6 +65,7 @@ def size_function(printer: PhasePrinter, trips: Sequence[int | str], checks: lis
         ("int32_t", "tc_num_temps", [len(temps)]),
         ("int32_t", "tc_temp_zero[]", [int(p.tensors[n].zero_fill) for n in temps]),
         ("int32_t", "tc_num_phases", [len(trips)]),
+        ("int64_t", "tc_phase_least[]", [plan.least for plan in plans]),
         ("int32_t", "tc_num_sizes", [len(sym.params)]),
     ]
     lines = [

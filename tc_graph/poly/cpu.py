@@ -14,6 +14,7 @@ the reduction).
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 
 import islpy as isl
 
@@ -284,6 +285,16 @@ MIN_PARALLEL = 4096
 MIN_PARALLEL_SUMS = 32768
 
 
+def instances(scop: Scop, names: Iterable[str]) -> int:
+    """The instances of these statements (each one's box; in a scop for every size, at
+    its sample)."""
+    return sum(_box(sampled(scop, scop.statement(n).domain)) for n in names)
+
+
+def _box(s: isl.Set) -> int:
+    return math.prod(_extent(s, k) for k in range(s.dim(isl.dim_type.set)))
+
+
 def _least_work(node: isl.ScheduleNode, scop: Scop) -> int:
     """The fewest statement instances of an innermost band worth a parallel loop."""
     sums = any(scop.statement(n).kind == "update" for n in _names(node))
@@ -293,10 +304,7 @@ def _least_work(node: isl.ScheduleNode, scop: Scop) -> int:
 def _work(node: isl.ScheduleNode, scop: Scop) -> int:
     """The statement instances at and below node (each statement's box; in a scop for
     every size, at its sample)."""
-    return sum(
-        math.prod(_extent(s, k) for k in range(s.dim(isl.dim_type.set)))
-        for s in _sets(sampled(scop, node.get_domain()))
-    )
+    return sum(_box(s) for s in _sets(sampled(scop, node.get_domain())))
 
 
 def _tile(node: isl.ScheduleNode, sizes: tuple[int, ...]) -> isl.ScheduleNode:

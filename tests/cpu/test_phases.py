@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ctypes
 import itertools
+import math
 from typing import Any
 
 import numpy as np
@@ -174,3 +175,83 @@ def test_a_product_of_one_row_runs_its_columns_in_parallel() -> None:
     want = a.astype(np.float64) @ w.T
     assert_matches(got[0], want.astype(np.float32), "one row by phases")
     assert_matches(got[1], (2 * want).astype(np.float32), "its double")
+
+
+def run_every_size_phases(
+    kernel: tg.ParametricKernel, args: list[np.ndarray], seed: int
+) -> tuple[tuple[np.ndarray, ...], list[int], list[int]]:
+    """Run a kernel for every size as the native library does (ABI 2: tc_shapes, then
+    each phase in shuffled chunks of its iterations); its outputs, each phase's
+    iterations and the fewest it says are worth the pool."""
+    lib = ctypes.CDLL(str(kernel.library))
+    assert ctypes.c_int32.in_dll(lib, "tc_abi_version").value == 2
+    n_out = ctypes.c_int32.in_dll(lib, "tc_num_outputs").value
+    n_temps = ctypes.c_int32.in_dll(lib, "tc_num_temps").value
+    n_phases = ctypes.c_int32.in_dll(lib, "tc_num_phases").value
+    n_sizes = ctypes.c_int32.in_dll(lib, "tc_num_sizes").value
+    dtypes = _ints(lib, "tc_dtypes", ctypes.c_int32, len(args) + n_out)
+    ranks = _ints(lib, "tc_ranks", ctypes.c_int32, len(args) + n_out)
+    in_dims = (ctypes.c_int64 * max(1, sum(a.ndim for a in args)))(
+        *[d for a in args for d in a.shape]
+    )
+    sizes = (ctypes.c_int64 * max(1, n_sizes))()
+    out_dims = (ctypes.c_int64 * max(1, sum(ranks[len(args) :])))()
+    temp_bytes = (ctypes.c_int64 * max(1, n_temps))()
+    trips = (ctypes.c_int64 * max(1, n_phases))()
+    why = ctypes.create_string_buffer(512)
+    assert lib.tc_shapes(in_dims, sizes, out_dims, temp_bytes, trips, why, 512) == 0, why.value
+    outputs, at = [], 0
+    for dt, rank in zip(dtypes[len(args) :], ranks[len(args) :], strict=True):
+        outputs.append(np.zeros(tuple(out_dims[at : at + rank]), _FROM_ONNX[dt]))
+        at += rank
+    temps = [np.full(max(1, temp_bytes[t]), 0xA5, np.uint8) for t in range(n_temps)]
+    for t, zero in enumerate(_ints(lib, "tc_temp_zero", ctypes.c_int32, n_temps)):
+        temps[t][:] = 0 if zero else 0xA5
+    arrays = [np.ascontiguousarray(a) for a in args] + outputs
+    ptrs = (ctypes.c_void_p * len(arrays))(*(a.ctypes.data for a in arrays))
+    tptrs = (ctypes.c_void_p * max(1, n_temps))(*(t.ctypes.data for t in temps))
+    err = ctypes.c_int64(0)
+    rng = np.random.default_rng(seed)
+    for p in range(n_phases):
+        cuts = sorted({0, trips[p], *rng.integers(0, trips[p] + 1, size=3).tolist()})
+        chunks = list(itertools.pairwise(cuts))
+        rng.shuffle(chunks)
+        for lo, hi in chunks:
+            assert lib.tc_phase(p, ptrs, tptrs, sizes, ctypes.c_int64(lo), ctypes.c_int64(hi),
+                                ctypes.byref(err)) == 0  # fmt: skip
+    least = _ints(lib, "tc_phase_least", ctypes.c_int64, n_phases)
+    return tuple(outputs), list(trips)[:n_phases], least
+
+
+HEADS_SOFTMAX = """
+def softmax(float(B, H, S, S) X) -> (Y) {
+  mx(b, h, i) max=! X(b, h, i, j)
+  E(b, h, i, j) = exp(X(b, h, i, j) - mx(b, h, i))
+  s(b, h, i) +=! E(b, h, i, j)
+  Y(b, h, i, j) = E(b, h, i, j) / s(b, h, i)
+}
+"""
+
+
+def _softmax(x: np.ndarray) -> np.ndarray:
+    e = np.exp(x.astype(np.float64) - x.max(axis=-1, keepdims=True))
+    return (e / e.sum(axis=-1, keepdims=True)).astype(np.float32)
+
+
+@pytest.mark.parametrize("shape", [(1, 2, 77, 77), (3, 2, 5, 5), (1, 1, 1, 1), (2, 3, 17, 17)])
+def test_a_kernel_for_every_size_folds_its_rows_into_the_batchs_parallel_loop(
+    shape: tuple[int, ...],
+) -> None:
+    """Choices made at batch 8 put the parallel loop on the batch: at batch 1 its phase
+    had one iteration, and onnxruntime ran a BERT-style layer's softmax on one thread.
+    The loops inside it that are parallel too fold into it (batch x heads x rows
+    iterations), cut anywhere into chunks."""
+    rng = np.random.default_rng(4)
+    fn = tg.define(HEADS_SOFTMAX).softmax
+    kernel = fn.compile(rng.standard_normal((8, 2, 32, 32)).astype(np.float32), parametric=True)
+    x = rng.standard_normal(shape).astype(np.float32)
+    (got,), trips, least = run_every_size_phases(kernel, [x], seed=sum(shape))
+    assert_matches(got, _softmax(x), f"softmax {shape} by phases")
+    assert math.prod(shape[:3]) in trips
+    assert all(n >= 1 for n in least)
+    assert_matches(kernel(x), _softmax(x), f"softmax {shape} in OpenMP")
