@@ -108,7 +108,11 @@ _VECTOR_EXPF = (
 # division, against the 23 FMAs and selects of the Taylor series and degree-16 fit it
 # replaces (vector code evaluates both pieces): within 2.4 ulp of 1, and 2.1 ulp relative
 # near 0, against SciPy; the result is clamped to [-1, 1] (at 3.92 the rounded quotient
-# was 1 + 1 ulp). A NaN passes every clamp and comes out as it came.
+# was 1 + 1 ulp). A NaN passes every clamp and comes out as it came. erf is odd and so is
+# the fit, so |x| is clamped and the sign put back last: one select each side instead of
+# two (as x < -3.92 ? -3.92 : x > 3.92 ? ..., gcc made 8 compares and 2 mask operations a
+# vector of them), the same bits for every float input; Gelu over 1024 x 1536, two Zen 4
+# cores: 467 -> 347 us.
 _ERF_P = (
     1.1283791688178453, 0.18517299222943706, 0.05423659697467068, 0.0038385530569476196,
     0.0003762483913926067, 4.594736964420171e-06, -1.2727623927011322e-08,
@@ -132,9 +136,11 @@ def _vector_erff() -> list[str]:
     hi = f"{_ERF_HI!r}f"
     return [
         "static inline float tc_erff(float x) {",
-        f"  float a = x < -{hi} ? -{hi} : x > {hi} ? {hi} : x, t = a * a;",
+        "  float a = fabsf(x);",
+        f"  a = {hi} < a ? {hi} : a;",
+        "  float t = a * a;",
         f"  float r = a * ({_horner('t', _ERF_P)}) / ({_horner('t', _ERF_Q)});",
-        "  return r > 1.0f ? 1.0f : r < -1.0f ? -1.0f : r;",
+        "  return copysignf(1.0f < r ? 1.0f : r, x);",
         "}",
     ]
 

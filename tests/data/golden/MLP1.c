@@ -31,9 +31,11 @@ static inline float tc_expf(float x) {
   return x != x ? x : p * a * b;
 }
 static inline float tc_erff(float x) {
-  float a = x < -3.92f ? -3.92f : x > 3.92f ? 3.92f : x, t = a * a;
+  float a = fabsf(x);
+  a = 3.92f < a ? 3.92f : a;
+  float t = a * a;
   float r = a * (1.1283791688178453f + t * (0.18517299222943706f + t * (0.05423659697467068f + t * (0.0038385530569476196f + t * (0.0003762483913926067f + t * (4.594736964420171e-06f + t * (-1.2727623927011322e-08f))))))) / (1.0f + t * (0.4974386918343798f + t * (0.11387837781320044f + t * (0.015428130655140093f + t * (0.001300824033682812f + t * (6.226182104356048e-05f))))));
-  return r > 1.0f ? 1.0f : r < -1.0f ? -1.0f : r;
+  return copysignf(1.0f < r ? 1.0f : r, x);
 }
 static inline int8_t tc_div_int8(int8_t a, int8_t b) { if (b == 0) return 0; if (b == -1) return (int8_t)((uint8_t)0 - (uint8_t)a); int8_t q = a / b; return q - ((q * b != a && ((a < 0) != (b < 0))) ? 1 : 0); }
 static inline int8_t tc_mod_int8(int8_t a, int8_t b) { if (b == 0 || b == -1) return 0; int8_t r = a % b; return r + ((r != 0 && ((r < 0) != (b < 0))) ? b : 0); }
