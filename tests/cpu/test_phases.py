@@ -14,6 +14,7 @@ import pytest
 
 import tc_graph as tg
 from tc_graph.lang.types import ONNX_TYPES
+from tests.cpu.test_row_reductions import SOFTMAX
 from tests.tolerances import assert_matches
 from tests.unit import test_conformance as conf
 from tests.unit import test_reference as ref
@@ -223,16 +224,6 @@ def run_every_size_phases(
     return tuple(outputs), list(trips)[:n_phases], least
 
 
-HEADS_SOFTMAX = """
-def softmax(float(B, H, S, S) X) -> (Y) {
-  mx(b, h, i) max=! X(b, h, i, j)
-  E(b, h, i, j) = exp(X(b, h, i, j) - mx(b, h, i))
-  s(b, h, i) +=! E(b, h, i, j)
-  Y(b, h, i, j) = E(b, h, i, j) / s(b, h, i)
-}
-"""
-
-
 def _softmax(x: np.ndarray) -> np.ndarray:
     e = np.exp(x.astype(np.float64) - x.max(axis=-1, keepdims=True))
     return (e / e.sum(axis=-1, keepdims=True)).astype(np.float32)
@@ -247,7 +238,7 @@ def test_a_kernel_for_every_size_folds_its_rows_into_the_batchs_parallel_loop(
     The loops inside it that are parallel too fold into it (batch x heads x rows
     iterations), cut anywhere into chunks."""
     rng = np.random.default_rng(4)
-    fn = tg.define(HEADS_SOFTMAX).softmax
+    fn = tg.define(SOFTMAX).softmax
     kernel = fn.compile(rng.standard_normal((8, 2, 32, 32)).astype(np.float32), parametric=True)
     x = rng.standard_normal(shape).astype(np.float32)
     (got,), trips, least = run_every_size_phases(kernel, [x], seed=sum(shape))
