@@ -97,6 +97,7 @@ enum {
     SLOT_KERNEL_INFO_GET_ATTRIBUTE_ARRAY_INT64 = 163,
     SLOT_KERNEL_INFO_GET_INPUT_COUNT = 230,
     SLOT_KERNEL_INFO_GET_OUTPUT_COUNT = 231,
+    SLOT_KERNEL_INFO_GET_CONSTANT_INPUT = 249, /* API 15 */
     SLOT_KERNEL_CONTEXT_GET_ALLOCATOR = 253, /* API 15 */
     SLOT_KERNEL_CONTEXT_PARALLEL_FOR = 274,
     SLOT_GET_KEY_VALUE = 297,             /* API 22 */
@@ -129,6 +130,8 @@ typedef ort_status *(*attr_ints_fn)(const ort_kernel_info *info, const char *nam
                                     size_t *size);
 typedef ort_status *(*info_count_fn)(const ort_kernel_info *info, size_t *out);
 typedef ort_status *(*context_count_fn)(const ort_kernel_context *ctx, size_t *out);
+typedef ort_status *(*constant_input_fn)(const ort_kernel_info *info, size_t index,
+                                         int *is_constant, const ort_value **out);
 typedef ort_status *(*context_input_fn)(const ort_kernel_context *ctx, size_t index,
                                         const ort_value **out);
 typedef ort_status *(*context_output_fn)(ort_kernel_context *ctx, size_t index,
@@ -247,6 +250,13 @@ struct tc_kernel {
     int32_t num_rows;
     int64_t *row_sizes, *row_flags;
     tc_kernel *variants;
+    /* Per input, the data of a constant initializer, its element type and dimensions
+     * checked once when the node's kernel is made (NULL: read on every run), and in a
+     * kernel for every size those dimensions (at dims_offset); a rows node's kernels
+     * share their head's (own_constant). */
+    void **constant;
+    int64_t *constant_dims;
+    int own_constant;
 };
 
 /* The leading dimensions of a rows node's run (its first input that has them) and their
@@ -1229,6 +1239,68 @@ static ort_status *load_others(tc_kernel *k, const tc_op *op, const ort_kernel_i
 /* What creating a kernel checks, in order: the key's form, the key against the node's
  * attributes, then load_kernel's checks, for each of a rows node's kernels. The first
  * failure is returned. */
+/* A value's element type and dimensions onnxruntime gives (dims is left unread past
+ * TC_MAX_RANK: rank says so). */
+static ort_status *value_shape(const ort_api *api, const ort_value *value, int *dtype,
+                               size_t *rank, int64_t *dims) {
+    ort_type_shape *info = NULL;
+    ort_status *st = ORT_CALL(api, SLOT_GET_TENSOR_TYPE_AND_SHAPE, type_and_shape_fn)(value, &info);
+    if (st) return st;
+    st = ORT_CALL(api, SLOT_GET_TENSOR_ELEMENT_TYPE, element_type_fn)(info, dtype);
+    if (!st) st = ORT_CALL(api, SLOT_GET_DIMENSIONS_COUNT, dims_count_fn)(info, rank);
+    if (!st && *rank <= TC_MAX_RANK)
+        st = ORT_CALL(api, SLOT_GET_DIMENSIONS, dims_fn)(info, dims, *rank);
+    ORT_CALL(api, SLOT_RELEASE_TENSOR_TYPE_AND_SHAPE, release_type_shape_fn)(info);
+    return st;
+}
+
+/* Whether constant input i (value) has the element type and dimensions kernel k reads (a
+ * kernel for every size takes any dimensions: tc_shapes checks them), its dimensions then
+ * in dims. */
+static int constant_fits(const tc_kernel *k, const ort_value *value, int32_t i, int64_t *dims) {
+    int dtype = 0;
+    size_t rank = 0;
+    int64_t got[TC_MAX_RANK];
+    ort_status *st = value_shape(k->api, value, &dtype, &rank, got);
+    if (st) {
+        release_status(k->api, st);
+        return 0;
+    }
+    int same = dtype == k->dtypes[i] && rank == (size_t)k->ranks[i] && rank <= TC_MAX_RANK;
+    if (same && k->abi == TC_ABI_VERSION)
+        same = !memcmp(got, k->dims + k->dims_offset[i], rank * sizeof *got);
+    if (same) memcpy(dims, got, rank * sizeof *got);
+    return same;
+}
+
+/* The node's constant inputs (onnxruntime's constant initializers), checked now so that a
+ * run reads only the others: each input read costs a run 6 onnxruntime calls, and a
+ * BERT-style layer has 17 weights. One that does not fit is left to the run's check. */
+static ort_status *read_constants(tc_kernel *h, const ort_kernel_info *info) {
+    tc_kernel *k = h->num_rows ? &h->variants[0] : h;
+    h->constant = calloc((size_t)k->num_inputs + 1, sizeof *h->constant);
+    h->constant_dims = calloc((size_t)k->dims_offset[k->num_inputs] + 1, sizeof *h->constant_dims);
+    if (!h->constant || !h->constant_dims) return error(h->api, ORT_FAIL, "tc_graph: out of memory");
+    h->own_constant = 1;
+    for (int32_t i = 0; i < k->num_inputs; i++) {
+        const ort_value *value = NULL;
+        int is_constant = 0;
+        ort_status *st = ORT_CALL(h->api, SLOT_KERNEL_INFO_GET_CONSTANT_INPUT, constant_input_fn)(
+            info, (size_t)i, &is_constant, &value);
+        if (st) return st;
+        if (!is_constant || !value || (h->num_rows && h->row_flags[i])) continue;
+        if (!constant_fits(k, value, i, h->constant_dims + k->dims_offset[i])) continue;
+        st = ORT_CALL(h->api, SLOT_GET_TENSOR_MUTABLE_DATA, mutable_data_fn)((ort_value *)value,
+                                                                           &h->constant[i]);
+        if (st) return st;
+    }
+    for (int32_t v = 0; v < h->num_rows; v++) {
+        h->variants[v].constant = h->constant;
+        h->variants[v].constant_dims = h->constant_dims;
+    }
+    return NULL;
+}
+
 static ort_status *open_kernel(tc_kernel *k, const tc_op *op, const ort_kernel_info *info) {
     const ort_api *api = k->api;
     ort_status *st = NULL;
@@ -1248,10 +1320,14 @@ static ort_status *open_kernel(tc_kernel *k, const tc_op *op, const ort_kernel_i
                    k->entry);
     if (!st) st = check_key(k, info);
     if (st) return st;
-    if (k->num_rows) return load_variants(k, op, info);
-    st = load_kernel(k, op, info, NULL, 0);
-    if (!st) st = load_specials(k, op, info);
-    return st ? st : load_others(k, op, info);
+    if (k->num_rows) {
+        st = load_variants(k, op, info);
+    } else {
+        st = load_kernel(k, op, info, NULL, 0);
+        if (!st) st = load_specials(k, op, info);
+        if (!st) st = load_others(k, op, info);
+    }
+    return st ? st : read_constants(k, info);
 }
 
 static void release_kernel(tc_kernel *k) {
@@ -1271,6 +1347,10 @@ static void release_kernel(tc_kernel *k) {
     free(k->from_sizes);
     free(k->row_sizes);
     free(k->row_flags);
+    if (k->own_constant) {
+        free(k->constant);
+        free(k->constant_dims);
+    }
 }
 
 static void destroy_kernel(void *p) {
@@ -1406,15 +1486,7 @@ static ort_status *run_phases(const tc_kernel *k, ort_kernel_context *ctx, void 
 static ort_status *value_matches(const tc_kernel *k, const ort_value *value, int32_t t,
                                  const tc_lead *lead, int *dtype, size_t *rank, int64_t *dims,
                                  int *same) {
-    const ort_api *api = k->api;
-    ort_type_shape *info = NULL;
-    ort_status *st = ORT_CALL(api, SLOT_GET_TENSOR_TYPE_AND_SHAPE, type_and_shape_fn)(value, &info);
-    if (st) return st;
-    st = ORT_CALL(api, SLOT_GET_TENSOR_ELEMENT_TYPE, element_type_fn)(info, dtype);
-    if (!st) st = ORT_CALL(api, SLOT_GET_DIMENSIONS_COUNT, dims_count_fn)(info, rank);
-    if (!st && *rank <= TC_MAX_RANK)
-        st = ORT_CALL(api, SLOT_GET_DIMENSIONS, dims_fn)(info, dims, *rank);
-    ORT_CALL(api, SLOT_RELEASE_TENSOR_TYPE_AND_SHAPE, release_type_shape_fn)(info);
+    ort_status *st = value_shape(k->api, value, dtype, rank, dims);
     if (st) return st;
     const int64_t *want = k->dims + k->dims_offset[t];
     *same = *dtype == k->dtypes[t] && *rank == (size_t)k->ranks[t];
@@ -1440,6 +1512,10 @@ static ort_status *input_value(const tc_kernel *k, const ort_kernel_context *ctx
 static ort_status *bind_input(const tc_kernel *k, const ort_kernel_context *ctx, int32_t i,
                               const tc_lead *lead, void **data) {
     const ort_api *api = k->api;
+    if (k->constant && k->constant[i] && !lead) {
+        *data = k->constant[i];
+        return NULL;
+    }
     const ort_value *value = NULL;
     ort_status *st = input_value(k, ctx, i, &value);
     if (st) return st;
@@ -1774,6 +1850,11 @@ static ort_status *run_chunks(const tc_kernel *h, ort_kernel_context *ctx, void 
 static ort_status *input_dims(const tc_kernel *k, const ort_kernel_context *ctx, int32_t i,
                               int64_t *dims, void **data) {
     const ort_api *api = k->api;
+    if (k->constant && k->constant[i]) {
+        memcpy(dims, k->constant_dims + k->dims_offset[i], (size_t)k->ranks[i] * sizeof *dims);
+        *data = k->constant[i];
+        return NULL;
+    }
     const ort_value *value = NULL;
     ort_status *st = input_value(k, ctx, i, &value);
     if (st) return st;
