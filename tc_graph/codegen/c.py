@@ -1189,9 +1189,10 @@ class _Printer(StatementPrinter):
 
     def folded(self, node: isl.AstNode, *, simd: bool) -> list[isl.AstNode]:
         """`folded_loops` of a parallel loop of a kernel for every size whose bounds are
-        expressions of the sizes (not constants, not a vector loop); else itself."""
+        expressions of the sizes, in an AST with isl's proofs (`annotated_ast`); else
+        itself (a constant or vector loop)."""
         symbolic = self.scop.symbolic is not None and constant_loop(node) is None
-        if simd or not symbolic or counted_loop(node) is None:
+        if simd or not symbolic or not self.proved or counted_loop(node) is None:
             return [node]
         return folded_loops(node, self.scop.sizes)
 
