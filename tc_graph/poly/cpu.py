@@ -292,6 +292,9 @@ def instances(scop: Scop, names: Iterable[str]) -> int:
 
 
 def _box(s: isl.Set) -> int:
+    """The points of s's box (0 for an empty s)."""
+    if s.is_empty():
+        return 0
     return math.prod(_extent(s, k) for k in range(s.dim(isl.dim_type.set)))
 
 

@@ -479,12 +479,19 @@ def test_cache_clear_says_when_decisions_cannot_be_removed(
 
 def test_a_clear_loss_stops_racing_early() -> None:
     """A fused side that sleeps while onnxruntime's does nothing loses every round by far:
-    the race stops after EARLY_ROUNDS. A tie runs every round."""
+    the race stops after EARLY_ROUNDS. A tie runs every round: two sides that each spin
+    for 20 us (two calls that do nothing took one clock tick or two, 70 or 140 ns, and a
+    loaded run of the suite once measured such a tie as a clear loss)."""
     import time
+
+    def spin() -> None:
+        start = time.perf_counter()
+        while time.perf_counter() - start < 2e-5:
+            pass
 
     lost = OPT._rounds({"ort": lambda: None, "fused": lambda: time.sleep(2e-3)})
     assert len(lost["ort"]) == len(lost["fused"]) == OPT.EARLY_ROUNDS < OPT.ROUNDS
-    tie = OPT._rounds({"ort": lambda: None, "fused": lambda: None})
+    tie = OPT._rounds({"ort": spin, "fused": spin})
     assert len(tie["ort"]) == OPT.ROUNDS
 
 
