@@ -1380,18 +1380,21 @@ class _Printer(StatementPrinter):
 
     def parallel_trips(self, node: isl.AstNode, *, simd: bool) -> Parallel:
         """The iterations of a phase's parallel loop: a constant, or in a kernel for every
-        size, the product of its folded loops' counts and their number at the sample."""
+        size, the product of its folded loops' counts, and their number at the sample and
+        at twice its sizes."""
         counted = constant_loop(node)
-        symbolic = self.scop.symbolic is not None
+        sym = self.scop.symbolic
         if counted is not None:
-            return Parallel(counted[1], counted[1] if symbolic else None)
-        if not symbolic or counted_loop(node) is None:
+            known = None if sym is None else counted[1]
+            return Parallel(counted[1], known, known)
+        if sym is None or counted_loop(node) is None:
             return Parallel(None)
         loops = self.folded(node, simd=simd)
         texts = [c[1] for c in map(counted_loop, loops) if c is not None]
-        samples = [sample_trips(lp, self.scop.sizes) for lp in loops]
         trips = texts[0] if len(texts) == 1 else " * ".join(f"({t})" for t in texts)
-        return Parallel(trips, None if None in samples else math.prod(samples))
+        sizes = self.scop.sizes
+        doubled = {**sizes, **{n: 2 * sizes[n] for n in sym.params}}
+        return Parallel(trips, _product(loops, sizes), _product(loops, doubled))
 
     def local(self, node: isl.AstNode, mark: Local, depth: int, marks: frozenset[Loop]) -> None:
         """A temporary's local array (poly/local.py), declared where the mark sits: inside
@@ -1561,6 +1564,12 @@ def folded_loops(node: isl.AstNode, sizes: Mapping[str, int]) -> list[isl.AstNod
         ):
             return loops
         loops.append(body)
+
+
+def _product(loops: Sequence[isl.AstNode], sizes: Mapping[str, int]) -> int | None:
+    """The product of the loops' iterations at these sizes (None where one is unknown)."""
+    trips = [sample_trips(lp, sizes) for lp in loops]
+    return None if None in trips else math.prod(t for t in trips if t is not None)
 
 
 def _regtile_rows(node: isl.AstNode) -> bool:

@@ -75,6 +75,7 @@ class Parallel:
 
     trips: int | str | None
     sample: int | None = None
+    doubled: int | None = None  # their number with every size twice the sample's
 
 
 @dataclass(frozen=True)
@@ -105,21 +106,29 @@ def phase_plan(printer: PhasePrinter, node: isl.AstNode) -> PhasePlan:
     (loop,) = loops
     if loop.trips is None:
         return PhasePlan(serial="its parallel loop's bounds are not constants")
-    least = 1 if loop.sample is None else _least_trips(printer, node, loop.sample)
-    return PhasePlan(trips=loop.trips, least=least)
+    return PhasePlan(trips=loop.trips, least=_least_trips(printer, node, loop))
 
 
-def _least_trips(printer: PhasePrinter, node: isl.AstNode, sample: int) -> int:
+def _least_trips(printer: PhasePrinter, node: isl.AstNode, loop: Parallel) -> int:
     """The fewest iterations of a kernel for every size's phase worth onnxruntime's pool:
-    as many as hold MIN_PHASE_WORK statement instances, at the sample's instances per
-    iteration (the parallel loop was chosen there)."""
+    as many as hold MIN_PHASE_WORK statement instances, where an iteration's instances
+    are the same at every size (as at the sample and at twice its sizes); 1 (any two are
+    worth it) where they grow with the sizes: a softmax's rows decided at 32 columns
+    hold 4096 at (1, 256, 4096), a million elements that ran on one thread."""
+    symbolic = printer.scop.symbolic
+    if symbolic is None or loop.sample is None or loop.doubled is None:
+        return 1
     names = {
         printer.user_exprs(n)[0].name
         for n in ast_nodes(node)
         if n.get_type() == isl.ast_node_type.user
     }
+    doubled = {**printer.scop.sizes, **{n: 2 * printer.scop.sizes[n] for n in symbolic.params}}
     work = instances(printer.scop, names)
-    return max(1, -(-MIN_PHASE_WORK * sample // max(1, work)))
+    twice = instances(printer.scop, names, ir.param_point(printer.program, doubled))
+    if work == 0 or work * loop.doubled != twice * loop.sample:
+        return 1
+    return max(1, -(-MIN_PHASE_WORK * loop.sample // work))
 
 
 def _tops(ast: isl.AstNode) -> list[isl.AstNode]:

@@ -285,10 +285,12 @@ MIN_PARALLEL = 4096
 MIN_PARALLEL_SUMS = 32768
 
 
-def instances(scop: Scop, names: Iterable[str]) -> int:
+def instances(scop: Scop, names: Iterable[str], at: isl.Set | None = None) -> int:
     """The instances of these statements (each one's box; in a scop for every size, at
-    its sample)."""
-    return sum(_box(sampled(scop, scop.statement(n).domain)) for n in names)
+    its sample, or at the parameter point `at`)."""
+    if at is None:
+        return sum(_box(sampled(scop, scop.statement(n).domain)) for n in names)
+    return sum(_box(scop.statement(n).domain.intersect_params(at)) for n in names)
 
 
 def _box(s: isl.Set) -> int:

@@ -1280,8 +1280,8 @@ static ort_status *read_constants(tc_kernel *h, const ort_kernel_info *info) {
     tc_kernel *k = h->num_rows ? &h->variants[0] : h;
     h->constant = calloc((size_t)k->num_inputs + 1, sizeof *h->constant);
     h->constant_dims = calloc((size_t)k->dims_offset[k->num_inputs] + 1, sizeof *h->constant_dims);
+    h->own_constant = 1; /* release_kernel frees both, either of them NULL */
     if (!h->constant || !h->constant_dims) return error(h->api, ORT_FAIL, "tc_graph: out of memory");
-    h->own_constant = 1;
     for (int32_t i = 0; i < k->num_inputs; i++) {
         const ort_value *value = NULL;
         int is_constant = 0;

@@ -246,3 +246,32 @@ def test_a_kernel_for_every_size_folds_its_rows_into_the_batchs_parallel_loop(
     assert math.prod(shape[:3]) in trips
     assert all(n >= 1 for n in least)
     assert_matches(kernel(x), _softmax(x), f"softmax {shape} in OpenMP")
+
+
+ROWS_OF_32 = """
+def center(float(B, S, 32) X) -> (Y) {
+  m(b, s) +=! X(b, s, k)
+  Y(b, s, i) = X(b, s, i) - m(b, s) / 32.0
+}
+"""
+
+
+def test_only_a_phase_whose_iterations_keep_their_work_may_stay_off_the_pool() -> None:
+    """tc_phase_least counts iterations at the sample's work per iteration, which holds
+    only where an iteration's work is the same at every size: rows of 32 columns keep
+    theirs (a phase of a few rows stays on the calling thread), a softmax's rows grow
+    with their columns (decided at 32 columns, rows of 2048 ran on one thread)."""
+    rng = np.random.default_rng(6)
+    center = tg.define(ROWS_OF_32).center
+    kernel = center.compile(rng.standard_normal((8, 128, 32)).astype(np.float32), parametric=True)
+    x = rng.standard_normal((1, 5, 32)).astype(np.float32)
+    got, trips, least = run_every_size_phases(kernel, [x], seed=1)
+    assert_matches(got[0], (x - x.astype(np.float64).mean(-1, keepdims=True)).astype(np.float32),
+                   "rows of 32 by phases")  # fmt: skip
+    assert 5 in trips and least[trips.index(5)] > 5
+    fn = tg.define(SOFTMAX).softmax
+    kernel = fn.compile(rng.standard_normal((8, 2, 32, 32)).astype(np.float32), parametric=True)
+    x = rng.standard_normal((1, 1, 8, 2048)).astype(np.float32)
+    (got,), trips, least = run_every_size_phases(kernel, [x], seed=2)
+    assert_matches(got, _softmax(x), "long softmax rows by phases")
+    assert 8 in trips and least[trips.index(8)] == 1
