@@ -27,7 +27,7 @@ from ..poly.proof import annotated_ast, children, loop_depth, loop_parallel, ref
 from ..poly.scop import Scop, ScopStmt, sampled
 from .expr import C_OPENMP, Dialect, acc_start, cname, combine, helper_lines, identity
 from .outer import OuterKernel, outer_columns, outer_items, print_kernel
-from .phases import Parallel, phase_kernel
+from .phases import Parallel, doubled, phase_kernel
 from .stmt import (
     StatementPrinter,
     affine,
@@ -1392,9 +1392,9 @@ class _Printer(StatementPrinter):
         loops = self.folded(node, simd=simd)
         texts = [c[1] for c in map(counted_loop, loops) if c is not None]
         trips = texts[0] if len(texts) == 1 else " * ".join(f"({t})" for t in texts)
-        sizes = self.scop.sizes
-        doubled = {**sizes, **{n: 2 * sizes[n] for n in sym.params}}
-        return Parallel(trips, _product(loops, sizes), _product(loops, doubled))
+        return Parallel(
+            trips, _product(loops, self.scop.sizes), _product(loops, doubled(self.scop))
+        )
 
     def local(self, node: isl.AstNode, mark: Local, depth: int, marks: frozenset[Loop]) -> None:
         """A temporary's local array (poly/local.py), declared where the mark sits: inside

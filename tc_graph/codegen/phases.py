@@ -109,6 +109,13 @@ def phase_plan(printer: PhasePrinter, node: isl.AstNode) -> PhasePlan:
     return PhasePlan(trips=loop.trips, least=_least_trips(printer, node, loop))
 
 
+def doubled(scop: Scop) -> dict[str, int]:
+    """The sizes of a scop for every size with each of its run-time sizes twice the
+    sample's (where `_least_trips` asks whether an iteration's work grows)."""
+    assert scop.symbolic is not None
+    return {**scop.sizes, **{n: 2 * scop.sizes[n] for n in scop.symbolic.params}}
+
+
 def _least_trips(printer: PhasePrinter, node: isl.AstNode, loop: Parallel) -> int:
     """The fewest iterations of a kernel for every size's phase worth onnxruntime's pool:
     as many as hold MIN_PHASE_WORK statement instances, where an iteration's instances
@@ -123,9 +130,8 @@ def _least_trips(printer: PhasePrinter, node: isl.AstNode, loop: Parallel) -> in
         for n in ast_nodes(node)
         if n.get_type() == isl.ast_node_type.user
     }
-    doubled = {**printer.scop.sizes, **{n: 2 * printer.scop.sizes[n] for n in symbolic.params}}
     work = instances(printer.scop, names)
-    twice = instances(printer.scop, names, ir.param_point(printer.program, doubled))
+    twice = instances(printer.scop, names, ir.param_point(printer.program, doubled(printer.scop)))
     if work == 0 or work * loop.doubled != twice * loop.sample:
         return 1
     return max(1, -(-MIN_PHASE_WORK * loop.sample // work))

@@ -1858,20 +1858,16 @@ static ort_status *input_dims(const tc_kernel *k, const ort_kernel_context *ctx,
     const ort_value *value = NULL;
     ort_status *st = input_value(k, ctx, i, &value);
     if (st) return st;
-    ort_type_shape *info = NULL;
-    st = ORT_CALL(api, SLOT_GET_TENSOR_TYPE_AND_SHAPE, type_and_shape_fn)(value, &info);
-    if (st) return st;
     int dtype = 0;
     size_t rank = 0;
-    st = ORT_CALL(api, SLOT_GET_TENSOR_ELEMENT_TYPE, element_type_fn)(info, &dtype);
-    if (!st) st = ORT_CALL(api, SLOT_GET_DIMENSIONS_COUNT, dims_count_fn)(info, &rank);
-    if (!st && dtype == k->dtypes[i] && rank == (size_t)k->ranks[i])
-        st = ORT_CALL(api, SLOT_GET_DIMENSIONS, dims_fn)(info, dims, rank);
-    ORT_CALL(api, SLOT_RELEASE_TENSOR_TYPE_AND_SHAPE, release_type_shape_fn)(info);
+    int64_t got[TC_MAX_RANK];
+    st = value_shape(api, value, &dtype, &rank, got);
     if (st) return st;
-    if (dtype == k->dtypes[i] && rank == (size_t)k->ranks[i])
+    if (dtype == k->dtypes[i] && rank == (size_t)k->ranks[i]) {
+        memcpy(dims, got, rank * sizeof *dims); /* a kernel's rank is at most TC_MAX_RANK */
         return ORT_CALL(api, SLOT_GET_TENSOR_MUTABLE_DATA, mutable_data_fn)((ort_value *)value,
                                                                           data);
+    }
     return error(api, ORT_INVALID_ARGUMENT,
                  "tc_graph kernel '%s' (key %s): input %d must be %s of rank %d, got %s of "
                  "rank %zu",
