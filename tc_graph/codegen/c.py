@@ -2,10 +2,11 @@
 
 Statements, index checks and the AST walk are `StatementPrinter`'s (codegen/stmt.py),
 expressions `ExprPrinter`'s (codegen/expr.py), with the C + OpenMP dialect; this module
-adds OpenMP loops, vector reductions, register and vector tiles, the dot-product tiles
-of contractions (outer-product kernels: codegen/outer.py), prefetches of rows found through an index tensor, the local arrays
-that poly/local.py decided, and the kernel function. The onnxruntime phase entry point is
-codegen/phases.py's.
+adds OpenMP loops, and prints the forms codegen/forms.py decided for the marked loops
+(vector reductions, register and vector tiles, dot-product tiles), contractions
+(outer-product kernels: codegen/outer.py), prefetches of rows found through an index
+tensor, the local arrays that poly/local.py decided, and the kernel function. The
+onnxruntime phase entry point is codegen/phases.py's.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 
 import islpy as isl
 
@@ -24,19 +24,29 @@ from ..options import AVX512, MappingOptions, VectorUnit
 from ..poly.contraction import Blocking, Packing, blocking, packing, window
 from ..poly.marks import Local, Loop, LoopMark, Mark, in_tree, is_loop, of_node
 from ..poly.proof import annotated_ast, children, loop_depth, loop_parallel, refuse
-from ..poly.scop import Scop, ScopStmt, sampled
+from ..poly.scop import Scop, ScopStmt
 from .expr import C_OPENMP, Dialect, acc_start, cname, combine, helper_lines, identity
+from .forms import (
+    Chooser,
+    DotTile,
+    NoForm,
+    Reduction,
+    RegisterTile,
+    RowTile,
+    TileNest,
+    band_exprs,
+    box,
+    box_text,
+    loop_box,
+    regtile_rows,
+)
 from .outer import OuterKernel, outer_columns, outer_items, print_kernel
 from .phases import Parallel, doubled, phase_kernel
 from .stmt import (
     StatementPrinter,
-    affine,
-    ast_int,
     constant_loop,
     counted_loop,
-    mentions,
     sample_trips,
-    with_value,
 )
 
 
@@ -169,17 +179,7 @@ class _Printer(StatementPrinter):
         self.mark_depth: dict[Loop, int | None] = {}
         # The temporaries that live in local arrays (poly/local.py decided them).
         self.locals: frozenset[str] = frozenset()
-
-    def reduction_loop(self, node: isl.AstNode, depth: int) -> bool:
-        """A loop over a reduction index of one update statement: accumulate in a local,
-        in vectors where the reduction index is stride-1."""
-        found = self.reduced(node)
-        if found is None:
-            return False
-        st, env = found
-        if not (self.options.register_tile and self.vector_reduction(node, st, env, depth)):
-            self.accumulate(node, st, env, depth)
-        return True
+        self.chooser = Chooser(scop, options, unit)
 
     # -- vector code (register tiles, vectorized reductions) -----------
     def vexpr(
@@ -213,87 +213,24 @@ class _Printer(StatementPrinter):
     def vector_rhs(
         self,
         st: ScopStmt,
-        env: dict[str, str],
+        env: Mapping[str, str],
         lane: str,
         at: str,
         loads: dict[str, str] | None = None,
-    ) -> str | None:
-        """The right side as a vector over lane = at, at+1, ...; None when it cannot be."""
-        src = st.source
-        if src.op not in ("+", *_EXTREMA) or self.program.tensors[src.tensor].dtype != "float32":
-            return None
-        if lane not in ir.index_names(src.rhs):
-            return None
-        if no_vector_form(src.rhs, lane, self.program.tensors) is not None:
-            return None
-        return self.vexpr(src.rhs, {**env, lane: at}, lane, loads)[0]
+    ) -> str:
+        """The right side as a vector over lane = at, at+1, ... (forms.vector_refusal
+        admits it)."""
+        return self.vexpr(st.source.rhs, {**env, lane: at}, lane, loads)[0]
 
-    def band_loops(self, node: isl.AstNode) -> tuple[ScopStmt, list[str], list[str]] | None:
-        """The statement under a perfect nest of loops, its arguments, and the loops' iterators."""
-        found = self.band_exprs(node)
-        if found is None:
-            return None
-        st, args, loops = found
-        return st, [a.to_C_str() for a in args], loops
-
-    def band_exprs(self, node: isl.AstNode) -> tuple[ScopStmt, list[isl.AstExpr], list[str]] | None:
-        """band_loops, the arguments as isl's expressions."""
-        loops: list[str] = []
-        while node.get_type() == isl.ast_node_type.for_:
-            loops.append(node.for_get_iterator().to_C_str())
-            node = node.for_get_body()
-        if node.get_type() != isl.ast_node_type.user:
-            return None
-        st, args = self.user_exprs(node)
-        return st, args, loops
-
-    def register_tile(
-        self, node: isl.AstNode, depth: int, rows: tuple[str, Sequence[int]] | None = None
-    ) -> bool:
-        """Reduction loops around the stride-1 output loop j of one `+=` statement: each
-        tile of register_tile vectors of the output row stays in registers while the
-        reduction runs (the CPU's private-memory promotion). `rows` = (iterator, values)
-        of a small loop around the nest, unrolled into the tile: rows x vectors
-        accumulators share each load of the row-independent operand (the outer-product
-        form of a matmul's micro-kernel)."""
-        found = self.band_exprs(node)
-        if found is None:
-            return False
-        st, exprs, loops = found
-        args = [a.to_C_str() for a in exprs]
-        src = st.source
-        inner = [v for v, a in zip(st.iterators, args, strict=True) if a in loops]
-        j = src.lhs[-1]
-        if set(inner) != {j, *(v for v in inner if v in src.reduction_vars)}:
-            return False
-        env = {v: a for v, a in zip(st.iterators, args, strict=True) if v not in inner}
-        envs = [env]
-        if rows is not None:
-            it, values = rows
-            outer = {v: e for v, e in zip(st.iterators, exprs, strict=True) if v in env}
-            lhs = [outer[v] for v in src.lhs if v in outer and mentions(outer[v], it)]
-            # Distinct rows must store to distinct outputs: the iterator appears, affinely.
-            if len(lhs) != 1 or not affine(lhs[0]):
-                return False
-            envs = [{v: with_value(e, it, r).to_C_str() for v, e in outer.items()} for r in values]
-        width = self.options.vector_width
-        ranges = self.ranges(st)
-        jlo, jhi = ranges[j]
-        # Half the vector registers hold accumulators; the rest the operands.
-        accumulators = self.unit.registers // 2
-        vectors = min(self.options.register_tile, (jhi - jlo) // width, accumulators // len(envs))
-        if vectors < 1:
-            return False
-        reds = [v for v in st.iterators if v in inner and v != j]
-        names = {v: f"_r{n}" for n, v in enumerate(reds)}
-        if any(
-            self.vector_rhs(st, {**e, **names}, j, "(j0)", {}) is None for e in envs
-        ):  # fmt: skip
-            return False
-        nest = _TileNest(st, tuple(envs), names, tuple(reds), self.loop_ranges(st))
+    def register_tile(self, form: RegisterTile, depth: int) -> None:
+        """Each tile of `vectors` vectors of the output row stays in registers while the
+        reduction runs (the CPU's private-memory promotion)."""
+        nest, vectors = form.nest, form.vectors
         if self.scop.symbolic is not None:
             self.tiles_every_size(nest, vectors, depth)
-            return True
+            return
+        width = self.options.vector_width
+        jlo, jhi = form.columns
         # Full tiles, then one tile of the whole vectors left, then the last columns.
         tile = width * vectors
         full, rest = divmod(jhi - jlo, tile)
@@ -307,11 +244,10 @@ class _Printer(StatementPrinter):
             self.out(depth, "}")
         if rest % width:
             self.column_tail(nest, start + rest // width * width, depth)
-        return True
 
     @contextlib.contextmanager
     def reduction_loops(
-        self, nest: _TileNest, depth: int, before_last: Callable[[int], None] | None = None
+        self, nest: TileNest, depth: int, before_last: Callable[[int], None] | None = None
     ) -> Iterator[int]:
         """The nest's reduction loops around the body written inside (at the depth it
         yields); `before_last` prints what goes just before the innermost one opens."""
@@ -328,7 +264,7 @@ class _Printer(StatementPrinter):
             d -= 1
             self.out(d, "}")
 
-    def vector_tile(self, nest: _TileNest, vectors: int, depth: int) -> None:
+    def vector_tile(self, nest: TileNest, vectors: int, depth: int) -> None:
         """The rows x vectors accumulators of the output columns at j0 (`envs`: each row's
         iterators): loaded, updated through the reduction loops with the shared operand
         loads pinned, stored. Rows found through an index tensor are prefetched for each
@@ -366,7 +302,7 @@ class _Printer(StatementPrinter):
             for acc, at in zip(names_r, lanes, strict=True):
                 self.out(depth, f"*(tc_vfu *)&{out}[{row(e, at)}] = {acc};")
 
-    def tiles_every_size(self, nest: _TileNest, vectors: int, depth: int) -> None:
+    def tiles_every_size(self, nest: TileNest, vectors: int, depth: int) -> None:
         """A register tile's columns in a kernel for every size: full tiles, then single
         vectors, then the columns left one at a time (how many of each, the sizes say)."""
         j = nest.st.source.lhs[-1]
@@ -394,7 +330,7 @@ class _Printer(StatementPrinter):
         self.out(depth + 1, "}")
         self.out(depth, "}")
 
-    def column_tail(self, nest: _TileNest, start: int, depth: int) -> None:
+    def column_tail(self, nest: TileNest, start: int, depth: int) -> None:
         """The columns after the last whole vector: a scalar accumulator per row and
         column, all of them (up to _TAIL_CHAINS at a time) updated in one pass of the
         reduction loops, so their adds are independent. One dot product per column in
@@ -420,41 +356,14 @@ class _Printer(StatementPrinter):
                 self.out(depth + 1, f"{target} = t{k};")
             self.out(depth, "}")
 
-    def row_tile(self, node: isl.AstNode, depth: int) -> bool:
-        """A short loop whose body is a register-tile nest: its iterations become the
-        tile's rows."""
-        if not _regtile_rows(node):
-            return False
-        body = node.for_get_body()
-        first, step = ast_int(node.for_get_init()), ast_int(node.for_get_inc())
-        bound = ast_int(node.for_get_cond().get_op_arg(1))
-        capped = None
-        if bound is None and self.scop.symbolic is not None:
-            capped = _capped(node.for_get_cond().get_op_arg(1))
-            bound = capped[0] if capped else None
-        if first is None or step is None or bound is None:
-            return False
-        last = bound if node.for_get_cond().get_op_type() == isl.ast_expr_op_type.le else bound - 1
-        values = list(range(first, last + 1, step))
-        if not 2 <= len(values) <= _MAX_ROWS:
-            return False
-        it = node.for_get_iterator().to_C_str()
-        if capped is None:
-            return self.register_tile(body.mark_get_node(), depth, rows=(it, values))
-        return self.rows_every_size(node, depth, (it, values), f"({capped[1]}) >= {bound}")
-
-    def rows_every_size(
-        self, node: isl.AstNode, depth: int, rows: tuple[str, Sequence[int]], full: str
-    ) -> bool:
-        """row_tile in a kernel for every size, whose row loop runs min(n, e) rows: the
-        tile of all n rows where the sizes give them (`full`), else the loop as it is."""
-        saved, self.lines = self.lines, []
-        tiled = self.register_tile(node.for_get_body().mark_get_node(), depth + 1, rows=rows)
-        lines, self.lines = self.lines, saved
-        if not tiled:
-            return False
-        self.out(depth, f"if ({full}) {{")
-        self.lines += lines
+    def row_tile(self, node: isl.AstNode, rows: RowTile, depth: int) -> None:
+        """A register tile with a short loop's iterations as its rows; in a kernel for
+        every size, where the sizes give all its rows, else the loop as it is."""
+        if rows.full is None:
+            self.register_tile(rows.tile, depth)
+            return
+        self.out(depth, f"if ({rows.full}) {{")
+        self.register_tile(rows.tile, depth + 1)
         self.out(depth, "} else {")
         self.out(depth + 1, self.for_header(node) + " {")
         self.loops_open += 1
@@ -462,7 +371,6 @@ class _Printer(StatementPrinter):
         self.loops_open -= 1
         self.out(depth + 1, "}")
         self.out(depth, "}")
-        return True
 
     def prefetch(
         self,
@@ -510,39 +418,9 @@ class _Printer(StatementPrinter):
                 rows.append(read)
         return rows
 
-    def ranges(self, st: ScopStmt) -> dict[str, tuple[int, int]]:
-        """The box of a statement's domain (domains are boxes): v -> [lo, hi); in a kernel
-        for every size, at its sample (for choices only: loop_ranges prints)."""
-        out = {}
-        domain = sampled(self.scop, st.domain)
-        for k, v in enumerate(st.iterators):
-            lo = domain.dim_min_val(k).to_python()
-            hi = domain.dim_max_val(k).to_python() + 1
-            out[v] = (lo, hi)
-        return out
-
-    def loop_ranges(self, st: ScopStmt) -> Mapping[str, tuple[int | str, int | str]]:
-        """The box of a statement's domain as the code runs it: numbers, or in a kernel
-        for every size, C expressions of its sizes."""
-        if self.scop.symbolic is None:
-            return self.ranges(st)
-        return {v: self.range_text(st, v) for v in st.iterators}
-
-    def range_text(self, st: ScopStmt, v: str) -> tuple[str, str]:
-        """A statement's range of iterator v, [lo, hi), as C: numbers, or in a kernel for
-        every size, isl's expressions of the sizes."""
-        if self.scop.symbolic is None:
-            lo, hi = self.ranges(st)[v]
-            return str(lo), str(hi)
-        k = st.iterators.index(v)
-        build = isl.AstBuild.from_context(self.program.context)
-        lo = build.expr_from_pw_aff(st.domain.dim_min(k)).to_C_str()
-        hi = build.expr_from_pw_aff(st.domain.dim_max(k)).to_C_str()
-        return f"({lo})", f"({hi}) + 1"
-
     def vector_reduction(
-        self, node: isl.AstNode, st: ScopStmt, env: dict[str, str], depth: int
-    ) -> bool:
+        self, node: isl.AstNode, st: ScopStmt, env: Mapping[str, str], depth: int
+    ) -> None:
         """A dot product (or a maximum, a minimum) along a stride-1 reduction index: four
         vector accumulators, so consecutive fused multiply-adds do not wait on each
         other."""
@@ -551,9 +429,7 @@ class _Printer(StatementPrinter):
         r = next(v for v in st.iterators if env[v] == it)
         width = self.options.vector_width
         vec = [self.vector_rhs(st, env, r, f"(r0 + {q * width})") for q in range(4)]
-        if any(v is None for v in vec):
-            return False
-        lo, hi = self.range_text(st, r)
+        lo, hi = box_text(self.scop, st, r)
         target = f"{cname(src.tensor)}[{self.linear(src.tensor, [env[v] for v in src.lhs])}]"
         tail = self.expr(src.rhs, {**env, r: "r0"})
         if src.op == "+":
@@ -582,7 +458,6 @@ class _Printer(StatementPrinter):
         self.out(depth + 1, f"for (; r0 < {hi}; r0++) {last};")
         self.out(depth + 1, f"{target} = acc;")
         self.out(depth, "}")
-        return True
 
     def contraction(self, node: isl.AstNode, depth: int) -> None:
         """The kernel of a dot-product contraction (poly/contraction.py): R x C tiles of
@@ -594,7 +469,7 @@ class _Printer(StatementPrinter):
         names = {v: f"_o{k}" for k, v in enumerate(v for v in st.source.lhs if v not in env)}
         if plan.packed is not None:
             block, packed = self.blocking(st)
-            bounds = self.loop_ranges(st)
+            bounds = loop_box(self.scop, st)
             kernel = OuterKernel(
                 st, plan, block, bounds, {**env, **names}, packed, window(plan, ranges)
             )
@@ -680,13 +555,13 @@ class _Printer(StatementPrinter):
         plan = st.contraction
         assert plan is not None and plan.rows is not None
         rows_cap, cols_cap = self.options.dot_tile
-        (rlo, rhi) = self.range_text(st, plan.red)
+        (rlo, rhi) = box_text(self.scop, st, plan.red)
         chunk = self.dot_chunk()
         self.out(depth, "{")
         parallel = bool(self.options.parallel_depth)
-        d = self.outer_loops(names, outer, self.loop_ranges(st), depth + 1)
+        d = self.outer_loops(names, outer, loop_box(self.scop, st), depth + 1)
 
-        alo, ahi = self.range_text(st, plan.rows)
+        alo, ahi = box_text(self.scop, st, plan.rows)
         sample = self.sample_reduction(st)
 
         def column_block(cols_n: int, dd: int) -> None:
@@ -707,7 +582,7 @@ class _Printer(StatementPrinter):
             self.blocks_every_size("ai", "a0", alo, ahi, rows_cap, dd + 1, row_block)
             self.out(dd, "}")
 
-        blo, bhi = self.range_text(st, plan.cols)
+        blo, bhi = box_text(self.scop, st, plan.cols)
         self.blocks_every_size(
             "bi", "b0", blo, bhi, cols_cap, d, column_block, parallel=parallel and not outer
         )
@@ -723,7 +598,7 @@ class _Printer(StatementPrinter):
         plan = st.contraction
         assert plan is not None
         k = st.iterators.index(plan.red)
-        lo, hi = self.ranges(st)[plan.red]
+        lo, hi = box(self.scop, st)[plan.red]
         short = hi - lo <= SHORT_DOT * self.options.vector_width
         varies = st.domain.dim_min(k).is_cst() and not st.domain.dim_max(k).is_cst()
         return (lo, hi) if short and varies else None
@@ -791,7 +666,7 @@ class _Printer(StatementPrinter):
         panels of P are had (contraction.packing)."""
         plan = st.contraction
         assert plan is not None and plan.packed is not None
-        ranges = self.ranges(st)
+        ranges = box(self.scop, st)
         lo, hi = ranges[plan.red]
         every_size = self.scop.symbolic is not None
         block = blocking(self.options, self.unit, hi - lo, window(plan, ranges))
@@ -809,15 +684,16 @@ class _Printer(StatementPrinter):
     ) -> tuple[ScopStmt, dict[str, str], dict[str, tuple[int, int]], list[str]]:
         """A contraction's statement, the iterators of loops outside its nest, the box of
         its domain, and its output iterators outside the tile's rows and columns."""
-        found = self.band_loops(node)
+        found = band_exprs(self.scop, node)
         assert found is not None, "a contraction is one perfect nest"
-        st, args, loops = found
+        st, exprs, loops = found
+        args = [a.to_C_str() for a in exprs]
         plan = st.contraction
         assert plan is not None
         env = {v: a for v, a in zip(st.iterators, args, strict=True) if a not in loops}
         inside = (plan.rows, plan.cols, plan.span)
         outer = [v for v in st.source.lhs if v not in env and v not in inside]
-        return st, env, self.ranges(st), outer
+        return st, env, box(self.scop, st), outer
 
     def contraction_trips(self, node: isl.AstNode) -> int | str | None:
         """The iterations of the parallel loop `contraction` prints (its first outer
@@ -828,13 +704,13 @@ class _Printer(StatementPrinter):
         st, _, ranges, outer = self.contraction_nest(node)
         assert st.contraction is not None
         if st.contraction.packed is not None:
-            bounds = self.loop_ranges(st)
+            bounds = loop_box(self.scop, st)
             return outer_items(self.blocking(st)[0], bounds, outer, st.contraction)[0]
         if self.scop.symbolic is not None:
             if outer:
-                lo, hi = self.range_text(st, outer[0])
+                lo, hi = box_text(self.scop, st, outer[0])
                 return f"({hi}) - ({lo})"
-            blo, bhi = self.range_text(st, st.contraction.cols)
+            blo, bhi = box_text(self.scop, st, st.contraction.cols)
             return _block_counts(blo, bhi, self.options.dot_tile[1])[2]
         if outer:
             lo, hi = ranges[outer[0]]
@@ -886,24 +762,16 @@ class _Printer(StatementPrinter):
             out[plan.rows] = f"(a0 + {i})"
         return out
 
-    def inner_dot(self, node: isl.AstNode, depth: int) -> bool:
-        """The output loop and reduction loop of a dot product in a fused nest: 1 x C tiles
-        of outputs sharing the loads of the operands they have in common."""
-        found = self.band_loops(node)
-        if found is None:
-            return False
-        st, args, loops = found
+    def inner_dot(self, dot: DotTile, depth: int) -> None:
+        """1 x C tiles of a fused nest's dot product's outputs sharing the loads of the
+        operands they have in common."""
+        st, env, names, cap = dot.st, dot.env, dot.names, dot.cap
         plan = st.contraction
         assert plan is not None
-        env = {v: a for v, a in zip(st.iterators, args, strict=True) if a not in loops}
-        if set(st.iterators) - set(env) != {plan.cols, plan.red}:
-            return False
-        cap = 2 * max(1, min(self.options.register_tile, 4))
-        names = {plan.cols: "_b", plan.red: "_r"}
         if self.scop.symbolic is not None:
             self.dots_every_size(st, env, names, cap, depth)
-            return True
-        ranges = self.ranges(st)
+            return
+        ranges = box(self.scop, st)
         (blo, bhi), (rlo, rhi) = ranges[plan.cols], ranges[plan.red]
         self.out(depth, "{")
         self.blocked_loop(
@@ -916,7 +784,6 @@ class _Printer(StatementPrinter):
             lambda n, dd: self.dot_tile(st, env, names, 1, n, rlo, rhi, dd, first=False),
         )
         self.out(depth, "}")
-        return True
 
     def dots_every_size(
         self, st: ScopStmt, env: Mapping[str, str], names: Mapping[str, str], cap: int, depth: int
@@ -925,7 +792,10 @@ class _Printer(StatementPrinter):
         a time, as many of each as the sizes give."""
         plan = st.contraction
         assert plan is not None
-        (blo, bhi), (rlo, rhi) = self.range_text(st, plan.cols), self.range_text(st, plan.red)
+        (blo, bhi), (rlo, rhi) = (
+            box_text(self.scop, st, plan.cols),
+            box_text(self.scop, st, plan.red),
+        )
         sample = self.sample_reduction(st)
         reductions: list[tuple[int | str, int | str]] = [(rlo, rhi)]
         if sample is not None:
@@ -962,7 +832,7 @@ class _Printer(StatementPrinter):
         assert plan is not None
         width = self.options.vector_width
         if isinstance(rlo, str) or isinstance(rhi, str):
-            lo, hi = self.ranges(st)[plan.red]  # the sample's, for choices only
+            lo, hi = box(self.scop, st)[plan.red]  # the sample's, for choices only
             fixed = False
         else:
             lo, hi, fixed = rlo, rhi, True
@@ -1267,14 +1137,26 @@ class _Printer(StatementPrinter):
         or dot tile, a parallel loop, or a plain loop."""
         here = self.proved_marks(node, marks)
         serial = Loop.PARALLEL not in here
-        if Loop.REDUCE in here and serial and self.reduction_loop(node, depth):
-            return
-        if Loop.REGTILE in here and serial and self.register_tile(node, depth):
-            return
-        if serial and self.row_tile(node, depth):
-            return
-        if Loop.DOTTILE in here and serial and self.inner_dot(node, depth):
-            return
+        form = self.chooser.form(node, here) if serial else NoForm("a parallel loop")
+        match form:
+            case Reduction(st=st, env=env, vector=True):
+                self.vector_reduction(node, st, env, depth)
+            case Reduction(st=st, env=env):
+                self.accumulate(node, st, env, depth)
+            case RegisterTile():
+                self.register_tile(form, depth)
+            case RowTile():
+                self.row_tile(node, form, depth)
+            case DotTile():
+                self.inner_dot(form, depth)
+            case NoForm():
+                self.plain_loop(node, depth, here)
+
+    def plain_loop(self, node: isl.AstNode, depth: int, here: frozenset[Loop]) -> None:
+        """A loop that keeps isl's form: parallel (folded with the parallel loops inside
+        it where it may), or serial (a simd loop specialised to the sample's count
+        where that pays)."""
+        serial = Loop.PARALLEL not in here
         if not serial:
             loops = self.folds(node, simd=Loop.SIMD in here)
             if len(loops) > 1:
@@ -1560,7 +1442,7 @@ def folded_loops(node: isl.AstNode, sizes: Mapping[str, int]) -> list[isl.AstNod
             or not loop_parallel(body)
             or sample_trips(body, sizes) is None
             or counted_loop(body) is None
-            or _regtile_rows(body)
+            or regtile_rows(body)
         ):
             return loops
         loops.append(body)
@@ -1570,13 +1452,6 @@ def _product(loops: Sequence[isl.AstNode], sizes: Mapping[str, int]) -> int | No
     """The product of the loops' iterations at these sizes (None where one is unknown)."""
     trips = [sample_trips(lp, sizes) for lp in loops]
     return None if None in trips else math.prod(t for t in trips if t is not None)
-
-
-def _regtile_rows(node: isl.AstNode) -> bool:
-    """The loop's body is a register tile, whose rows the loop's iterations become
-    (`row_tile`)."""
-    body = node.for_get_body()
-    return body.get_type() == isl.ast_node_type.mark and is_loop(of_node(body), Loop.REGTILE)
 
 
 def _hsum(width: int) -> str:
@@ -1614,38 +1489,10 @@ def _vector_extrema(width: int) -> list[str]:
     return lines
 
 
-_MAX_ROWS = 8  # rows of one register tile
 # Scalar accumulators of a register tile's last columns updated together (enough
 # independent adds to hide the add latency, few enough to stay in registers).
 _TAIL_CHAINS = 24
 L1_BYTES = 48 * 1024
-
-
-@dataclass(frozen=True)
-class _TileNest:
-    """A register-tile nest: its statement, each row's iterators, the reduction
-    iterators with their C names and ranges."""
-
-    st: ScopStmt
-    envs: tuple[Mapping[str, str], ...]
-    names: Mapping[str, str]
-    reds: tuple[str, ...]
-    ranges: Mapping[str, tuple[int | str, int | str]]
-
-
-def _capped(e: isl.AstExpr) -> tuple[int, str] | None:
-    """(n, e) of a loop bound `min(n, e)` of isl's AST (a tile's last rows, in a kernel for
-    every size), e as C; None for any other bound."""
-    if e.get_type() != isl.ast_expr_type.op or e.get_op_type() != isl.ast_expr_op_type.min:
-        return None
-    if e.get_op_n_arg() != 2:
-        return None
-    args = [e.get_op_arg(0), e.get_op_arg(1)]
-    for k in range(2):
-        n = ast_int(args[k])
-        if n is not None and ast_int(args[1 - k]) is None:
-            return n, args[1 - k].to_C_str()
-    return None
 
 
 # Vectors of the longest reduction a dot-product kernel for every size also has a copy
@@ -1666,45 +1513,6 @@ def _blocks(lo: int, hi: int, size: int) -> list[tuple[int, int]]:
     """[lo, hi) in blocks: (how many, of what size), full blocks first."""
     full, rest = divmod(max(0, hi - lo), size)
     return [b for b in ((full, size), (1, rest)) if b[0] and b[1]]
-
-
-def no_vector_form(e: ir.Expr, lane: str, tensors: Mapping[str, ir.Tensor]) -> str | None:
-    """Why e has no vector form with `lane` running over the lanes of a float vector
-    (it would need a gather, or computes in another type); None when it has one, or
-    does not depend on the lane. `vexpr` prints what this admits."""
-    if lane not in ir.index_names(e):
-        return None
-    if e.dtype != "float32":
-        return f"it computes in {e.dtype}"
-    match e:
-        case ir.Read(tensor=t, subscripts=subs) if tensors[t].dtype == "float32":
-            *outer, last = subs
-            if any(lane in ir.index_names(x) for x in outer) or not _unit(last, lane):
-                return f"its read of {t} is not stride-1 in {lane}"
-            return None
-        case ir.Binary(op="+" | "-" | "*" | "/", left=a, right=b, compute="float32"):
-            return no_vector_form(a, lane, tensors) or no_vector_form(b, lane, tensors)
-        case ir.Unary(op="-", operand=a):
-            return no_vector_form(a, lane, tensors)
-        case ir.Cast(operand=a) if a.dtype == "float32":
-            return no_vector_form(a, lane, tensors)
-    return f"{type(e).__name__} has no vector form"
-
-
-def _unit(e: ir.Expr, lane: str) -> bool:
-    """e is `lane` plus a term without it: consecutive lanes read consecutive elements."""
-    match e:
-        case ir.Index(name=n):
-            return n == lane
-        case ir.Cast(operand=x):
-            return _unit(x, lane)
-        case ir.Binary(op="+", left=a, right=b):
-            return (_unit(a, lane) and lane not in ir.index_names(b)) or (
-                _unit(b, lane) and lane not in ir.index_names(a)
-            )
-        case ir.Binary(op="-", left=a, right=b):
-            return _unit(a, lane) and lane not in ir.index_names(b)
-    return False
 
 
 def emit(

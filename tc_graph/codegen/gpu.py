@@ -32,7 +32,7 @@ from ..poly.promotion import indirect_form, mapped_below, write_ref
 from ..poly.proof import children, loop_depth
 from ..poly.scop import Scop, ScopStmt
 from .expr import LIBM, Dialect, acc_start, cname, combine, helper_lines, store
-from .stmt import StatementPrinter, ast_int, constant_loop
+from .stmt import StatementPrinter, ast_int, constant_loop, user_exprs
 
 _HALF = SCALARS["float16"]  # stored as the target's own half type
 
@@ -290,13 +290,19 @@ class _GpuPrinter(StatementPrinter):
             return self.expr(ref, env)
         return super().target(st, env)
 
-    def reduction_loop(self, node: isl.AstNode, depth: int) -> bool:
-        """One reduction loop as every target prints it, or a `reduce` nest of several."""
-        if node.for_get_body().get_type() != isl.ast_node_type.user:
-            return self.reduction_nest(node, depth)
-        return super().reduction_loop(node, depth)
+    def reduces(self, node: isl.AstNode) -> bool:
+        """A reduction loop as every target prints it, or a `reduce` nest of several."""
+        return node.for_get_body().get_type() != isl.ast_node_type.user or super().reduces(node)
 
-    def reduction_nest(self, node: isl.AstNode, depth: int) -> bool:
+    def reduction_loop(self, node: isl.AstNode, depth: int) -> None:
+        if node.for_get_body().get_type() != isl.ast_node_type.user:
+            self.reduction_nest(node, depth)
+            return
+        # The right side's reads are looked up among this statement's promoted ones.
+        self.cur_stmt = user_exprs(self.scop, node.for_get_body())[0].name
+        super().reduction_loop(node, depth)
+
+    def reduction_nest(self, node: isl.AstNode, depth: int) -> None:
         """A `reduce` mark above several loops (`private_depth`; poly/gpu.py's
         `_reduce_start` puts it only above reduction loops of an update statement that
         reads no element of its output): the output element stays in `acc` across the
@@ -311,7 +317,7 @@ class _GpuPrinter(StatementPrinter):
             self.out(depth, self.for_header(node) + " {")
             self.node(node.for_get_body(), depth + 1, frozenset({Loop.REDUCE}))
             self.out(depth, "}")
-            return True
+            return
         st, args = self.user(cur)
         src = st.source
         env = self.stmt_env(st, args)
@@ -331,7 +337,6 @@ class _GpuPrinter(StatementPrinter):
             self.out(d, "}")
         self.out(depth + 1, store_acc)
         self.out(depth, "}")
-        return True
 
     # -- mapped loops and guards ------------------------------------------
     def guard(self, node: isl.AstNode) -> list[tuple[Unit, int]]:

@@ -20,9 +20,10 @@ from ..lang.types import C_TYPES, ONNX_TYPES, SCALARS
 from ..poly.cpu import instances
 from ..poly.marks import Loop
 from ..poly.proof import ast_nodes, children
-from ..poly.scop import Scop, ScopStmt
+from ..poly.scop import Scop
 from .expr import cname
 from .sizes import c_list, c_string, size_function
+from .stmt import user_exprs
 
 
 class PhasePrinter(Protocol):
@@ -51,8 +52,6 @@ class PhasePrinter(Protocol):
     def top_parallel(
         self, node: isl.AstNode, marks: frozenset[Loop], depths: Mapping[Loop, int | None]
     ) -> list[Parallel]: ...
-
-    def user_exprs(self, node: isl.AstNode) -> tuple[ScopStmt, list[isl.AstExpr]]: ...
 
 
 ABI_VERSION = 1
@@ -126,7 +125,7 @@ def _least_trips(printer: PhasePrinter, node: isl.AstNode, loop: Parallel) -> in
     if symbolic is None or loop.sample is None or loop.doubled is None:
         return 1
     names = {
-        printer.user_exprs(n)[0].name
+        user_exprs(printer.scop, n)[0].name
         for n in ast_nodes(node)
         if n.get_type() == isl.ast_node_type.user
     }

@@ -88,26 +88,15 @@ class StatementPrinter(ExprPrinter):
             text = f"{'else ' if n else ''}if ({test}) {{ {fail} }}"
             self.out(depth + 1, text + (" }" if n == len(chain) - 1 else ""))
 
-    def reduced(self, node: isl.AstNode) -> tuple[ScopStmt, dict[str, str]] | None:
-        """The update statement that is a loop's whole body, with its iterators' values,
-        when the loop runs over one of its reduction indices; None otherwise."""
-        body = node.for_get_body()
-        if body.get_type() != isl.ast_node_type.user:
-            return None
-        st, args = self.user(body)
-        it = node.for_get_iterator().to_C_str()
-        env = self.stmt_env(st, args)
-        if st.kind != "update" or any(it in env[v] for v in st.source.lhs):
-            return None
-        return st, env
+    def reduces(self, node: isl.AstNode) -> bool:
+        """Whether a `reduce` mark's loop keeps its output element in a local (`reduced`)."""
+        return not isinstance(reduced(self.scop, node), str)
 
-    def reduction_loop(self, node: isl.AstNode, depth: int) -> bool:
+    def reduction_loop(self, node: isl.AstNode, depth: int) -> None:
         """A loop over a reduction index of one update statement: accumulate in a local."""
-        found = self.reduced(node)
-        if found is None:
-            return False
+        found = reduced(self.scop, node)
+        assert not isinstance(found, str), found
         self.accumulate(node, *found, depth)
-        return True
 
     def accumulate(
         self, node: isl.AstNode, st: ScopStmt, env: Mapping[str, str], depth: int
@@ -135,14 +124,8 @@ class StatementPrinter(ExprPrinter):
 
     # -- AST -------------------------------------------------------------
     def user(self, node: isl.AstNode) -> tuple[ScopStmt, list[str]]:
-        st, args = self.user_exprs(node)
+        st, args = user_exprs(self.scop, node)
         return st, [a.to_C_str() for a in args]
-
-    def user_exprs(self, node: isl.AstNode) -> tuple[ScopStmt, list[isl.AstExpr]]:
-        """The statement a user node runs, and its arguments as isl's expressions."""
-        e = node.user_get_expr()
-        name = e.get_op_arg(0).get_id().get_name()
-        return self.scop.statement(name), [e.get_op_arg(i) for i in range(1, e.get_op_n_arg())]
 
     def for_header(self, node: isl.AstNode) -> str:
         it = node.for_get_iterator().to_C_str()
@@ -187,7 +170,8 @@ class StatementPrinter(ExprPrinter):
 
     def loop(self, node: isl.AstNode, depth: int, marks: frozenset[Loop]) -> None:
         """A loop that runs more than once: a reduction in a local where marked so."""
-        if Loop.REDUCE in marks and self.reduction_loop(node, depth):
+        if Loop.REDUCE in marks and self.reduces(node):
+            self.reduction_loop(node, depth)
             return
         if Loop.SIMD in marks:
             self.out(depth, self.dialect.simd_pragma())
@@ -200,6 +184,27 @@ class StatementPrinter(ExprPrinter):
         if isinstance(mark, LoopMark):
             marks = marks | {mark.kind}
         self.node(node, depth, marks)
+
+
+def user_exprs(scop: Scop, node: isl.AstNode) -> tuple[ScopStmt, list[isl.AstExpr]]:
+    """The statement a user node runs, and its arguments as isl's expressions."""
+    e = node.user_get_expr()
+    name = e.get_op_arg(0).get_id().get_name()
+    return scop.statement(name), [e.get_op_arg(i) for i in range(1, e.get_op_n_arg())]
+
+
+def reduced(scop: Scop, node: isl.AstNode) -> tuple[ScopStmt, dict[str, str]] | str:
+    """The update statement that is a loop's whole body, with its iterators' values,
+    when the loop runs over one of its reduction indices; else why not."""
+    body = node.for_get_body()
+    if body.get_type() != isl.ast_node_type.user:
+        return "the loop's body is not one statement"
+    st, exprs = user_exprs(scop, body)
+    it = node.for_get_iterator().to_C_str()
+    env = {v: e.to_C_str() for v, e in zip(st.iterators, exprs, strict=True)}
+    if st.kind != "update" or any(it in env[v] for v in st.source.lhs):
+        return f"loop {it} runs over no reduction index of an update"
+    return st, env
 
 
 def _loop_bounds(node: isl.AstNode) -> tuple[isl.AstExpr, isl.AstExpr, int, int] | None:

@@ -1,0 +1,340 @@
+"""The form each loop of a CPU kernel takes, decided from isl's AST before any text.
+
+A serial loop that a mark asks something of becomes a reduction in a local (in vectors
+where its index is stride-1), a register tile (with the short loop around it as its
+rows) or a dot-product tile; a form that does not apply is refused with its reason
+(`NoForm`), and the loop prints as isl built it. The decisions read isl's objects (the
+AST's loops and expressions, the statement's domain) and the program, never printed
+text: codegen/c.py prints the form it is given.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import islpy as isl
+
+from .. import ir
+from ..options import MappingOptions, VectorUnit
+from ..poly.marks import Loop, is_loop, of_node
+from ..poly.scop import Scop, ScopStmt, sampled
+from .stmt import affine, ast_int, mentions, reduced, user_exprs, with_value
+
+MAX_ROWS = 8  # rows of one register tile
+# The vector forms of reductions: `+` and these.
+EXTREMA = ("max", "min")
+
+
+@dataclass(frozen=True)
+class NoForm:
+    """A loop that keeps the form isl gave it, and why."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
+class Reduction:
+    """A loop over a reduction index of the one update statement that is its body: the
+    output element accumulates in a local, in four vectors where `vector` (the index is
+    stride-1 and the right side has a vector form)."""
+
+    st: ScopStmt
+    env: Mapping[str, str]
+    vector: bool
+
+
+@dataclass(frozen=True)
+class TileNest:
+    """A register-tile nest: its statement, each row's iterators, the reduction
+    iterators with their C names and ranges."""
+
+    st: ScopStmt
+    envs: tuple[Mapping[str, str], ...]
+    names: Mapping[str, str]
+    reds: tuple[str, ...]
+    ranges: Mapping[str, tuple[int | str, int | str]]
+
+
+@dataclass(frozen=True)
+class RegisterTile:
+    """Reduction loops around the stride-1 output loop of one `+=` statement, as tiles
+    of `vectors` output vectors per row held in registers; `columns` is the output
+    loop's range at the sample."""
+
+    nest: TileNest
+    vectors: int
+    columns: tuple[int, int]
+
+
+@dataclass(frozen=True)
+class RowTile:
+    """A short loop whose iterations become a register tile's rows. In a kernel for
+    every size, whose row loop runs min(n, e) rows, `full` is the C condition under
+    which all n rows exist (else the loop prints as it is); None in a fixed kernel."""
+
+    tile: RegisterTile
+    full: str | None
+
+
+@dataclass(frozen=True)
+class DotTile:
+    """The output loop and reduction loop of a dot product in a fused nest: 1 x `cap`
+    tiles of outputs sharing the loads of the operands they have in common."""
+
+    st: ScopStmt
+    env: Mapping[str, str]
+    names: Mapping[str, str]
+    cap: int
+
+
+LoopForm = Reduction | RegisterTile | RowTile | DotTile
+
+
+@dataclass(frozen=True)
+class Chooser:
+    """What the forms are decided from: the scop, the options and the target's vector
+    unit."""
+
+    scop: Scop
+    options: MappingOptions
+    unit: VectorUnit
+
+    def form(self, node: isl.AstNode, marks: frozenset[Loop]) -> LoopForm | NoForm:
+        """The form of a serial loop with these proved marks, the first that applies of
+        a reduction, a register tile, a register tile's rows and a dot tile."""
+        reasons = []
+        for kind, decide in (
+            (Loop.REDUCE, self.reduction),
+            (Loop.REGTILE, self.register_tile),
+            (None, self.row_tile),
+            (Loop.DOTTILE, self.dot_tile),
+        ):
+            if kind is not None and kind not in marks:
+                continue
+            form = decide(node)
+            if not isinstance(form, NoForm):
+                return form
+            reasons.append(form.reason)
+        return NoForm("; ".join(reasons))
+
+    def reduction(self, node: isl.AstNode) -> Reduction | NoForm:
+        found = reduced(self.scop, node)
+        if isinstance(found, str):
+            return NoForm(found)
+        st, env = found
+        it = node.for_get_iterator().to_C_str()
+        lane = next(v for v in st.iterators if env[v] == it)
+        vector = (
+            self.options.register_tile > 0
+            and vector_refusal(self.scop.program.tensors, st, lane) is None
+        )
+        return Reduction(st, env, vector)
+
+    def register_tile(
+        self, node: isl.AstNode, rows: tuple[str, tuple[int, ...]] | None = None
+    ) -> RegisterTile | NoForm:
+        """The register tile of the perfect nest at node; `rows` = (iterator, values) of
+        a short loop around it, unrolled into the tile: rows x vectors accumulators
+        share each load of the row-independent operand (the outer-product form of a
+        matmul's micro-kernel)."""
+        found = band_exprs(self.scop, node)
+        if found is None:
+            return NoForm("a register tile needs a perfect nest")
+        st, exprs, loops = found
+        args = [a.to_C_str() for a in exprs]
+        inner = [v for v, a in zip(st.iterators, args, strict=True) if a in loops]
+        j = st.source.lhs[-1]
+        if set(inner) != {j, *(v for v in inner if v in st.source.reduction_vars)}:
+            return NoForm(f"the nest runs other loops than {j} and reduction loops")
+        env = {v: a for v, a in zip(st.iterators, args, strict=True) if v not in inner}
+        envs = [env]
+        if rows is not None:
+            envs = row_envs(st, exprs, env, rows)
+            if envs is None:
+                return NoForm("distinct rows would not store to distinct outputs")
+        jlo, jhi = box(self.scop, st)[j]
+        # Half the vector registers hold accumulators; the rest the operands.
+        accumulators = self.unit.registers // 2
+        width = self.options.vector_width
+        vectors = min(self.options.register_tile, (jhi - jlo) // width, accumulators // len(envs))
+        if vectors < 1:
+            return NoForm("not one vector of output columns per row")
+        why = vector_refusal(self.scop.program.tensors, st, j)
+        if why is not None:
+            return NoForm(why)
+        reds = tuple(v for v in st.iterators if v in inner and v != j)
+        names = {v: f"_r{n}" for n, v in enumerate(reds)}
+        nest = TileNest(st, tuple(envs), names, reds, loop_box(self.scop, st))
+        return RegisterTile(nest, vectors, (jlo, jhi))
+
+    def row_tile(self, node: isl.AstNode) -> RowTile | NoForm:
+        if not regtile_rows(node):
+            return NoForm("the loop's body is no register tile")
+        first, step = ast_int(node.for_get_init()), ast_int(node.for_get_inc())
+        bound = ast_int(node.for_get_cond().get_op_arg(1))
+        capped = None
+        if bound is None and self.scop.symbolic is not None:
+            capped = capped_bound(node.for_get_cond().get_op_arg(1))
+            bound = capped[0] if capped else None
+        if first is None or step is None or bound is None:
+            return NoForm("the row loop's bounds are not constants")
+        last = bound if node.for_get_cond().get_op_type() == isl.ast_expr_op_type.le else bound - 1
+        values = tuple(range(first, last + 1, step))
+        if not 2 <= len(values) <= MAX_ROWS:
+            return NoForm(f"{len(values)} rows (a tile has 2 to {MAX_ROWS})")
+        it = node.for_get_iterator().to_C_str()
+        tile = self.register_tile(node.for_get_body().mark_get_node(), rows=(it, values))
+        if isinstance(tile, NoForm):
+            return tile
+        return RowTile(tile, None if capped is None else f"({capped[1]}) >= {bound}")
+
+    def dot_tile(self, node: isl.AstNode) -> DotTile | NoForm:
+        found = band_exprs(self.scop, node)
+        if found is None:
+            return NoForm("a dot tile needs a perfect nest")
+        st, exprs, loops = found
+        plan = st.contraction
+        assert plan is not None
+        args = [a.to_C_str() for a in exprs]
+        env = {v: a for v, a in zip(st.iterators, args, strict=True) if a not in loops}
+        if set(st.iterators) - set(env) != {plan.cols, plan.red}:
+            return NoForm("the nest runs other loops than the output and reduction loops")
+        cap = 2 * max(1, min(self.options.register_tile, 4))
+        return DotTile(st, env, {plan.cols: "_b", plan.red: "_r"}, cap)
+
+
+def row_envs(
+    st: ScopStmt,
+    exprs: list[isl.AstExpr],
+    env: Mapping[str, str],
+    rows: tuple[str, tuple[int, ...]],
+) -> list[dict[str, str]] | None:
+    """Each row's iterators outside the tile, the row loop's iterator replaced by its
+    value; None where distinct rows would not store to distinct outputs (the iterator
+    must appear in one output subscript, affinely)."""
+    it, values = rows
+    outer = {v: e for v, e in zip(st.iterators, exprs, strict=True) if v in env}
+    lhs = [outer[v] for v in st.source.lhs if v in outer and mentions(outer[v], it)]
+    if len(lhs) != 1 or not affine(lhs[0]):
+        return None
+    return [{v: with_value(e, it, r).to_C_str() for v, e in outer.items()} for r in values]
+
+
+def band_exprs(
+    scop: Scop, node: isl.AstNode
+) -> tuple[ScopStmt, list[isl.AstExpr], list[str]] | None:
+    """The statement under a perfect nest of loops, its arguments as isl's expressions,
+    and the loops' iterators; None where the nest is not perfect."""
+    loops: list[str] = []
+    while node.get_type() == isl.ast_node_type.for_:
+        loops.append(node.for_get_iterator().to_C_str())
+        node = node.for_get_body()
+    if node.get_type() != isl.ast_node_type.user:
+        return None
+    st, args = user_exprs(scop, node)
+    return st, args, loops
+
+
+def vector_refusal(tensors: Mapping[str, ir.Tensor], st: ScopStmt, lane: str) -> str | None:
+    """Why st's right side has no vector form over `lane` as a reduction into a float
+    (`vexpr` prints the one it has); None when it has one."""
+    src = st.source
+    if src.op not in ("+", *EXTREMA) or tensors[src.tensor].dtype != "float32":
+        return f"{src.op}= into {src.tensor} is no float sum, maximum or minimum"
+    if lane not in ir.index_names(src.rhs):
+        return f"the right side does not depend on {lane}"
+    return no_vector_form(src.rhs, lane, tensors)
+
+
+def box(scop: Scop, st: ScopStmt) -> dict[str, tuple[int, int]]:
+    """The box of a statement's domain (domains are boxes): v -> [lo, hi); in a kernel
+    for every size, at its sample (for choices only: loop_box prints)."""
+    out = {}
+    domain = sampled(scop, st.domain)
+    for k, v in enumerate(st.iterators):
+        lo = domain.dim_min_val(k).to_python()
+        hi = domain.dim_max_val(k).to_python() + 1
+        out[v] = (lo, hi)
+    return out
+
+
+def loop_box(scop: Scop, st: ScopStmt) -> Mapping[str, tuple[int | str, int | str]]:
+    """The box of a statement's domain as the code runs it: numbers, or in a kernel for
+    every size, C expressions of its sizes."""
+    if scop.symbolic is None:
+        return box(scop, st)
+    return {v: box_text(scop, st, v) for v in st.iterators}
+
+
+def box_text(scop: Scop, st: ScopStmt, v: str) -> tuple[str, str]:
+    """A statement's range of iterator v, [lo, hi), as C: numbers, or in a kernel for
+    every size, isl's expressions of the sizes."""
+    if scop.symbolic is None:
+        lo, hi = box(scop, st)[v]
+        return str(lo), str(hi)
+    k = st.iterators.index(v)
+    build = isl.AstBuild.from_context(scop.program.context)
+    lo = build.expr_from_pw_aff(st.domain.dim_min(k)).to_C_str()
+    hi = build.expr_from_pw_aff(st.domain.dim_max(k)).to_C_str()
+    return f"({lo})", f"({hi}) + 1"
+
+
+def regtile_rows(node: isl.AstNode) -> bool:
+    """The loop's body is a register tile, whose rows the loop's iterations become."""
+    body = node.for_get_body()
+    return body.get_type() == isl.ast_node_type.mark and is_loop(of_node(body), Loop.REGTILE)
+
+
+def capped_bound(e: isl.AstExpr) -> tuple[int, str] | None:
+    """(n, e) of a loop bound `min(n, e)` of isl's AST (a tile's last rows, in a kernel for
+    every size), e as C; None for any other bound."""
+    if e.get_type() != isl.ast_expr_type.op or e.get_op_type() != isl.ast_expr_op_type.min:
+        return None
+    if e.get_op_n_arg() != 2:
+        return None
+    args = [e.get_op_arg(0), e.get_op_arg(1)]
+    for k in range(2):
+        n = ast_int(args[k])
+        if n is not None and ast_int(args[1 - k]) is None:
+            return n, args[1 - k].to_C_str()
+    return None
+
+
+def no_vector_form(e: ir.Expr, lane: str, tensors: Mapping[str, ir.Tensor]) -> str | None:
+    """Why e has no vector form with `lane` running over the lanes of a float vector
+    (it would need a gather, or computes in another type); None when it has one, or
+    does not depend on the lane. `vexpr` prints what this admits."""
+    if lane not in ir.index_names(e):
+        return None
+    if e.dtype != "float32":
+        return f"it computes in {e.dtype}"
+    match e:
+        case ir.Read(tensor=t, subscripts=subs) if tensors[t].dtype == "float32":
+            *outer, last = subs
+            if any(lane in ir.index_names(x) for x in outer) or not _unit(last, lane):
+                return f"its read of {t} is not stride-1 in {lane}"
+            return None
+        case ir.Binary(op="+" | "-" | "*" | "/", left=a, right=b, compute="float32"):
+            return no_vector_form(a, lane, tensors) or no_vector_form(b, lane, tensors)
+        case ir.Unary(op="-", operand=a):
+            return no_vector_form(a, lane, tensors)
+        case ir.Cast(operand=a) if a.dtype == "float32":
+            return no_vector_form(a, lane, tensors)
+    return f"{type(e).__name__} has no vector form"
+
+
+def _unit(e: ir.Expr, lane: str) -> bool:
+    """e is `lane` plus a term without it: consecutive lanes read consecutive elements."""
+    match e:
+        case ir.Index(name=n):
+            return n == lane
+        case ir.Cast(operand=x):
+            return _unit(x, lane)
+        case ir.Binary(op="+", left=a, right=b):
+            return (_unit(a, lane) and lane not in ir.index_names(b)) or (
+                _unit(b, lane) and lane not in ir.index_names(a)
+            )
+        case ir.Binary(op="-", left=a, right=b):
+            return _unit(a, lane) and lane not in ir.index_names(b)
+    return False

@@ -1,0 +1,90 @@
+"""The forms of a CPU kernel's loops as data (codegen/forms.py): decided from isl's AST
+before any text, each refusal with its reason. Printing needs no C compiler."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pytest
+
+import tc_graph as tg
+from tc_graph import compiler
+from tc_graph.codegen import forms
+from tc_graph.options import AVX512
+
+ROW_SUM = "def f(float(M,K) A) -> (S) { S(m) +=! A(m,r) }"
+GATHERED_SUM = "def f(float(M,K) A, int32(K) I) -> (S) { S(m) +=! A(m, I(r)) }"
+MATMUL = "def f(float(M,K) A, float(K,N) B) -> (C) { C(m,n) +=! A(m,k) * B(k,n) }"
+
+
+def decided(
+    source: str,
+    shapes: Sequence[tuple[int, ...]],
+    options: tg.MappingOptions | None,
+    monkeypatch: pytest.MonkeyPatch,
+    *,
+    every_size: bool = False,
+) -> list[forms.LoopForm | forms.NoForm]:
+    """The form of every serial loop the kernel prints (tc_kernel, then its phases), for
+    an AVX-512 CPU."""
+    fn = tg.define(source).f
+    args = [
+        np.zeros(s, fn.checked.tensors[n].dtype)
+        for n, s in zip(fn.checked.inputs, shapes, strict=True)
+    ]
+    bound = compiler.bind(fn, args)
+    prepared = compiler.prepare(bound)
+    options = options or compiler.default_options(bound.program, "cpu", AVX512)
+    seen: list[forms.LoopForm | forms.NoForm] = []
+    form = forms.Chooser.form
+
+    def recorded(self: forms.Chooser, *a: object) -> forms.LoopForm | forms.NoForm:
+        seen.append(form(self, *a))  # type: ignore[arg-type]
+        return seen[-1]
+
+    monkeypatch.setattr(forms.Chooser, "form", recorded)
+    if every_size:
+        compiler._every_size_text(prepared, options, AVX512)
+    else:
+        compiler.source(prepared, "cpu", options, AVX512)
+    return seen
+
+
+def test_a_stride_1_reduction_accumulates_in_vectors(monkeypatch: pytest.MonkeyPatch) -> None:
+    (form, _) = decided(ROW_SUM, [(64, 80)], None, monkeypatch)
+    assert isinstance(form, forms.Reduction) and form.vector
+    assert form.st.source.tensor == "S"
+    off = tg.MappingOptions(register_tile=0)
+    assert decided(ROW_SUM, [(64, 80)], off, monkeypatch)[0] == forms.Reduction(
+        form.st, form.env, vector=False
+    )
+
+
+def test_a_gathered_reduction_accumulates_in_a_scalar(monkeypatch: pytest.MonkeyPatch) -> None:
+    found = decided(GATHERED_SUM, [(64, 80), (80,)], None, monkeypatch)
+    reductions = [f for f in found if isinstance(f, forms.Reduction)]
+    assert reductions and not any(f.vector for f in reductions)
+    tensors = tg.define(GATHERED_SUM).f.checked.tensors
+    assert forms.vector_refusal(tensors, reductions[0].st, "r") == (
+        "its read of A is not stride-1 in r"
+    )
+    # The loop around it is a plain loop, and says why.
+    assert forms.NoForm("the loop's body is no register tile") in found
+
+
+@pytest.mark.parametrize("every_size", [False, True])
+def test_a_matmuls_rows_share_a_register_tile(
+    every_size: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Rows tiled by 8: the row loop's 8 iterations are one register tile's rows, each
+    with 2 vectors of columns (16 of AVX-512's 32 registers hold accumulators), over the
+    83 columns. In a kernel for every size the tile runs where the sizes give all 8."""
+    options = tg.MappingOptions(tile=(8,), register_tile=4)
+    found = decided(MATMUL, [(24, 37), (37, 83)], options, monkeypatch, every_size=every_size)
+    rows = [f for f in found if isinstance(f, forms.RowTile)]
+    assert rows
+    tile = rows[0].tile
+    assert (len(tile.nest.envs), tile.vectors, tile.columns) == (8, 2, (0, 83))
+    assert tile.nest.reds == ("k",) and tile.nest.names == {"k": "_r0"}
+    assert all((f.full is None) != every_size for f in rows)
