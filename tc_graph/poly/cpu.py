@@ -266,7 +266,10 @@ def _sets(u: isl.UnionSet) -> list[isl.Set]:
 
 
 def _extent(s: isl.Set, k: int) -> int:
-    """The values dimension k of s takes, from its least to its greatest (its box)."""
+    """The values dimension k of s takes, from its least to its greatest (its box); 0
+    for an empty s (a sample of a kernel for every size may have no outputs)."""
+    if s.is_empty():
+        return 0
     return s.dim_max_val(k).to_python() - s.dim_min_val(k).to_python() + 1
 
 

@@ -93,6 +93,19 @@ def test_reduction_over_nothing_still_sets_the_outputs(name: str, sizes: tuple[i
     _check(case, dict(zip(case["sizes"], sizes, strict=True)), 485)
 
 
+def test_a_kernel_for_every_size_compiles_at_a_sample_with_no_outputs() -> None:
+    """Its choices taken where the output is empty (a stencil whose kernel is longer than
+    its input: 3 - 5 + 1 < 0 outputs), the kernel is still one for every size (an
+    internal ValueError escaped the compile: the box of an empty domain has no bounds)."""
+    fn = tg.define("def st(float(N) B, float(M) K) -> (A) { A(i) +=! B(i + k) * K(k) }").st
+    rng = np.random.default_rng(4)
+    kernel = fn.compile(np.ones(3, np.float32), np.ones(5, np.float32), parametric=True)
+    for n, m in [(3, 5), (9, 5), (40, 3), (1, 1)]:
+        b, k = rng.standard_normal(n).astype(np.float32), rng.standard_normal(m).astype(np.float32)
+        want = fn(b, k, target="reference")
+        np.testing.assert_allclose(kernel(b, k), want, rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.parametrize("name", ["dense_relu", "conv_channels", "dot", "batched_projection"])
 def test_long_contractions_take_the_outer_product_form(name: str) -> None:
     """At their samples these contractions are kernels of their own in the outer-product
