@@ -359,7 +359,7 @@ def inner_dot(p: _Printer, dot: DotTile, depth: int) -> None:
     plan = st.contraction
     assert plan is not None
     if p.scop.symbolic is not None:
-        dots_every_size(p, st, env, names, cap, depth)
+        dots_every_size(p, dot, depth)
         return
     ranges = box(p.scop, st)
     (blo, bhi), (rlo, rhi) = ranges[plan.cols], ranges[plan.red]
@@ -377,22 +377,14 @@ def inner_dot(p: _Printer, dot: DotTile, depth: int) -> None:
     p.out(depth, "}")
 
 
-def dots_every_size(
-    p: _Printer,
-    st: ScopStmt,
-    env: Mapping[str, str],
-    names: Mapping[str, str],
-    cap: int,
-    depth: int,
-) -> None:
+def dots_every_size(p: _Printer, dot: DotTile, depth: int) -> None:
     """inner_dot in a kernel for every size: tiles of `cap` outputs, then one output at
     a time, as many of each as the sizes give."""
+    st, env, names, cap = dot.st, dot.env, dot.names, dot.cap
     plan = st.contraction
     assert plan is not None
-    (blo, bhi), (rlo, rhi) = (
-        box_text(p.scop, st, plan.cols),
-        box_text(p.scop, st, plan.red),
-    )
+    blo, bhi = box_text(p.scop, st, plan.cols)
+    rlo, rhi = box_text(p.scop, st, plan.red)
     sample = sample_reduction(p, st)
     reductions: list[tuple[int | str, int | str]] = [(rlo, rhi)]
     if sample is not None:
