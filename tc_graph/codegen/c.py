@@ -26,7 +26,7 @@ from ..poly.marks import Local, Loop, LoopMark, Mark, in_tree, is_loop, of_node
 from ..poly.proof import annotated_ast, children, loop_depth, loop_parallel, refuse
 from ..poly.scop import Scop, ScopStmt
 from .dots import contraction, contraction_trips, inner_dot
-from .expr import C_OPENMP, Dialect, acc_start, cname, combine, helper_lines, identity
+from .expr import C_OPENMP, Dialect, acc_start, cname, combine, identity
 from .forms import (
     Chooser,
     DotTile,
@@ -39,117 +39,13 @@ from .forms import (
     regtile_rows,
 )
 from .phases import Parallel, doubled, phase_kernel
+from .prelude import EXTREMA, prelude
 from .stmt import (
     StatementPrinter,
     constant_loop,
     counted_loop,
     sample_trips,
 )
-
-
-def _prelude(vector_width: int) -> str:
-    lines = [
-        "#include <stdint.h>",
-        f"typedef float tc_vf __attribute__((vector_size({4 * vector_width})));",
-        f"typedef float tc_vfu __attribute__((vector_size({4 * vector_width}), aligned(4)));",
-        f"typedef int tc_vi __attribute__((vector_size({4 * vector_width})));",
-        _hsum(vector_width),
-        *_vector_extrema(vector_width),
-        # stdio for the size checks' snprintf (gcc 14 refuses an implicit declaration).
-        "#include <stdio.h>",
-        "#include <stdlib.h>",
-        "#include <string.h>",
-        "#include <math.h>",
-        "#define floord(n, d) (((n) < 0) ? -((-(n) + (d) - 1) / (d)) : (n) / (d))",
-        "#define min(x, y) ((x) < (y) ? (x) : (y))",
-        "#define max(x, y) ((x) > (y) ? (x) : (y))",
-        *_VECTOR_EXPF,
-        *_vector_erff(),
-    ]
-    lines += helper_lines("static inline")
-    return "\n".join(lines)
-
-
-# expf without a call, so that gcc vectorizes it inside `omp simd` loops (libm's expf is
-# a call per element: 6.3x slower on one Zen 3 core, and Softmax lost to onnxruntime). x
-# = n ln2 + r with |r| <= ln2/2: n rounded by adding and taking away 1.5 * 2^23 (a
-# rounding conversion to int kept the loop from vectorizing), ln2 split in two so that
-# n ln2 is exact for |n| < 2^9; e^r by a degree-6 polynomial fitted to e^r's relative
-# error on |r| <= ln2/2 (Lawson's iteration: 2e-9, under a tenth of an ulp; the Taylor
-# series needs r^7 for that, one FMA more, 7% of a Softmax): its relative error is at
-# most 0.71 float32 epsilons in all, measured over [-87.3, 88.7] (0.65 with Taylor's); 2^n
-# applied in two halves, so that subnormal results and overflow to infinity come out
-# right, its bits moved by memcpy (a union kept a loop that also reads a local array
-# from vectorizing). x is clamped to [-104, 89] first (the float-to-int conversion must
-# stay in range) as integer minima on its bits (unsigned for the negative side, whose bits
-# grow with the magnitude, signed for the positive): written as float selects, gcc
-# computed the clamped lanes' constant results apart and blended them back, 50
-# instructions per vector instead of 30 (exp 0.57 against 0.9 ns an element over a copy,
-# one Zen 3 core). A NaN clamps to either end and is returned as it came.
-_VECTOR_EXPF = (
-    "static inline float tc_expf(float x) {",
-    "  uint32_t u;",
-    "  __builtin_memcpy(&u, &x, 4);",
-    "  u = u < 0xC2D00000u ? u : 0xC2D00000u;",
-    "  int32_t k = (int32_t)u < 0x42B20000 ? (int32_t)u : 0x42B20000;",
-    "  float c;",
-    "  __builtin_memcpy(&c, &k, 4);",
-    "  float t = (c * 1.44269504088896341f + 12582912.0f) - 12582912.0f;",
-    "  float r = (c - t * 0.693145751953125f) - t * 1.4286068202862268e-6f;",
-    "  float p = 1.0f + r * (1.0f + r * (0.49999994040f + r * (0.16666431725f + r * (0.04166800156f"
-    " + r * (0.00837416295f + r * 0.00138436444f)))));",
-    "  int32_t n = (int32_t)t, h = n >> 1, ia = (h + 127) << 23, ib = (n - h + 127) << 23;",
-    "  float a, b;",
-    "  __builtin_memcpy(&a, &ia, 4);",
-    "  __builtin_memcpy(&b, &ib, 4);",
-    "  return x != x ? x : p * a * b;",
-    "}",
-)
-
-
-# erff without a call, for the same reason (Gelu, x * 0.5 * (1 + erf(x / sqrt 2)), ran at
-# 0.18x onnxruntime on libm's erff): x clamped to [-3.92, 3.92] (erf is +-1 in float
-# beyond), then x P(x^2) / Q(x^2) with P of degree 6 and Q of degree 5, a rational fit of
-# erf(x) / x on [0, 3.92] (linear least squares on P - erf(x)/x Q at 10,000 points,
-# reweighted toward the largest errors: 2e-9 relative before rounding). 11 FMAs and a
-# division, against the 23 FMAs and selects of the Taylor series and degree-16 fit it
-# replaces (vector code evaluates both pieces): within 2.4 ulp of 1, and 2.1 ulp relative
-# near 0, against SciPy; the result is clamped to [-1, 1] (at 3.92 the rounded quotient
-# was 1 + 1 ulp). A NaN passes every clamp and comes out as it came. erf is odd and so is
-# the fit, so |x| is clamped and the sign put back last: one select each side instead of
-# two (as x < -3.92 ? -3.92 : x > 3.92 ? ..., gcc made 8 compares and 2 mask operations a
-# vector of them), the same bits for every float input; Gelu over 1024 x 1536, two Zen 4
-# cores: 467 -> 347 us.
-_ERF_P = (
-    1.1283791688178453, 0.18517299222943706, 0.05423659697467068, 0.0038385530569476196,
-    0.0003762483913926067, 4.594736964420171e-06, -1.2727623927011322e-08,
-)  # fmt: skip
-_ERF_Q = (
-    1.0, 0.4974386918343798, 0.11387837781320044, 0.015428130655140093,
-    0.001300824033682812, 6.226182104356048e-05,
-)  # fmt: skip
-_ERF_HI = 3.92
-
-
-def _horner(var: str, coefficients: Sequence[float]) -> str:
-    """c0 + var * (c1 + var * (...)) with float literals."""
-    text = f"{coefficients[-1]!r}f"
-    for c in reversed(coefficients[:-1]):
-        text = f"{c!r}f + {var} * ({text})"
-    return text
-
-
-def _vector_erff() -> list[str]:
-    hi = f"{_ERF_HI!r}f"
-    return [
-        "static inline float tc_erff(float x) {",
-        "  float a = fabsf(x);",
-        f"  a = {hi} < a ? {hi} : a;",
-        "  float t = a * a;",
-        f"  float r = a * ({_horner('t', _ERF_P)}) / ({_horner('t', _ERF_Q)});",
-        "  return copysignf(1.0f < r ? 1.0f : r, x);",
-        "}",
-    ]
 
 
 class _Printer(StatementPrinter):
@@ -433,7 +329,7 @@ class _Printer(StatementPrinter):
             start, step, merge = "{0}", "{a} += {v}", "(a0 + a1) + (a2 + a3)"
             first, last = f"{target} + tc_hsum(a0)", f"acc += (float)({tail})"
         else:
-            _, lanewise, across = _EXTREMA[src.op]
+            _, lanewise, across = EXTREMA[src.op]
             start = f"(tc_vf){{0}} + {identity(src.op, 'float32')}"
             step = f"{{a}} = {lanewise}({{a}}, {{v}})"
             merge = f"{lanewise}({lanewise}(a0, a1), {lanewise}(a2, a3))"
@@ -885,41 +781,6 @@ def _product(loops: Sequence[isl.AstNode], sizes: Mapping[str, int]) -> int | No
     return None if None in trips else math.prod(t for t in trips if t is not None)
 
 
-def _hsum(width: int) -> str:
-    """The sum of a vector's lanes as a tree of shuffles (log2(width) steps, not width)."""
-    steps = [f"v += {rotation};" for rotation in _rotations(width)]
-    return f"static inline float tc_hsum(tc_vf v) {{ {' '.join(steps)} return v[0]; }}"
-
-
-def _rotations(width: int) -> list[str]:
-    """The lane rotations by width/2, width/4, ..., 1 of `v` (a tree over the lanes)."""
-    out = []
-    half = width // 2
-    while half:
-        mask = ", ".join(str((lane + half) % width) for lane in range(width))
-        out.append(f"__builtin_shuffle(v, (tc_vi){{{mask}}})")
-        half //= 2
-    return out
-
-
-# Vector forms of `max=` and `min=` for vectorized reductions: the select keeps the
-# accumulator where the new value is NaN, as the scalar `combine` does (NaN ignored), and
-# is x86's maxps/minps exactly; the lanes, never NaN, then reduce by the same select.
-_EXTREMA = {"max": (">", "tc_vmax", "tc_hmax"), "min": ("<", "tc_vmin", "tc_hmin")}
-
-
-def _vector_extrema(width: int) -> list[str]:
-    lines = []
-    for cmp, lanewise, across in _EXTREMA.values():
-        lines.append(
-            f"static inline tc_vf {lanewise}(tc_vf a, tc_vf v) {{ tc_vi m = v {cmp} a;"
-            " return (tc_vf)((m & (tc_vi)v) | (~m & (tc_vi)a)); }"
-        )
-        steps = " ".join(f"v = {lanewise}(v, {r});" for r in _rotations(width))
-        lines.append(f"static inline float {across}(tc_vf v) {{ {steps} return v[0]; }}")
-    return lines
-
-
 # Scalar accumulators of a register tile's last columns updated together (enough
 # independent adds to hide the add latency, few enough to stay in registers).
 _TAIL_CHAINS = 24
@@ -942,4 +803,4 @@ def emit(
     printer = _Printer(scop, options, dialect, proved=True, unit=unit)
     printer.locals = frozenset(m.tensor for m in in_tree(schedule) if isinstance(m, Local))
     main = printer.kernel(ast, name)
-    return f"{_prelude(options.vector_width)}\n\n{main}\n\n{phase_kernel(printer, ast)}\n"
+    return f"{prelude(options.vector_width)}\n\n{main}\n\n{phase_kernel(printer, ast)}\n"

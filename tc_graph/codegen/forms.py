@@ -19,11 +19,10 @@ from .. import ir
 from ..options import MappingOptions, VectorUnit
 from ..poly.marks import Loop, is_loop, of_node
 from ..poly.scop import Scop, ScopStmt, sampled
+from .prelude import EXTREMA
 from .stmt import affine, ast_int, mentions, reduced, user_exprs, with_value
 
 MAX_ROWS = 8  # rows of one register tile
-# The vector forms of reductions: `+` and these.
-EXTREMA = ("max", "min")
 
 
 @dataclass(frozen=True)
