@@ -182,8 +182,8 @@ class _Printer(StatementPrinter):
 
         def prefetch(d: int, *, first: bool = False) -> None:
             for e in envs:
-                self.prefetch(st, {**e, **names}, reds, nest.ranges, "j0", width * vectors, d,
-                              first=first)  # fmt: skip
+                self.prefetch(st, {**e, **names}, reds, nest.ranges, nest.prefetched, "j0",
+                              width * vectors, d, first=first)  # fmt: skip
 
         with self.reduction_loops(nest, depth, lambda d: prefetch(d, first=True)) as d:
             prefetch(d)
@@ -270,7 +270,8 @@ class _Printer(StatementPrinter):
         st: ScopStmt,
         env: dict[str, str],
         reds: list[str],
-        ranges: Mapping[str, tuple[int, int]],
+        ranges: Mapping[str, tuple[int | str, int | str]],
+        prefetched: Sequence[ir.Read],
         lane_at: str,
         width: int,
         depth: int,
@@ -281,13 +282,13 @@ class _Printer(StatementPrinter):
         `first`: the rows of the first steps, before the reduction loop starts (without
         them every bag's first rows were demand misses: 2LUT 9% slower)."""
         ahead = self.options.prefetch_distance
-        if not reds or not ahead:
+        if not prefetched:
             return
         r = reds[-1]
         lo, hi = ranges[r]
         step = "_p" if first else f"({env[r]} + {ahead})"
         fenv = {**env, r: step, st.source.lhs[-1]: lane_at}
-        for read in self.indirect_rows(st, r):
+        for read in prefetched:
             idx = self.linear(read.tensor, [self.expr(s, fenv) for s in read.subscripts])
             if first:
                 self.out(depth, f"for (int _p = {lo}; _p < {lo} + {ahead} && _p < {hi}; _p++) {{")
@@ -296,20 +297,6 @@ class _Printer(StatementPrinter):
             for off in range(0, width, 16):
                 self.out(depth + 1, f"__builtin_prefetch(&{cname(read.tensor)}[{idx} + {off}]);")
             self.out(depth, "}")
-
-    def indirect_rows(self, st: ScopStmt, r: str) -> list[ir.Read]:
-        """The reads of st whose row is found through an index tensor (an input) that the
-        reduction index r moves: the ones worth prefetching."""
-        rows = []
-        for read in ir.reads(st.source.rhs):
-            outer = read.subscripts[:-1]
-            if not any(isinstance(x, ir.Read) for s in outer for x in ir.walk(s)):
-                continue
-            if r not in {n for s in outer for n in ir.index_names(s)}:
-                continue
-            if all(x.tensor in self.program.inputs for s in outer for x in ir.reads(s)):
-                rows.append(read)
-        return rows
 
     def vector_reduction(
         self, node: isl.AstNode, st: ScopStmt, env: Mapping[str, str], depth: int

@@ -46,13 +46,15 @@ class Reduction:
 @dataclass(frozen=True)
 class TileNest:
     """A register-tile nest: its statement, each row's iterators, the reduction
-    iterators with their C names and ranges."""
+    iterators with their C names and ranges, and the reads it prefetches."""
 
     st: ScopStmt
     envs: tuple[Mapping[str, str], ...]
     names: Mapping[str, str]
     reds: tuple[str, ...]
     ranges: Mapping[str, tuple[int | str, int | str]]
+    # The reads whose rows are fetched a few reduction steps ahead (`indirect_rows`).
+    prefetched: tuple[ir.Read, ...]
 
 
 @dataclass(frozen=True)
@@ -164,7 +166,9 @@ class Chooser:
             return NoForm(why)
         reds = tuple(v for v in st.iterators if v in inner and v != j)
         names = {v: f"_r{n}" for n, v in enumerate(reds)}
-        nest = TileNest(st, tuple(envs), names, reds, loop_box(self.scop, st))
+        ahead = bool(reds) and self.options.prefetch_distance > 0
+        prefetched = indirect_rows(self.scop, st, reds[-1]) if ahead else ()
+        nest = TileNest(st, tuple(envs), names, reds, loop_box(self.scop, st), prefetched)
         return RegisterTile(nest, vectors, (jlo, jhi))
 
     def row_tile(self, node: isl.AstNode) -> RowTile | NoForm:
@@ -233,6 +237,21 @@ def band_exprs(
         return None
     st, args = user_exprs(scop, node)
     return st, args, loops
+
+
+def indirect_rows(scop: Scop, st: ScopStmt, r: str) -> tuple[ir.Read, ...]:
+    """The reads of st whose row is found through an index tensor (an input) that the
+    reduction index r moves: the ones worth prefetching."""
+    rows = []
+    for read in ir.reads(st.source.rhs):
+        outer = read.subscripts[:-1]
+        if not any(isinstance(x, ir.Read) for s in outer for x in ir.walk(s)):
+            continue
+        if r not in {n for s in outer for n in ir.index_names(s)}:
+            continue
+        if all(x.tensor in scop.program.inputs for s in outer for x in ir.reads(s)):
+            rows.append(read)
+    return tuple(rows)
 
 
 def vector_refusal(tensors: Mapping[str, ir.Tensor], st: ScopStmt, lane: str) -> str | None:

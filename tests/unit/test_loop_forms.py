@@ -88,3 +88,21 @@ def test_a_matmuls_rows_share_a_register_tile(
     assert (len(tile.nest.envs), tile.vectors, tile.columns) == (8, 2, (0, 83))
     assert tile.nest.reds == ("k",) and tile.nest.names == {"k": "_r0"}
     assert all((f.full is None) != every_size for f in rows)
+
+
+LOOKUP = "def f(float(E,D) T, int32(B,L) I) -> (O) { O(b,d) +=! T(I(b,l),d) }"
+
+
+@pytest.mark.parametrize("distance", [0, 32])
+def test_a_tile_prefetches_the_rows_found_through_its_index(
+    distance: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A lookup's register tile: the table's rows, found through I as l moves, are the
+    reads it prefetches, where a prefetch distance is set."""
+    options = tg.MappingOptions(tile=(4,), register_tile=1, prefetch_distance=distance)
+    found = decided(LOOKUP, [(5000, 64), (16, 50)], options, monkeypatch)
+    nests = [f.tile.nest for f in found if isinstance(f, forms.RowTile)]
+    assert nests
+    for nest in nests:
+        assert nest.reds == ("l",)
+        assert [r.tensor for r in nest.prefetched] == (["T"] if distance else [])
