@@ -23,7 +23,7 @@ from ..errors import TcError
 from ..lang.types import C_TYPES
 from ..options import AVX512, MappingOptions, VectorUnit
 from ..poly.marks import Local, Loop, LoopMark, Mark, in_tree, is_loop, of_node
-from ..poly.proof import annotated_ast, children, loop_depth, loop_parallel, refuse
+from ..poly.proof import annotated_ast, children, refuse
 from ..poly.scop import Scop, ScopStmt
 from .dots import contraction, contraction_trips, inner_dot
 from .expr import C_OPENMP, Dialect, acc_start, cname, combine, identity
@@ -31,12 +31,14 @@ from .forms import (
     Chooser,
     DotTile,
     NoForm,
+    ParallelLoop,
     Reduction,
     RegisterTile,
     RowTile,
+    SpecialisedLoop,
     TileNest,
     box_text,
-    regtile_rows,
+    loop_marks,
 )
 from .phases import Parallel, doubled, phase_kernel
 from .prelude import EXTREMA, prelude
@@ -55,7 +57,6 @@ class _Printer(StatementPrinter):
         options: MappingOptions,
         dialect: Dialect,
         *,
-        proved: bool = False,
         unit: VectorUnit = AVX512,
     ) -> None:
         super().__init__(scop, dialect)
@@ -66,9 +67,8 @@ class _Printer(StatementPrinter):
         # "serial": a phase printed without any parallel loop (`phase_plan` decides).
         self.mode = "omp"
         self.loops_open = 0
-        # Printing an `annotated_ast` (poly/proof.py), the schedule depth of the band under
-        # each enclosing mark (poly/cpu.py records it in the mark); None otherwise.
-        self.proved = proved
+        # The schedule depth of the band under each enclosing mark of the `annotated_ast`
+        # (poly/proof.py) printed (poly/cpu.py records it in the mark).
         self.mark_depth: dict[Loop, int | None] = {}
         # The temporaries that live in local arrays (poly/local.py decided them).
         self.locals: frozenset[str] = frozenset()
@@ -365,21 +365,6 @@ class _Printer(StatementPrinter):
         it = node.for_get_iterator().to_C_str()
         self.parallel_loop(depth, it, first, count, step, simd=simd)
 
-    def folds(self, node: isl.AstNode, *, simd: bool) -> list[isl.AstNode]:
-        """The loops that parallel loop `node` of a kernel for every size runs as one
-        (`folded_loops`) where it is printed as OpenMP's or the phase's loop; else itself."""
-        top = self.mode == "omp" or (self.mode == "chunk" and self.loops_open == 0)
-        return self.folded(node, simd=simd) if top else [node]
-
-    def folded(self, node: isl.AstNode, *, simd: bool) -> list[isl.AstNode]:
-        """`folded_loops` of a parallel loop of a kernel for every size whose bounds are
-        expressions of the sizes, in an AST with isl's proofs (`annotated_ast`); else
-        itself (a constant or vector loop)."""
-        symbolic = self.scop.symbolic is not None and constant_loop(node) is None
-        if simd or not symbolic or not self.proved or counted_loop(node) is None:
-            return [node]
-        return folded_loops(node, self.scop.sizes)
-
     def folded_for(self, loops: Sequence[isl.AstNode], depth: int) -> None:
         """`loops` (folded_loops) as one parallel loop over the product of their
         iterations, around the innermost one's body: OpenMP's collapse in tc_kernel; in
@@ -447,11 +432,12 @@ class _Printer(StatementPrinter):
         self.out(depth, f"for (int {var} = {first}; {var} < {end}; {var} += {step}) {{")
 
     def loop(self, node: isl.AstNode, depth: int, marks: frozenset[Loop]) -> None:
-        """A loop as its proved marks ask: a reduction in a local or in vectors, a register
-        or dot tile, a parallel loop, or a plain loop."""
+        """A loop in the form its proved marks ask for (forms.Chooser): a reduction in a
+        local or in vectors, a register or dot tile, a parallel loop (folded with those
+        inside it), a simd loop specialised to the sample, or a plain loop."""
         here = self.proved_marks(node, marks)
-        serial = Loop.PARALLEL not in here
-        form = self.chooser.form(node, here) if serial else NoForm("a parallel loop")
+        top = self.mode == "omp" or (self.mode == "chunk" and self.loops_open == 0)
+        form = self.chooser.form(node, here, top=top)
         match form:
             case Reduction(st=st, env=env, vector=True):
                 self.vector_reduction(node, st, env, depth)
@@ -463,29 +449,18 @@ class _Printer(StatementPrinter):
                 self.row_tile(node, form, depth)
             case DotTile():
                 inner_dot(self, form, depth)
-            case NoForm():
-                self.plain_loop(node, depth, here)
-
-    def plain_loop(self, node: isl.AstNode, depth: int, here: frozenset[Loop]) -> None:
-        """A loop that keeps isl's form: parallel (folded with the parallel loops inside
-        it where it may), or serial (a simd loop specialised to the sample's count
-        where that pays)."""
-        serial = Loop.PARALLEL not in here
-        if not serial:
-            loops = self.folds(node, simd=Loop.SIMD in here)
-            if len(loops) > 1:
+            case ParallelLoop(loops=loops) if len(loops) > 1:
                 self.folded_for(loops, depth)
-                return
-            self.parallel_for(node, depth, simd=Loop.SIMD in here)
-        else:
-            trips = self.specialised_trips(node) if Loop.SIMD in here else None
-            if trips is not None:
+            case ParallelLoop(simd=simd):
+                self.parallel_for(node, depth, simd=simd)
+                self.loop_body(node, depth)
+            case SpecialisedLoop(trips=trips):
                 self.specialised_loop(node, trips, depth)
-                return
-            if Loop.SIMD in here:
-                self.out(depth, self.dialect.simd_pragma())
-            self.out(depth, self.for_header(node) + " {")
-        self.loop_body(node, depth)
+            case NoForm():
+                if Loop.SIMD in here:
+                    self.out(depth, self.dialect.simd_pragma())
+                self.out(depth, self.for_header(node) + " {")
+                self.loop_body(node, depth)
 
     def loop_body(self, node: isl.AstNode, depth: int) -> None:
         """The body of a loop opened at `depth`, and its closing brace."""
@@ -493,19 +468,6 @@ class _Printer(StatementPrinter):
         self.node(node.for_get_body(), depth + 1)
         self.loops_open -= 1
         self.out(depth, "}")
-
-    def specialised_trips(self, node: isl.AstNode) -> int | None:
-        """The sample's iteration count of an innermost loop of a kernel for every size
-        where a copy specialised to it pays: its bounds are expressions of the sizes alone,
-        and it runs fewer iterations than a vector has lanes (MLP3's last layer: 2). There
-        gcc's vector loop, with its checks and scalar epilogue for an unknown count, costs
-        several times the fully unrolled copy. None elsewhere."""
-        if self.scop.symbolic is None:
-            return None
-        trips = sample_trips(node, self.scop.sizes)
-        if trips is None or not 0 < trips < self.options.vector_width:
-            return None
-        return trips
 
     def specialised_loop(self, node: isl.AstNode, trips: int, depth: int) -> None:
         """A simd loop twice, as Halide's specialize: `trips` iterations where its count
@@ -534,7 +496,7 @@ class _Printer(StatementPrinter):
             self.local(node, mark, depth, marks)
         elif isinstance(mark, LoopMark):
             saved = self.mark_depth.get(mark.kind)
-            self.mark_depth[mark.kind] = mark.depth if self.proved else None
+            self.mark_depth[mark.kind] = mark.depth
             super().mark(node, mark, depth, marks)
             self.mark_depth[mark.kind] = saved
         else:
@@ -543,7 +505,7 @@ class _Printer(StatementPrinter):
     # -- temporaries ------------------------------------------------------
     def proved_marks(self, node: isl.AstNode, marks: frozenset[Loop]) -> frozenset[Loop]:
         """The marks of this loop (`loop_marks`); a refused one is reported."""
-        here, refused = loop_marks(node, marks, self.mark_depth, proved=self.proved)
+        here, refused = loop_marks(node, marks, self.mark_depth)
         for m in refused:
             refuse(m.value, node)
         return here
@@ -559,7 +521,7 @@ class _Printer(StatementPrinter):
         if t == isl.ast_node_type.for_:
             if node.for_is_degenerate():
                 return self.top_parallel(node.for_get_body(), frozenset(), depths)
-            here, _ = loop_marks(node, marks, depths, proved=self.proved)
+            here, _ = loop_marks(node, marks, depths)
             if Loop.PARALLEL not in here:
                 return []
             return [self.parallel_trips(node, simd=Loop.SIMD in here)]
@@ -570,7 +532,7 @@ class _Printer(StatementPrinter):
             if mark.kind is Loop.CONTRACT:
                 trips = contraction_trips(self, node.mark_get_node())
                 return [] if trips is None else [Parallel(trips)]
-            depths = {**depths, mark.kind: mark.depth if self.proved else None}
+            depths = {**depths, mark.kind: mark.depth}
             return self.top_parallel(node.mark_get_node(), marks | {mark.kind}, depths)
         return [n for c in children(node) for n in self.top_parallel(c, marks, depths)]
 
@@ -585,7 +547,7 @@ class _Printer(StatementPrinter):
             return Parallel(counted[1], known, known)
         if sym is None or counted_loop(node) is None:
             return Parallel(None)
-        loops = self.folded(node, simd=simd)
+        loops = self.chooser.folded(node, simd=simd)
         texts = [c[1] for c in map(counted_loop, loops) if c is not None]
         trips = texts[0] if len(texts) == 1 else " * ".join(f"({t})" for t in texts)
         return Parallel(
@@ -720,48 +682,6 @@ class _Printer(StatementPrinter):
         return [n for n in self.program.temporaries if n not in self.locals]
 
 
-def loop_marks(
-    node: isl.AstNode,
-    marks: frozenset[Loop],
-    mark_depth: Mapping[Loop, int | None],
-    *,
-    proved: bool,
-) -> tuple[frozenset[Loop], tuple[Loop, ...]]:
-    """The marks of a loop, and those the proof refuses. In an `annotated_ast`
-    (poly/proof.py), a mark applies to the loop of its band's depth only (`mark_depth`):
-    a loop further in means isl printed no loop for the band here (a piece where it has
-    one value), and the mark ends. Then `parallel` and `simd` stay only where isl's
-    dependences prove the loop parallel."""
-    if not proved:
-        return marks, ()
-    depth = loop_depth(node)
-    here = {m for m in marks if mark_depth.get(m) in (None, depth)}
-    refused = tuple(m for m in (Loop.PARALLEL, Loop.SIMD) if m in here and not loop_parallel(node))
-    return frozenset(here.difference(refused)), refused
-
-
-def folded_loops(node: isl.AstNode, sizes: Mapping[str, int]) -> list[isl.AstNode]:
-    """The loops a parallel loop of a kernel for every size runs as one, itself first:
-    while the last one's body is a loop that isl's dependences prove parallel, whose
-    bounds are expressions of the sizes alone, and that nothing asks anything of (no
-    mark, no register tile's rows), that loop too. Choices made at 8 x 128 tokens put a
-    BERT-style layer's parallel loop on the batch, one iteration at batch 1; folded with
-    its heads and rows, every thread has work at any batch."""
-    loops = [node]
-    while True:
-        body = loops[-1].for_get_body()
-        if (
-            body.get_type() != isl.ast_node_type.for_
-            or body.for_is_degenerate()
-            or not loop_parallel(body)
-            or sample_trips(body, sizes) is None
-            or counted_loop(body) is None
-            or regtile_rows(body)
-        ):
-            return loops
-        loops.append(body)
-
-
 def _product(loops: Sequence[isl.AstNode], sizes: Mapping[str, int]) -> int | None:
     """The product of the loops' iterations at these sizes (None where one is unknown)."""
     trips = [sample_trips(lp, sizes) for lp in loops]
@@ -787,7 +707,7 @@ def emit(
     and `name`_in, its temporaries in a scratch block its caller passes (_Printer.kernel).
     `unit` is the target CPU's (runtime/cc.vector_unit)."""
     ast = annotated_ast(scop, schedule) if scop.statements else None
-    printer = _Printer(scop, options, dialect, proved=True, unit=unit)
+    printer = _Printer(scop, options, dialect, unit=unit)
     printer.locals = frozenset(m.tensor for m in in_tree(schedule) if isinstance(m, Local))
     main = printer.kernel(ast, name)
     return f"{prelude(options.vector_width)}\n\n{main}\n\n{phase_kernel(printer, ast)}\n"

@@ -1,9 +1,11 @@
 """The form each loop of a CPU kernel takes, decided from isl's AST before any text.
 
-A serial loop that a mark asks something of becomes a reduction in a local (in vectors
-where its index is stride-1), a register tile (with the short loop around it as its
-rows) or a dot-product tile; a form that does not apply is refused with its reason
-(`NoForm`), and the loop prints as isl built it. The decisions read isl's objects (the
+A parallel loop takes the parallel loops nested in it along (in a kernel for every
+size). A serial loop that a mark asks something of becomes a reduction in a local (in
+vectors where its index is stride-1), a register tile (with the short loop around it as
+its rows), a dot-product tile, or a simd loop also printed for the sample's count; a
+form that does not apply is refused with its reason (`NoForm`), and the loop prints as
+isl built it. Which marks a loop keeps, isl's dependences decide (`loop_marks`). The decisions read isl's objects (the
 AST's loops and expressions, the statement's domain) and the program, never printed
 text: codegen/c.py prints the form it is given.
 """
@@ -18,9 +20,20 @@ import islpy as isl
 from .. import ir
 from ..options import MappingOptions, VectorUnit
 from ..poly.marks import Loop, is_loop, of_node
+from ..poly.proof import loop_depth, loop_parallel
 from ..poly.scop import Scop, ScopStmt, sampled
 from .prelude import EXTREMA
-from .stmt import affine, ast_int, mentions, reduced, user_exprs, with_value
+from .stmt import (
+    affine,
+    ast_int,
+    constant_loop,
+    counted_loop,
+    mentions,
+    reduced,
+    sample_trips,
+    user_exprs,
+    with_value,
+)
 
 MAX_ROWS = 8  # rows of one register tile
 
@@ -89,7 +102,26 @@ class DotTile:
     cap: int
 
 
-LoopForm = Reduction | RegisterTile | RowTile | DotTile
+@dataclass(frozen=True)
+class ParallelLoop:
+    """A loop that isl's dependences prove parallel, with the parallel loops nested in it
+    that run as one with it (`folded`): itself alone where none do."""
+
+    loops: tuple[isl.AstNode, ...]
+    simd: bool
+
+
+@dataclass(frozen=True)
+class SpecialisedLoop:
+    """A simd loop of a kernel for every size, also printed for the sample's `trips`
+    iterations (fewer than a vector's lanes): gcc's vector loop with its checks and
+    scalar epilogue for an unknown count costs several times the unrolled copy (MLP3's
+    last layer: 2 columns)."""
+
+    trips: int
+
+
+LoopForm = Reduction | RegisterTile | RowTile | DotTile | ParallelLoop | SpecialisedLoop
 
 
 @dataclass(frozen=True)
@@ -101,15 +133,21 @@ class Chooser:
     options: MappingOptions
     unit: VectorUnit
 
-    def form(self, node: isl.AstNode, marks: frozenset[Loop]) -> LoopForm | NoForm:
-        """The form of a serial loop with these proved marks, the first that applies of
-        a reduction, a register tile, a register tile's rows and a dot tile."""
+    def form(self, node: isl.AstNode, marks: frozenset[Loop], *, top: bool) -> LoopForm | NoForm:
+        """The form of a loop with these proved marks: a parallel loop (`top`: printed as
+        OpenMP's or the phase's loop, where loops fold into it), else the first that
+        applies of a reduction, a register tile, a register tile's rows, a dot tile and a
+        simd loop specialised to the sample."""
+        if Loop.PARALLEL in marks:
+            simd = Loop.SIMD in marks
+            return ParallelLoop(tuple(self.folded(node, simd=simd) if top else [node]), simd)
         reasons = []
         for kind, decide in (
             (Loop.REDUCE, self.reduction),
             (Loop.REGTILE, self.register_tile),
             (None, self.row_tile),
             (Loop.DOTTILE, self.dot_tile),
+            (Loop.SIMD, self.specialised),
         ):
             if kind is not None and kind not in marks:
                 continue
@@ -118,6 +156,25 @@ class Chooser:
                 return form
             reasons.append(form.reason)
         return NoForm("; ".join(reasons))
+
+    def folded(self, node: isl.AstNode, *, simd: bool) -> list[isl.AstNode]:
+        """`folded_loops` of a parallel loop of a kernel for every size whose bounds are
+        expressions of the sizes; else itself (a constant or vector loop)."""
+        symbolic = self.scop.symbolic is not None and constant_loop(node) is None
+        if simd or not symbolic or counted_loop(node) is None:
+            return [node]
+        return folded_loops(node, self.scop.sizes)
+
+    def specialised(self, node: isl.AstNode) -> SpecialisedLoop | NoForm:
+        """An innermost simd loop of a kernel for every size whose bounds are expressions
+        of the sizes alone and that runs fewer iterations than a vector has lanes at the
+        sample."""
+        if self.scop.symbolic is None:
+            return NoForm("sizes are constants")
+        trips = sample_trips(node, self.scop.sizes)
+        if trips is None or not 0 < trips < self.options.vector_width:
+            return NoForm(f"{trips} iterations at the sample")
+        return SpecialisedLoop(trips)
 
     def reduction(self, node: isl.AstNode) -> Reduction | NoForm:
         found = reduced(self.scop, node)
@@ -205,6 +262,44 @@ class Chooser:
             return NoForm("the nest runs other loops than the output and reduction loops")
         cap = 2 * max(1, min(self.options.register_tile, 4))
         return DotTile(st, env, {plan.cols: "_b", plan.red: "_r"}, cap)
+
+
+def loop_marks(
+    node: isl.AstNode,
+    marks: frozenset[Loop],
+    mark_depth: Mapping[Loop, int | None],
+) -> tuple[frozenset[Loop], tuple[Loop, ...]]:
+    """The marks of a loop of an `annotated_ast` (poly/proof.py), and those the proof
+    refuses. A mark applies to the loop of its band's depth only (`mark_depth`): a loop
+    further in means isl printed no loop for the band here (a piece where it has one
+    value), and the mark ends. Then `parallel` and `simd` stay only where isl's
+    dependences prove the loop parallel."""
+    depth = loop_depth(node)
+    here = {m for m in marks if mark_depth.get(m) in (None, depth)}
+    refused = tuple(m for m in (Loop.PARALLEL, Loop.SIMD) if m in here and not loop_parallel(node))
+    return frozenset(here.difference(refused)), refused
+
+
+def folded_loops(node: isl.AstNode, sizes: Mapping[str, int]) -> list[isl.AstNode]:
+    """The loops a parallel loop of a kernel for every size runs as one, itself first:
+    while the last one's body is a loop that isl's dependences prove parallel, whose
+    bounds are expressions of the sizes alone, and that nothing asks anything of (no
+    mark, no register tile's rows), that loop too. Choices made at 8 x 128 tokens put a
+    BERT-style layer's parallel loop on the batch, one iteration at batch 1; folded with
+    its heads and rows, every thread has work at any batch."""
+    loops = [node]
+    while True:
+        body = loops[-1].for_get_body()
+        if (
+            body.get_type() != isl.ast_node_type.for_
+            or body.for_is_degenerate()
+            or not loop_parallel(body)
+            or sample_trips(body, sizes) is None
+            or counted_loop(body) is None
+            or regtile_rows(body)
+        ):
+            return loops
+        loops.append(body)
 
 
 def row_envs(

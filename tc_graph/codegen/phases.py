@@ -93,7 +93,7 @@ def phase_plan(printer: PhasePrinter, node: isl.AstNode) -> PhasePlan:
     the iterations of its one parallel loop outside every other loop when the node
     is one loop nest (code beside the loop would run once per chunk) and the loop's
     bounds are constants (expressions of the sizes in a kernel for every size, where
-    the parallel loops directly inside it fold into it: codegen/c.py's `folded_loops`);
+    the parallel loops directly inside it fold into it: codegen/forms.py's `folded_loops`);
     else as one iteration, with the reason."""
     if not _one_nest(node):
         return PhasePlan(serial="more than one loop nest")

@@ -26,8 +26,8 @@ def decided(
     *,
     every_size: bool = False,
 ) -> list[forms.LoopForm | forms.NoForm]:
-    """The form of every serial loop the kernel prints (tc_kernel, then its phases), for
-    an AVX-512 CPU."""
+    """The form of every loop the kernel prints (tc_kernel, then its phases), for an
+    AVX-512 CPU."""
     fn = tg.define(source).f
     args = [
         np.zeros(s, fn.checked.tensors[n].dtype)
@@ -39,8 +39,8 @@ def decided(
     seen: list[forms.LoopForm | forms.NoForm] = []
     form = forms.Chooser.form
 
-    def recorded(self: forms.Chooser, *a: object) -> forms.LoopForm | forms.NoForm:
-        seen.append(form(self, *a))  # type: ignore[arg-type]
+    def recorded(self: forms.Chooser, *a: object, **kw: bool) -> forms.LoopForm | forms.NoForm:
+        seen.append(form(self, *a, **kw))  # type: ignore[arg-type]
         return seen[-1]
 
     monkeypatch.setattr(forms.Chooser, "form", recorded)
@@ -52,13 +52,14 @@ def decided(
 
 
 def test_a_stride_1_reduction_accumulates_in_vectors(monkeypatch: pytest.MonkeyPatch) -> None:
-    (form, _) = decided(ROW_SUM, [(64, 80)], None, monkeypatch)
-    assert isinstance(form, forms.Reduction) and form.vector
-    assert form.st.source.tensor == "S"
+    found = decided(ROW_SUM, [(64, 80)], None, monkeypatch)
+    (form, _) = [f for f in found if isinstance(f, forms.Reduction)]
+    assert form.vector and form.st.source.tensor == "S"
+    # The loop over the rows around it is the parallel one.
+    assert forms.ParallelLoop in {type(f) for f in found}
     off = tg.MappingOptions(register_tile=0)
-    assert decided(ROW_SUM, [(64, 80)], off, monkeypatch)[0] == forms.Reduction(
-        form.st, form.env, vector=False
-    )
+    again = decided(ROW_SUM, [(64, 80)], off, monkeypatch)
+    assert forms.Reduction(form.st, form.env, vector=False) in again
 
 
 def test_a_gathered_reduction_accumulates_in_a_scalar(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -69,8 +70,6 @@ def test_a_gathered_reduction_accumulates_in_a_scalar(monkeypatch: pytest.Monkey
     assert forms.vector_refusal(tensors, reductions[0].st, "r") == (
         "its read of A is not stride-1 in r"
     )
-    # The loop around it is a plain loop, and says why.
-    assert forms.NoForm("the loop's body is no register tile") in found
 
 
 @pytest.mark.parametrize("every_size", [False, True])
@@ -106,3 +105,35 @@ def test_a_tile_prefetches_the_rows_found_through_its_index(
     for nest in nests:
         assert nest.reds == ("l",)
         assert [r.tensor for r in nest.prefetched] == (["T"] if distance else [])
+
+
+ROW_MAX = """
+def f(float(B,H,S) X) -> (O) {
+  m(b,h) max=! X(b,h,s)
+  O(b,h,s) = X(b,h,s) - m(b,h)
+}
+"""
+
+
+@pytest.mark.parametrize("every_size", [False, True])
+def test_a_kernel_for_every_size_folds_the_heads_into_the_batch(
+    every_size: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The batch loop is the parallel one; in a kernel for every size the heads' loop,
+    parallel too, runs as one loop with it (a batch of 1 still has work for every
+    thread), in tc_kernel and in the phase."""
+    found = decided(ROW_MAX, [(8, 2, 77)], None, monkeypatch, every_size=every_size)
+    parallel = [f for f in found if isinstance(f, forms.ParallelLoop)]
+    assert len(parallel) == 2 and not any(f.simd for f in parallel)
+    assert {len(f.loops) for f in parallel} == {2 if every_size else 1}
+
+
+@pytest.mark.parametrize("every_size", [False, True])
+def test_a_short_simd_loop_is_specialised_to_the_sample(
+    every_size: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two columns at the sample: a kernel for every size also prints the simd loop for
+    exactly two iterations; a kernel for these sizes has no other count to serve."""
+    found = decided(MATMUL, [(64, 32), (32, 2)], None, monkeypatch, every_size=every_size)
+    specialised = [f for f in found if isinstance(f, forms.SpecialisedLoop)]
+    assert specialised == ([forms.SpecialisedLoop(2)] * 4 if every_size else [])
