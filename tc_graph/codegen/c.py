@@ -37,6 +37,7 @@ from .forms import (
     RowTile,
     SpecialisedLoop,
     TileNest,
+    VectorLoop,
     box_text,
     loop_marks,
 )
@@ -101,6 +102,8 @@ class _Printer(StatementPrinter):
                 return f"(-{x})", True
             case ir.Cast(operand=a):
                 return self.vexpr(a, env, lane, loads)
+            case ir.Call(fn="exp", args=(a,)):
+                return f"tc_vexpf({self.vexpr(a, env, lane, loads)[0]})", True
         raise AssertionError(f"{e} has no vector form: no_vector_form refuses it")
 
     def vector_rhs(
@@ -456,6 +459,8 @@ class _Printer(StatementPrinter):
                 self.loop_body(node, depth)
             case SpecialisedLoop(trips=trips):
                 self.specialised_loop(node, trips, depth)
+            case VectorLoop():
+                self.vector_loop(node, form, depth)
             case NoForm():
                 if Loop.SIMD in here:
                     self.out(depth, self.dialect.simd_pragma())
@@ -467,6 +472,26 @@ class _Printer(StatementPrinter):
         self.loops_open += 1
         self.node(node.for_get_body(), depth + 1)
         self.loops_open -= 1
+        self.out(depth, "}")
+
+    def vector_loop(self, node: isl.AstNode, form: VectorLoop, depth: int) -> None:
+        """The loop's whole vectors, each stored at once, then its last iterations as a
+        simd loop."""
+        known, counted = constant_loop(node), counted_loop(node)
+        assert counted is not None, "forms.vector_loop counts it"
+        first: int | str = counted[0] if known is None else known[0]
+        end: int | str = f"({first}) + ({counted[1]})" if known is None else sum(known[:2])
+        it, width = node.for_get_iterator().to_C_str(), self.options.vector_width
+        value = self.vexpr(form.st.source.rhs, form.env, form.lane)[0]
+        target = self.target(form.st, form.env)
+        self.out(depth, f"{{ int _vt = {first};")
+        self.out(depth + 1, f"for (; _vt + {width} <= {end}; _vt += {width}) {{")
+        self.out(depth + 2, f"const int {it} = _vt;")
+        self.out(depth + 2, f"*(tc_vfu *)&{target} = {value};")
+        self.out(depth + 1, "}")
+        self.out(depth + 1, self.dialect.simd_pragma())
+        self.out(depth + 1, f"for (int {it} = _vt; {it} < {end}; {it} += 1) {{")
+        self.loop_body(node, depth + 1)
         self.out(depth, "}")
 
     def specialised_loop(self, node: isl.AstNode, trips: int, depth: int) -> None:

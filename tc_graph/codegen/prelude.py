@@ -27,6 +27,7 @@ def prelude(vector_width: int) -> str:
         "#define min(x, y) ((x) < (y) ? (x) : (y))",
         "#define max(x, y) ((x) > (y) ? (x) : (y))",
         *_VECTOR_EXPF,
+        *_vector_expf(vector_width),
         *_vector_erff(),
     ]
     lines += helper_lines("static inline")
@@ -68,6 +69,47 @@ _VECTOR_EXPF = (
     "  return x != x ? x : p * a * b;",
     "}",
 )
+
+
+# tc_expf on a vector, for the loops the printer writes in vectors (forms.VectorLoop): on
+# a 16-float AVX-512 vector, 2^n p(r) is one vscalefps, which also rounds subnormal
+# results and overflows to infinity, instead of tc_expf's 8 instructions of exponent bits
+# (gcc does not make that of scalar code); elsewhere tc_expf lane by lane, which gcc
+# vectorizes as before. x is clamped with vminps/vmaxps, the constant first: they return
+# their second operand where either is NaN, so a NaN goes through; n is rounded and r
+# reduced as tc_expf does (the same FMAs), and so the same bits for every float input
+# (checked for all 2^32 in C against tc_expf). exp 0.285 -> 0.199 ns an element, one
+# Zen 4 core, L1-resident.
+_AVX512_EXPF = (
+    "#include <immintrin.h>",
+    "static inline tc_vf tc_vexpf(tc_vf x) {",
+    "  __m512 c = _mm512_max_ps(_mm512_set1_ps(-104.0f), _mm512_min_ps(_mm512_set1_ps(89.0f),"
+    " (__m512)x));",
+    "  __m512 t = _mm512_sub_ps(_mm512_fmadd_ps(c, _mm512_set1_ps(1.44269504088896341f),"
+    " _mm512_set1_ps(12582912.0f)), _mm512_set1_ps(12582912.0f));",
+    "  __m512 r = _mm512_fnmadd_ps(t, _mm512_set1_ps(0.693145751953125f), c);",
+    "  r = _mm512_fnmadd_ps(t, _mm512_set1_ps(1.4286068202862268e-6f), r);",
+    "  __m512 p = _mm512_fmadd_ps(r, _mm512_set1_ps(0.00138436444f),"
+    " _mm512_set1_ps(0.00837416295f));",
+    *(
+        f"  p = _mm512_fmadd_ps(r, p, _mm512_set1_ps({c}));"
+        for c in ("0.04166800156f", "0.16666431725f", "0.49999994040f", "1.0f", "1.0f")
+    ),
+    "  return (tc_vf)_mm512_scalef_ps(p, t);",
+    "}",
+)
+
+
+def _vector_expf(width: int) -> list[str]:
+    lanes = [
+        "static inline tc_vf tc_vexpf(tc_vf x) {",
+        f"  for (int l = 0; l < {width}; l++) x[l] = tc_expf(x[l]);",
+        "  return x;",
+        "}",
+    ]
+    if width != 16:
+        return lanes
+    return ["#ifdef __AVX512F__", *_AVX512_EXPF, "#else", *lanes, "#endif"]
 
 
 # erff without a call, for the same reason (Gelu, x * 0.5 * (1 + erf(x / sqrt 2)), ran at

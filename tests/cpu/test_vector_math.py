@@ -1,11 +1,13 @@
-"""The C prelude's own tc_expf and tc_erff (codegen/c.py), which replace libm's so that gcc
-vectorizes loops that call them: exp against NumPy's float64 exp, at every magnitude
-where a float result is normal, and at the edges (overflow to inf, underflow to 0
-through the subnormals, infinities, NaN); erf against SciPy's float64 erf."""
+"""The C prelude's own tc_expf and tc_erff (codegen/prelude.py), which replace libm's so
+that gcc vectorizes loops that call them: exp against NumPy's float64 exp, at every
+magnitude where a float result is normal, and at the edges (overflow to inf, underflow to
+0 through the subnormals, infinities, NaN); its vector form tc_vexpf bit for bit against
+it; erf against SciPy's float64 erf."""
 
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 import tc_graph as tg
 
@@ -38,6 +40,30 @@ def test_exp_at_the_edges() -> None:
     np.testing.assert_allclose(got[[6, 8]].astype(np.float64), want, rtol=1e-5, atol=tiny)
 
 
+EXP_ROWS = "def e(float32(M, N) X) -> (Y) { Y(i, j) = exp(X(i, j)) }"
+
+
+def test_exp_in_vectors_has_the_bits_of_exp_one_at_a_time() -> None:
+    """A row's loop is written in vectors of tc_vexpf (forms.VectorLoop; on AVX-512 its
+    2^n is one vscalefps); a flat loop calls tc_expf: the same bits for normal,
+    subnormal, overflowing and special inputs and random bit patterns (NaN for NaN)."""
+    rng = np.random.default_rng(8)
+    bits = rng.integers(0, 2**32, 400_000, dtype=np.uint64).astype(np.uint32)
+    x = np.concatenate([
+        np.linspace(-110, 95, 400_000, dtype=np.float32),
+        bits.view(np.float32),
+        np.float32([np.inf, -np.inf, np.nan, -np.nan, 0.0, -0.0, 89.0, -104.0, 88.72284,
+                    -87.33655, -103.97, 1e-45, -1e-45]),
+    ])  # fmt: skip
+    x = np.concatenate([x, np.zeros(-len(x) % 64, np.float32)])
+    rows = tg.define(EXP_ROWS).e.compile(x.reshape(2, -1))
+    assert "= tc_vexpf(" in rows.source
+    got, want = rows(x.reshape(2, -1)).ravel(), tg.define(EXP).e(x)
+    nan = np.isnan(want)
+    assert np.array_equal(np.isnan(got), nan)
+    assert np.array_equal(got[~nan].view(np.uint32), want[~nan].view(np.uint32))
+
+
 ERF = "def e(float32(N) X) -> (Y) { Y(i) = erf(X(i)) }"
 
 
@@ -63,3 +89,15 @@ def test_erf_at_the_edges() -> None:
     got = tg.define(ERF).e(x)
     assert got[0] == 1.0 and got[1] == -1.0 and np.isnan(got[2])
     assert got[3] == 0.0 and not np.signbit(got[3]) and np.signbit(got[4])
+
+
+@pytest.mark.parametrize("width", [4, 8, 32])
+def test_exp_in_vectors_of_other_widths(width: int) -> None:
+    """Vectors other than AVX-512's 16 floats take tc_vexpf's lane-by-lane form: the same
+    bits too, rows of 37 leaving a tail after the whole vectors."""
+    x = np.linspace(-105, 90, 2 * 37 * 100, dtype=np.float32).reshape(200, 37)
+    options = tg.MappingOptions(vector_width=width)
+    rows = tg.define(EXP_ROWS).e.compile(x, options=options)
+    assert "= tc_vexpf(" in rows.source
+    want = tg.define(EXP).e(x.ravel()).reshape(x.shape)
+    assert np.array_equal(rows(x).view(np.uint32), want.view(np.uint32))

@@ -137,3 +137,25 @@ def test_a_short_simd_loop_is_specialised_to_the_sample(
     found = decided(MATMUL, [(64, 32), (32, 2)], None, monkeypatch, every_size=every_size)
     specialised = [f for f in found if isinstance(f, forms.SpecialisedLoop)]
     assert specialised == ([forms.SpecialisedLoop(2)] * 4 if every_size else [])
+
+
+SOFTMAX = """
+def f(float(B,S) X) -> (Y) {
+  mx(b) max=! X(b,k)
+  E(b,s) = exp(X(b,s) - mx(b))
+  sm(b) +=! E(b,k)
+  Y(b,s) = E(b,s) / sm(b)
+}
+"""
+
+
+@pytest.mark.parametrize("every_size", [False, True])
+def test_a_rows_exp_is_written_in_vectors(
+    every_size: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Of a softmax's row loops, the one computing exp is written in vectors (its lane is
+    the row's stride-1 index); the division keeps gcc's own vector loop, and says why."""
+    found = decided(SOFTMAX, [(8, 77)], None, monkeypatch, every_size=every_size)
+    vectors = [f for f in found if isinstance(f, forms.VectorLoop)]
+    assert vectors and {(f.st.source.tensor, f.lane) for f in vectors} == {("E", "s")}
+    assert any(isinstance(f, forms.NoForm) and "no exp" in f.reason for f in found)

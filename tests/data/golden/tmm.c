@@ -30,6 +30,27 @@ static inline float tc_expf(float x) {
   __builtin_memcpy(&b, &ib, 4);
   return x != x ? x : p * a * b;
 }
+#ifdef __AVX512F__
+#include <immintrin.h>
+static inline tc_vf tc_vexpf(tc_vf x) {
+  __m512 c = _mm512_max_ps(_mm512_set1_ps(-104.0f), _mm512_min_ps(_mm512_set1_ps(89.0f), (__m512)x));
+  __m512 t = _mm512_sub_ps(_mm512_fmadd_ps(c, _mm512_set1_ps(1.44269504088896341f), _mm512_set1_ps(12582912.0f)), _mm512_set1_ps(12582912.0f));
+  __m512 r = _mm512_fnmadd_ps(t, _mm512_set1_ps(0.693145751953125f), c);
+  r = _mm512_fnmadd_ps(t, _mm512_set1_ps(1.4286068202862268e-6f), r);
+  __m512 p = _mm512_fmadd_ps(r, _mm512_set1_ps(0.00138436444f), _mm512_set1_ps(0.00837416295f));
+  p = _mm512_fmadd_ps(r, p, _mm512_set1_ps(0.04166800156f));
+  p = _mm512_fmadd_ps(r, p, _mm512_set1_ps(0.16666431725f));
+  p = _mm512_fmadd_ps(r, p, _mm512_set1_ps(0.49999994040f));
+  p = _mm512_fmadd_ps(r, p, _mm512_set1_ps(1.0f));
+  p = _mm512_fmadd_ps(r, p, _mm512_set1_ps(1.0f));
+  return (tc_vf)_mm512_scalef_ps(p, t);
+}
+#else
+static inline tc_vf tc_vexpf(tc_vf x) {
+  for (int l = 0; l < 16; l++) x[l] = tc_expf(x[l]);
+  return x;
+}
+#endif
 static inline float tc_erff(float x) {
   float a = fabsf(x);
   a = 3.92f < a ? 3.92f : a;
