@@ -19,6 +19,7 @@ import islpy as isl
 
 from .. import ir
 from ..options import MappingOptions, VectorUnit
+from ..poly.lanes import no_vector_form
 from ..poly.marks import Loop, is_loop, of_node
 from ..poly.proof import loop_depth, loop_parallel
 from ..poly.scop import Scop, ScopStmt, sampled
@@ -451,44 +452,3 @@ def capped_bound(e: isl.AstExpr) -> tuple[int, str] | None:
         if n is not None and ast_int(args[1 - k]) is None:
             return n, args[1 - k].to_C_str()
     return None
-
-
-def no_vector_form(e: ir.Expr, lane: str, tensors: Mapping[str, ir.Tensor]) -> str | None:
-    """Why e has no vector form with `lane` running over the lanes of a float vector
-    (it would need a gather, or computes in another type); None when it has one, or
-    does not depend on the lane. `vexpr` prints what this admits."""
-    if lane not in ir.index_names(e):
-        return None
-    if e.dtype != "float32":
-        return f"it computes in {e.dtype}"
-    match e:
-        case ir.Read(tensor=t, subscripts=subs) if tensors[t].dtype == "float32":
-            *outer, last = subs
-            if any(lane in ir.index_names(x) for x in outer) or not _unit(last, lane):
-                return f"its read of {t} is not stride-1 in {lane}"
-            return None
-        case ir.Binary(op="+" | "-" | "*" | "/", left=a, right=b, compute="float32"):
-            return no_vector_form(a, lane, tensors) or no_vector_form(b, lane, tensors)
-        case ir.Unary(op="-", operand=a):
-            return no_vector_form(a, lane, tensors)
-        case ir.Cast(operand=a) if a.dtype == "float32":
-            return no_vector_form(a, lane, tensors)
-        case ir.Call(fn="exp", args=(a,)):
-            return no_vector_form(a, lane, tensors)
-    return f"{type(e).__name__} has no vector form"
-
-
-def _unit(e: ir.Expr, lane: str) -> bool:
-    """e is `lane` plus a term without it: consecutive lanes read consecutive elements."""
-    match e:
-        case ir.Index(name=n):
-            return n == lane
-        case ir.Cast(operand=x):
-            return _unit(x, lane)
-        case ir.Binary(op="+", left=a, right=b):
-            return (_unit(a, lane) and lane not in ir.index_names(b)) or (
-                _unit(b, lane) and lane not in ir.index_names(a)
-            )
-        case ir.Binary(op="-", left=a, right=b):
-            return _unit(a, lane) and lane not in ir.index_names(b)
-    return False

@@ -26,6 +26,7 @@ from typing import Literal
 
 from .. import ir
 from ..options import MappingOptions, VectorUnit
+from .lanes import no_vector_form, unit_stride
 
 
 @dataclass(frozen=True)
@@ -55,19 +56,6 @@ class Contraction:
         """`end` reads the final sums from the block's own buffer, a vector of columns at
         a time (every lane's element lies where the block holds it)."""
         return self.end is not None and (self.span is None or self.flat_end)
-
-
-def _unit_last(r: ir.Read, red: str) -> bool:
-    """r reads `red` only in its last subscript, and there as `red` plus something else."""
-    *outer, last = r.subscripts
-    if any(red in ir.index_names(s) for s in outer):
-        return False
-    return last == ir.Index(red) or (
-        isinstance(last, ir.Binary)
-        and last.op in "+-"
-        and (last.left == ir.Index(red)) != (last.right == ir.Index(red))
-        and red not in ir.index_names(last.right if last.left == ir.Index(red) else last.left)
-    )
 
 
 # A contraction kernel is its own parallel region, outside any fusion: worth it for long
@@ -104,7 +92,7 @@ def _dot_form(program: ir.Program, st: ir.Statement) -> tuple[str, str] | None:
         return None
     if not any(red in ir.index_names(r) for r in ir.reads(st.rhs)):
         return None
-    if not _vector_form(program, st.rhs, red):
+    if no_vector_form(st.rhs, red, program.tensors) is not None:
         return None
     if any(isinstance(n, ir.Read) and n.tensor == st.tensor for n in ir.walk(st.rhs)):
         return None
@@ -159,7 +147,7 @@ def plan(
     if outer is None:
         start = end = None
     elif start is not None and not (
-        start.rhs.dtype == "float32" and _vector_form(program, start.rhs, cols)
+        start.rhs.dtype == "float32" and no_vector_form(start.rhs, cols, program.tensors) is None
     ):
         start = None
     first = start.rhs if start else None
@@ -268,23 +256,6 @@ def _reused(st: ir.Statement, red: str, index: str) -> bool:
     )
 
 
-def _vector_form(program: ir.Program, e: ir.Expr, red: str) -> bool:
-    """Every value that depends on `red` is float32 arithmetic on unit-stride reads (what
-    the printer can evaluate on vectors of consecutive `red`)."""
-    if red not in ir.index_names(e):
-        return True
-    if e.dtype != "float32":
-        return False
-    match e:
-        case ir.Read(tensor=t):
-            return program.tensors[t].dtype == "float32" and _unit_last(e, red)
-        case ir.Binary(op="+" | "-" | "*" | "/", left=a, right=b, compute="float32"):
-            return _vector_form(program, a, red) and _vector_form(program, b, red)
-        case ir.Unary(op="-", operand=a) | ir.Cast(operand=a):
-            return a.dtype == "float32" and _vector_form(program, a, red)
-    return False
-
-
 @dataclass(frozen=True)
 class Blocking:
     """How an outer-product contraction is blocked: `rows` x `vectors` vectors of
@@ -387,7 +358,7 @@ def transposed_pack(plan: Contraction) -> bool:
         return False
     last = p.subscripts[-1]
     plus = isinstance(last, ir.Binary) and last.op == "+"
-    return (last == ir.Index(plan.red) or plus) and _unit_last(p, plan.red)
+    return (last == ir.Index(plan.red) or plus) and unit_stride(p, plan.red)
 
 
 def _integer_linear(e: ir.Expr) -> bool:

@@ -241,6 +241,26 @@ def test_long_contractions_match_numpy(m: int, n: int, k: int) -> None:
     np.testing.assert_allclose(mod.btmm(ga, gb), want, rtol=1e-4, atol=1e-3)
 
 
+@pytest.mark.parametrize(
+    "subscript", ["K - 1 - k", "299 - k", "(K - 1) - k", "k", "k + 0", "1 + k - 1"]
+)
+@pytest.mark.parametrize("parametric", [False, True])
+def test_a_reduction_index_read_backwards_is_no_vector_load(
+    subscript: str, parametric: bool
+) -> None:
+    """A(i, 299 - k) reads the row backwards as k grows: no vector of consecutive k
+    (the dot-product form loaded A[299 - r0 .. 314 - r0], wrong sums and reads past the
+    last row; `k + c` and `c + k` still are)."""
+    fn = tg.define(
+        f"def f(float(M, K) A, float(K) B) -> (O) {{ O(i) +=! A(i, {subscript}) * B(k) }}"
+    ).f
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((64, 300)).astype(np.float32)
+    b = rng.standard_normal(300).astype(np.float32)
+    kernel = fn.compile(a, b, parametric=parametric)
+    np.testing.assert_allclose(kernel(a, b), fn(a, b, target="reference"), rtol=1e-4, atol=1e-3)
+
+
 @pytest.mark.parametrize("rows", [1, 13, 37, 200])
 @pytest.mark.parametrize("transposed", [False, True])
 def test_batched_rows_of_one_match_numpy(rows: int, transposed: bool) -> None:
