@@ -4,10 +4,10 @@ Statements, index checks and the AST walk are `StatementPrinter`'s (codegen/stmt
 expressions `ExprPrinter`'s (codegen/expr.py), with the C + OpenMP dialect; this module
 adds OpenMP loops (folded where a kernel for every size has parallel loops nested in its
 parallel loop), and prints the forms codegen/forms.py decided for the marked loops:
-vector reductions, register tiles with prefetches of rows found through an index tensor,
-and dot tiles and contraction kernels (codegen/dots.py, codegen/outer.py); then the local
-arrays that poly/local.py decided, and the kernel function. The onnxruntime phase entry
-point is codegen/phases.py's.
+vector reductions and vector loops, register tiles with prefetches of rows found through
+an index tensor, and dot tiles and contraction kernels (codegen/dots.py,
+codegen/outer.py); then the local arrays that poly/local.py decided, and the kernel
+function. The onnxruntime phase entry point is codegen/phases.py's.
 """
 
 from __future__ import annotations
@@ -437,7 +437,8 @@ class _Printer(StatementPrinter):
     def loop(self, node: isl.AstNode, depth: int, marks: frozenset[Loop]) -> None:
         """A loop in the form its proved marks ask for (forms.Chooser): a reduction in a
         local or in vectors, a register or dot tile, a parallel loop (folded with those
-        inside it), a simd loop specialised to the sample, or a plain loop."""
+        inside it), a simd loop specialised to the sample or written in vectors, or a
+        plain loop."""
         here = self.proved_marks(node, marks)
         top = self.mode == "omp" or (self.mode == "chunk" and self.loops_open == 0)
         form = self.chooser.form(node, here, top=top)

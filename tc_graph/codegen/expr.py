@@ -160,9 +160,9 @@ class Dialect:
 
     def math_name(self, fn: str, dtype: str) -> str | None:
         """The dialect's own function for a builtin in this dtype, if it has one: in C,
-        expf and erff are the prelude's tc_expf and tc_erff, which gcc vectorizes (see
-        codegen/c.py)."""
-        return f"tc_{fn}f" if dtype == "float32" and fn in ("exp", "erf") else None
+        expf, erff and tanhf are the prelude's tc_expf, tc_erff and tc_tanhf, which gcc
+        vectorizes (see codegen/prelude.py)."""
+        return f"tc_{fn}f" if dtype == "float32" and fn in ("exp", "erf", "tanh") else None
 
 
 C_OPENMP = Dialect()

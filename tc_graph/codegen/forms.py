@@ -3,11 +3,12 @@
 A parallel loop takes the parallel loops nested in it along (in a kernel for every
 size). A serial loop that a mark asks something of becomes a reduction in a local (in
 vectors where its index is stride-1), a register tile (with the short loop around it as
-its rows), a dot-product tile, or a simd loop also printed for the sample's count; a
-form that does not apply is refused with its reason (`NoForm`), and the loop prints as
-isl built it. Which marks a loop keeps, isl's dependences decide (`loop_marks`). The decisions read isl's objects (the
-AST's loops and expressions, the statement's domain) and the program, never printed
-text: codegen/c.py prints the form it is given.
+its rows), a dot-product tile, a simd loop also printed for the sample's count, or a
+simd loop written in vectors (a store of floats computed with exp). A form that does
+not apply is refused with its reason (`NoForm`), and the loop prints as isl built it.
+Which marks a loop keeps, isl's dependences decide (`loop_marks`). The decisions read
+isl's objects (the AST's loops and expressions, the statement's domain) and the program,
+never printed text: codegen/c.py prints the form it is given.
 """
 
 from __future__ import annotations
@@ -151,8 +152,8 @@ class Chooser:
     def form(self, node: isl.AstNode, marks: frozenset[Loop], *, top: bool) -> LoopForm | NoForm:
         """The form of a loop with these proved marks: a parallel loop (`top`: printed as
         OpenMP's or the phase's loop, where loops fold into it), else the first that
-        applies of a reduction, a register tile, a register tile's rows, a dot tile and a
-        simd loop specialised to the sample."""
+        applies of a reduction, a register tile, a register tile's rows, a dot tile, a
+        simd loop specialised to the sample and one written in vectors."""
         if Loop.PARALLEL in marks:
             simd = Loop.SIMD in marks
             return ParallelLoop(tuple(self.folded(node, simd=simd) if top else [node]), simd)
@@ -193,6 +194,8 @@ class Chooser:
         return SpecialisedLoop(trips)
 
     def vector_loop(self, node: isl.AstNode) -> VectorLoop | NoForm:
+        """A simd loop whose one statement stores, at the loop's index alone and stride-1,
+        floats computed with exp that have a vector form along it."""
         body = node.for_get_body()
         if body.get_type() != isl.ast_node_type.user:
             return NoForm("the simd loop's body is not one statement")
@@ -213,10 +216,12 @@ class Chooser:
             return NoForm(f"loop {it} runs fewer iterations than a vector has lanes")
         if tensors[src.tensor].dtype != "float32":
             return NoForm(f"{src.tensor} is not float32")
-        why = no_vector_form(src.rhs, lanes[0], tensors)
+        why = vector_refusal(tensors, st, lanes[0], ("=",))
         return NoForm(why) if why is not None else VectorLoop(st, env, lanes[0])
 
     def reduction(self, node: isl.AstNode) -> Reduction | NoForm:
+        """A loop over a reduction index of the update that is its body, in vectors where
+        register tiles are on and the right side has a vector form along it."""
         found = reduced(self.scop, node)
         if isinstance(found, str):
             return NoForm(found)
@@ -269,6 +274,8 @@ class Chooser:
         return RegisterTile(nest, vectors, (jlo, jhi))
 
     def row_tile(self, node: isl.AstNode) -> RowTile | NoForm:
+        """A loop of 2 to MAX_ROWS constant iterations (or, for every size, min(n, e) of
+        them) around a register tile, which become the tile's rows."""
         if not regtile_rows(node):
             return NoForm("the loop's body is no register tile")
         first, step = ast_int(node.for_get_init()), ast_int(node.for_get_inc())
@@ -290,6 +297,7 @@ class Chooser:
         return RowTile(tile, None if capped is None else f"({capped[1]}) >= {bound}")
 
     def dot_tile(self, node: isl.AstNode) -> DotTile | NoForm:
+        """The output and reduction loops of a planned dot product, a perfect nest."""
         found = band_exprs(self.scop, node)
         if found is None:
             return NoForm("a dot tile needs a perfect nest")
@@ -389,12 +397,19 @@ def indirect_rows(scop: Scop, st: ScopStmt, r: str) -> tuple[ir.Read, ...]:
     return tuple(rows)
 
 
-def vector_refusal(tensors: Mapping[str, ir.Tensor], st: ScopStmt, lane: str) -> str | None:
-    """Why st's right side has no vector form over `lane` as a reduction into a float
-    (`vexpr` prints the one it has); None when it has one."""
+def vector_refusal(
+    tensors: Mapping[str, ir.Tensor],
+    st: ScopStmt,
+    lane: str,
+    ops: tuple[str, ...] = ("+", *EXTREMA),
+) -> str | None:
+    """Why st's right side has no vector form over `lane` as a store of one of `ops`
+    into a float (a sum, a maximum or a minimum by default; `vexpr` prints the form it
+    has); None when it has one. A right side that does not depend on the lane is one
+    value, not a vector."""
     src = st.source
-    if src.op not in ("+", *EXTREMA) or tensors[src.tensor].dtype != "float32":
-        return f"{src.op}= into {src.tensor} is no float sum, maximum or minimum"
+    if src.op not in ops or tensors[src.tensor].dtype != "float32":
+        return f"{src.op}= into {src.tensor} is not one of {', '.join(ops)} into a float"
     if lane not in ir.index_names(src.rhs):
         return f"the right side does not depend on {lane}"
     return no_vector_form(src.rhs, lane, tensors)

@@ -50,7 +50,7 @@ CONVS: dict[str, tuple[int, int, int, int, int, int, int]] = {
 # Single layers of real models (scripts/bench.py layers): each convolution alone and with
 # BatchNormalization + Relu after it, BERT-base's feed-forward product alone and with its
 # Gelu, attention (12 heads, 128 tokens, head size 64) without and with a padding mask, and
-# the memory-bound operators of a transformer encoder.
+# the memory-bound operators of a transformer encoder (and Tanh).
 LAYERS: tuple[str, ...] = (
     *CONVS,
     *(f"{name}_bn_relu" for name in CONVS),
@@ -61,6 +61,7 @@ LAYERS: tuple[str, ...] = (
     "softmax",
     "layernorm_add",
     "gelu",
+    "tanh",
 )
 
 InputSpec = tuple[np.dtype | type, Sequence[int]]
@@ -320,6 +321,11 @@ def _build_gelu(g: _Graph, s: Sizes) -> None:
     g.output(_gelu_of(g, g.input("X", np.float32, s.gelu), "Y"), s.gelu)
 
 
+def _build_tanh(g: _Graph, s: Sizes) -> None:
+    """Tanh on its own (Gelu's tanh form, an LSTM's gates), at Gelu's size."""
+    g.output(g.node("Tanh", [g.input("X", np.float32, s.gelu)], "Y"), s.gelu)
+
+
 def _conv_layer(name: str, epilogue: bool) -> Callable[[_Graph, Sizes], None]:
     """The builder of convolution `name` (CONVS), with a bias, then with `epilogue`
     BatchNormalization (inference statistics) and Relu."""
@@ -404,6 +410,7 @@ _BUILDERS = {
     "softmax": _build_softmax,
     "layernorm_add": _build_layernorm_add,
     "gelu": _build_gelu,
+    "tanh": _build_tanh,
     **{name: _conv_layer(name, False) for name in CONVS},
     **{f"{name}_bn_relu": _conv_layer(name, True) for name in CONVS},
     "bert_gemm": _ffn_layer(False),

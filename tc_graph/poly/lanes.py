@@ -15,10 +15,8 @@ from .. import ir
 
 def no_vector_form(e: ir.Expr, lane: str, tensors: Mapping[str, ir.Tensor]) -> str | None:
     """Why e has no vector form with `lane` running over the lanes of a float vector
-        (it would need a gather, or computes in another type); None when it has one, or
-        does not depend on the lane. `vexpr` prints what this admits. (The contraction plans' own copy took `c - k` for a read at
-    stride 1: a dot product over A(i, 299 - k) loaded A[299 - r0 .. 314 - r0], wrong sums and
-    reads past A's last row.)"""
+    (it would need a gather, or computes in another type); None when it has one, or
+    does not depend on the lane. exp has one (the prelude's tc_vexpf)."""
     if lane not in ir.index_names(e):
         return None
     if e.dtype != "float32":

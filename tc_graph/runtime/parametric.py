@@ -177,6 +177,7 @@ class ParametricKernel:
         code = self._fn(ptrs, at.values, scratch, 0 if unchecked else 1, ctypes.byref(err))
         if code > 0:
             r, k = self._checks[code - 1]
-            shape = arrays[r.tensor].shape if r.tensor in arrays else at.shapes[r.tensor]
+            given = dict(zip(self.program.inputs, inputs, strict=True))
+            shape = given[r.tensor].shape if r.tensor in given else at.shapes[r.tensor]
             raise binding.index_error(self.program, r, k, err.value, shape[k])
         return outputs[0] if len(outputs) == 1 else tuple(outputs)

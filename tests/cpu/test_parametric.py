@@ -168,6 +168,17 @@ def test_index_out_of_range_names_the_call_extent() -> None:
         fn(table, index)
 
 
+def test_a_bad_index_is_reported_again_at_shapes_seen_before() -> None:
+    """The second call at the same shapes skips binding its arguments (`_seen`): its
+    failed index check is still a TcError naming the extent (an UnboundLocalError
+    escaped the API: the error message read the bound arrays)."""
+    _, kernel = _compiled("bag")
+    table = np.ones((5, 3), np.float32)
+    for index in ([[0, 5]], [[0, 5]], [[-1, 0]]):
+        with pytest.raises(tg.TcError, match=r"dimension 0, whose extent is 5"):
+            kernel(table, np.array(index, np.int32))
+
+
 def test_integer_scalar_is_a_constant_of_the_kernel() -> None:
     _, kernel = _compiled("repeat")
     with pytest.raises(tg.TcError, match=r"compiled for R=3, got 4"):

@@ -101,3 +101,77 @@ def test_exp_in_vectors_of_other_widths(width: int) -> None:
     assert "= tc_vexpf(" in rows.source
     want = tg.define(EXP).e(x.ravel()).reshape(x.shape)
     assert np.array_equal(rows(x).view(np.uint32), want.view(np.uint32))
+
+
+TANH = "def e(float32(N) X) -> (Y) { Y(i) = tanh(X(i)) }"
+
+
+def test_tanh_is_within_two_ulp() -> None:
+    """The prelude's tc_tanhf (a polynomial below 0.625, 1 - 2 / (e^2x + 1) above):
+    against NumPy's float64 tanh, in units of the float spacing at the result, across
+    both pieces, their seam and where tanh rounds to 1."""
+    rng = np.random.default_rng(6)
+    x = np.concatenate([
+        np.linspace(-12, 12, 400_001, dtype=np.float32),
+        rng.uniform(-1, 1, 100_000).astype(np.float32),
+        np.float32([0.625, -0.625, 1e-30, -1e-30, 1e-6, 9.01, 44.0, 89.0]),
+        np.nextafter(np.float32([0.625, -0.625]), np.float32(0)),
+    ])  # fmt: skip
+    got = tg.define(TANH).e(x)
+    want = np.tanh(x.astype(np.float64))
+    spacing = np.spacing(np.abs(want).astype(np.float32)).astype(np.float64)
+    assert np.max(np.abs(got - want) / spacing) < 2
+
+
+def test_tanh_at_the_edges() -> None:
+    x = np.float32([np.inf, -np.inf, np.nan, 0.0, -0.0, 1e-40, -1e-40, 1e4])
+    got = tg.define(TANH).e(x)
+    assert got[0] == 1.0 and got[1] == -1.0 and np.isnan(got[2]) and got[7] == 1.0
+    assert got[3] == 0.0 and not np.signbit(got[3]) and np.signbit(got[4])
+    assert got[5] == np.float32(1e-40) and got[6] == np.float32(-1e-40)  # tanh(x) = x there
+
+
+@pytest.mark.parametrize(
+    ("source", "shapes"),
+    [
+        ("def e(float(M) A, float(N) B) -> (Y) { Y(i,j) = exp(A(i)) where j in 0:N }",
+         [(5,), (37,)]),
+        ("def e(float(M,N) X) -> (Y) { Y(i,j) = exp(X(i,0)) where j in 0:N }", [(5, 37)]),
+        ("def e(float(M,N) X) -> (Y) { Y(i,j) = exp(1.5) where i in 0:M, j in 0:N }", [(5, 37)]),
+    ],
+)  # fmt: skip
+@pytest.mark.parametrize("parametric", [False, True])
+def test_an_exp_the_same_along_the_row_is_no_vector_store(
+    source: str, shapes: list[tuple[int, ...]], parametric: bool
+) -> None:
+    """An exp that does not depend on the row's index is one value, not a vector: the
+    row loop keeps gcc's own form (a float was stored through a vector pointer, a C
+    compile error)."""
+    fn = tg.define(source).e
+    args = [np.linspace(-3, 3, int(np.prod(s)), dtype=np.float32).reshape(s) for s in shapes]
+    got = fn.compile(*args, parametric=parametric)(*args)
+    np.testing.assert_allclose(got, fn(*args, target="reference"), rtol=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("source", "shapes"),
+    [
+        ("def e(float(M,N) X) -> (S) { S(i) +=! exp(X(i,j)) }", [(4, 1000)]),
+        ("def e(float(M,K) A, float(K,N) B) -> (C) { C(m,n) +=! A(m,k) * exp(B(k,n)) }",
+         [(24, 37), (37, 83)]),
+        ("def e(float(M,K) A, float(N,K) B) -> (C) { C(i,j) +=! exp(A(i,k) * B(j,k)) }",
+         [(64, 300), (48, 300)]),
+    ],
+)  # fmt: skip
+@pytest.mark.parametrize("parametric", [False, True])
+def test_exp_in_vector_reductions_tiles_and_contractions(
+    source: str, shapes: list[tuple[int, ...]], parametric: bool
+) -> None:
+    """exp has a vector form wherever vectors are printed: a row sum of exp (a vector
+    reduction), a register tile over exp(B), a dot-product contraction of exp(A B)."""
+    fn = tg.define(source).e
+    rng = np.random.default_rng(len(source))
+    args = [rng.uniform(-1, 1, s).astype(np.float32) for s in shapes]
+    kernel = fn.compile(*args, parametric=parametric)
+    assert "tc_vexpf(" in kernel.source[kernel.source.index("int tc_kernel_in(") :]
+    np.testing.assert_allclose(kernel(*args), fn(*args, target="reference"), rtol=1e-5, atol=1e-5)

@@ -137,6 +137,7 @@ LAYER_REFERENCES: dict[str, Callable[[Weights, Feeds], list[np.ndarray]]] = {
     "softmax": lambda w, f: [_softmax(f["X"].astype(np.float64))],
     "layernorm_add": _layernorm_add,
     "gelu": lambda w, f: [_gelu(f["X"])],
+    "tanh": lambda w, f: [np.tanh(f["X"].astype(np.float64))],
 }
 
 # Output shapes at the paper's sizes (API.md), for the models cheap enough to build here.

@@ -58,6 +58,13 @@ static inline float tc_erff(float x) {
   float r = a * (1.1283791688178453f + t * (0.18517299222943706f + t * (0.05423659697467068f + t * (0.0038385530569476196f + t * (0.0003762483913926067f + t * (4.594736964420171e-06f + t * (-1.2727623927011322e-08f))))))) / (1.0f + t * (0.4974386918343798f + t * (0.11387837781320044f + t * (0.015428130655140093f + t * (0.001300824033682812f + t * (6.226182104356048e-05f))))));
   return copysignf(1.0f < r ? 1.0f : r, x);
 }
+static inline float tc_tanhf(float x) {
+  float a = fabsf(x);
+  float t = a * a;
+  float s = a + a * t * (-0.33333332613962424f + t * (0.13333277050695347f + t * (-0.05395573449774894f + t * (0.021749796310497307f + t * (-0.008298633974761278f + t * (0.0022537955613510605f))))));
+  float l = 1.0f - 2.0f / (tc_expf(a + a) + 1.0f);
+  return copysignf(a < 0.625f ? s : l, x);
+}
 static inline int8_t tc_div_int8(int8_t a, int8_t b) { if (b == 0) return 0; if (b == -1) return (int8_t)((uint8_t)0 - (uint8_t)a); int8_t q = a / b; return q - ((q * b != a && ((a < 0) != (b < 0))) ? 1 : 0); }
 static inline int8_t tc_mod_int8(int8_t a, int8_t b) { if (b == 0 || b == -1) return 0; int8_t r = a % b; return r + ((r != 0 && ((r < 0) != (b < 0))) ? b : 0); }
 static inline int16_t tc_div_int16(int16_t a, int16_t b) { if (b == 0) return 0; if (b == -1) return (int16_t)((uint16_t)0 - (uint16_t)a); int16_t q = a / b; return q - ((q * b != a && ((a < 0) != (b < 0))) ? 1 : 0); }
