@@ -404,6 +404,41 @@ def test_add_broadcast_both_ways() -> None:
 
 
 @pytest.mark.parametrize(
+    ("exponent", "products"),
+    [
+        (np.array(3.0, np.float32), True),
+        (np.array([2.0], np.float32), True),
+        (np.array(2, np.int64), True),
+        (np.array(2.5, np.float32), False),
+        (np.array([[[3.0]]], np.float32), False),
+    ],
+)
+def test_pow_by_a_constant_two_or_three_is_a_product(exponent: np.ndarray, products: bool) -> None:
+    """Gelu's tanh form as torch exports it, x * 0.5 * (1 + tanh(c (x + 0.044715 x^3))):
+    Pow by a constant 2 or 3 is x * x (* x), as onnxruntime computes it (the same bits;
+    libm's powf is a call per element, and not always onnxruntime's rounding); other
+    exponents, and one that broadcasts the base, stay pow."""
+    rng = np.random.default_rng(5)
+    k = {
+        n: np.array(v, np.float32)
+        for n, v in [("c", 0.7978845608), ("d", 0.044715), ("h", 0.5), ("one", 1.0)]
+    }
+    nodes = [
+        helper.make_node("Pow", ["x", "e"], ["cube"]),
+        helper.make_node("Mul", ["cube", "d"], ["t0"]),
+        helper.make_node("Add", ["x", "t0"], ["t1"]),
+        helper.make_node("Mul", ["t1", "c"], ["t2"]),
+        helper.make_node("Tanh", ["t2"], ["t3"]),
+        helper.make_node("Add", ["t3", "one"], ["t4"]),
+        helper.make_node("Mul", ["x", "h"], ["t5"]),
+        helper.make_node("Mul", ["t5", "t4"], ["y"]),
+    ]
+    feeds = {"x": _rand(rng, 6, 40) * 3}
+    t = _check_group(nodes, feeds, {**k, "e": exponent}, ["y"])
+    assert ("pow(" not in t.source) == products
+
+
+@pytest.mark.parametrize(
     ("x_shape", "w_shape", "attrs"),
     [
         ((1, 4, 9, 9), (6, 2, 3, 3), {"group": 2, "strides": [2, 1], "pads": [1, 0, 2, 1]}),

@@ -104,6 +104,9 @@ def _elementwise(node: onnx.NodeProto, ctx: Context) -> Call:
 
         return _elementwise_call(op, node, ctx, ins, fold)
     ins = inputs(node, arity, arity)
+    power = _small_power(node, ctx, ins)
+    if power is not None:
+        return _elementwise_call(op, node, ctx, ins[:1], lambda n: f"({' * '.join(n * power)})")
     if arity == 1:
         return _elementwise_call(
             op, node, ctx, ins, lambda n: template.substitute(x=n[0], **fields)
@@ -111,6 +114,22 @@ def _elementwise(node: onnx.NodeProto, ctx: Context) -> Call:
     return _elementwise_call(
         op, node, ctx, ins, lambda n: template.substitute(a=n[0], b=n[1], **fields)
     )
+
+
+def _small_power(node: onnx.NodeProto, ctx: Context, ins: Sequence[str]) -> int | None:
+    """2 or 3 where node is Pow of a float by that constant, which does not broadcast the
+    base: its product x * x (* x), as onnxruntime computes it (the same bits), where
+    libm's powf is a call per element (Gelu's tanh form, as torch exports it, cubes)."""
+    if node.op_type != "Pow" or ins[1] not in ctx.constants:
+        return None
+    exponent = ctx.constant(ins[1], "exponent")
+    base = ctx.shape(ins[0], "Pow")
+    if exponent.size != 1 or exponent.ndim > len(base):
+        return None
+    if ctx.common_dtype([ins[0]], "Pow").name not in ("float32", "float64"):
+        return None
+    value = float(exponent.reshape(()))
+    return int(value) if value in (2.0, 3.0) else None
 
 
 @translator("Clip")
