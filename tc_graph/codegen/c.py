@@ -517,7 +517,7 @@ class _Printer(StatementPrinter):
         """A contraction's whole nest, a local array, or a loop mark in force (at its
         band's depth)."""
         if is_loop(mark, Loop.CONTRACT):
-            contraction(self, node, depth)
+            contraction(self, self.chooser.contraction(node), depth)
         elif isinstance(mark, Local):
             self.local(node, mark, depth, marks)
         elif isinstance(mark, LoopMark):
@@ -556,7 +556,7 @@ class _Printer(StatementPrinter):
             if not isinstance(mark, LoopMark):
                 return self.top_parallel(node.mark_get_node(), marks, depths)
             if mark.kind is Loop.CONTRACT:
-                trips = contraction_trips(self, node.mark_get_node())
+                trips = contraction_trips(self, self.chooser.contraction(node.mark_get_node()))
                 return [] if trips is None else [Parallel(trips)]
             depths = {**depths, mark.kind: mark.depth}
             return self.top_parallel(node.mark_get_node(), marks | {mark.kind}, depths)

@@ -11,13 +11,11 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
-import islpy as isl
-
-from ..poly.contraction import Blocking, Packing, blocking, packing, window
+from ..poly.contraction import window
 from ..poly.scop import ScopStmt
 from .expr import cname
-from .forms import DotTile, band_exprs, box, box_text, loop_box
-from .outer import OuterKernel, outer_columns, outer_items, print_kernel
+from .forms import ContractionKernel, DotTile, box, box_text, loop_box
+from .outer import OuterKernel, outer_items, print_kernel
 
 if TYPE_CHECKING:
     from .c import _Printer
@@ -44,16 +42,17 @@ def _blocks(lo: int, hi: int, size: int) -> list[tuple[int, int]]:
     return [b for b in ((full, size), (1, rest)) if b[0] and b[1]]
 
 
-def contraction(p: _Printer, node: isl.AstNode, depth: int) -> None:
-    """The kernel of a dot-product contraction (poly/contraction.py): R x C tiles of
-    outputs whose vector dot products share operand loads, columns outermost so a
-    tile's column operands stay in cache while the rows stream."""
-    st, env, ranges, outer = contraction_nest(p, node)
+def contraction(p: _Printer, form: ContractionKernel, depth: int) -> None:
+    """The kernel of a contraction (poly/contraction.py): in the outer-product form
+    (codegen/outer.py), or R x C tiles of outputs whose vector dot products share
+    operand loads, columns outermost so a tile's column operands stay in cache while the
+    rows stream."""
+    st, env, ranges, outer = form.st, form.env, form.ranges, list(form.outer)
     plan = st.contraction
     assert plan is not None
     names = {v: f"_o{k}" for k, v in enumerate(v for v in st.source.lhs if v not in env)}
-    if plan.packed is not None:
-        block, packed = contraction_blocking(p, st)
+    if form.blocking is not None:
+        block, packed = form.blocking
         bounds = loop_box(p.scop, st)
         kernel = OuterKernel(
             st, plan, block, bounds, {**env, **names}, packed, window(plan, ranges)
@@ -250,53 +249,17 @@ def rest_blocks(
     p.out(depth, "}")
 
 
-def contraction_blocking(p: _Printer, st: ScopStmt) -> tuple[Blocking, Packing]:
-    """The register block and chunks of an outer-product contraction, and how its
-    panels of P are had (contraction.packing)."""
-    plan = st.contraction
-    assert plan is not None and plan.packed is not None
-    ranges = box(p.scop, st)
-    lo, hi = ranges[plan.red]
-    every_size = p.scop.symbolic is not None
-    block = blocking(p.options, p.unit, hi - lo, window(plan, ranges))
-    shape = p.scop.shapes[plan.packed.tensor]
-    packed = packing(plan, shape, ranges, block, every_size=every_size)
-    if packed == "in_place":  # panels packed ahead of time: their width stays
-        return block, packed
-    clo, chi = outer_columns(plan, ranges)
-    assert isinstance(clo, int) and isinstance(chi, int)
-    block = blocking(p.options, p.unit, hi - lo, window(plan, ranges), chi - clo)
-    return block, packing(plan, shape, ranges, block, every_size=every_size)
-
-
-def contraction_nest(
-    p: _Printer, node: isl.AstNode
-) -> tuple[ScopStmt, dict[str, str], dict[str, tuple[int, int]], list[str]]:
-    """A contraction's statement, the iterators of loops outside its nest, the box of
-    its domain, and its output iterators outside the tile's rows and columns."""
-    found = band_exprs(p.scop, node)
-    assert found is not None, "a contraction is one perfect nest"
-    st, exprs, loops = found
-    args = [a.to_C_str() for a in exprs]
-    plan = st.contraction
-    assert plan is not None
-    env = {v: a for v, a in zip(st.iterators, args, strict=True) if a not in loops}
-    inside = (plan.rows, plan.cols, plan.span)
-    outer = [v for v in st.source.lhs if v not in env and v not in inside]
-    return st, env, box(p.scop, st), outer
-
-
-def contraction_trips(p: _Printer, node: isl.AstNode) -> int | str | None:
+def contraction_trips(p: _Printer, form: ContractionKernel) -> int | str | None:
     """The iterations of the parallel loop `contraction` prints (its first outer
     output loop, else its blocks of columns; C text of the sizes in a kernel for every
     size); None when it prints none."""
     if not p.options.parallel_depth:
         return None
-    st, _, ranges, outer = contraction_nest(p, node)
+    st, ranges, outer = form.st, form.ranges, list(form.outer)
     assert st.contraction is not None
-    if st.contraction.packed is not None:
+    if form.blocking is not None:
         bounds = loop_box(p.scop, st)
-        return outer_items(contraction_blocking(p, st)[0], bounds, outer, st.contraction)[0]
+        return outer_items(form.blocking[0], bounds, outer, st.contraction)[0]
     if p.scop.symbolic is not None:
         if outer:
             lo, hi = box_text(p.scop, st, outer[0])

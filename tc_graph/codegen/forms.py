@@ -20,10 +20,12 @@ import islpy as isl
 
 from .. import ir
 from ..options import MappingOptions, VectorUnit
+from ..poly.contraction import Blocking, Packing, blocking, packing, window
 from ..poly.lanes import no_vector_form
 from ..poly.marks import Loop, is_loop, of_node
 from ..poly.proof import loop_depth, loop_parallel
 from ..poly.scop import Scop, ScopStmt, sampled
+from .outer import outer_columns
 from .prelude import EXTREMA
 from .stmt import (
     affine,
@@ -141,6 +143,21 @@ LoopForm = (
 
 
 @dataclass(frozen=True)
+class ContractionKernel:
+    """A contraction statement's nest as a kernel of its own (a `contract` mark over
+    poly/contraction.py's plan): the statement, the iterators of the loops outside the
+    nest, the box of its domain (at the sample), its output iterators outside the
+    tile's rows and columns, and in the outer-product form its register block and
+    chunks and how its panels of P are had."""
+
+    st: ScopStmt
+    env: Mapping[str, str]
+    ranges: Mapping[str, tuple[int, int]]
+    outer: tuple[str, ...]
+    blocking: tuple[Blocking, Packing] | None
+
+
+@dataclass(frozen=True)
 class Chooser:
     """What the forms are decided from: the scop, the options and the target's vector
     unit."""
@@ -218,6 +235,38 @@ class Chooser:
             return NoForm(f"{src.tensor} is not float32")
         why = vector_refusal(tensors, st, lanes[0], ("=",))
         return NoForm(why) if why is not None else VectorLoop(st, env, lanes[0])
+
+    def contraction(self, node: isl.AstNode) -> ContractionKernel:
+        """The kernel of the perfect nest under a `contract` mark."""
+        found = band_exprs(self.scop, node)
+        assert found is not None, "a contraction is one perfect nest"
+        st, exprs, loops = found
+        plan = st.contraction
+        assert plan is not None
+        args = [a.to_C_str() for a in exprs]
+        env = {v: a for v, a in zip(st.iterators, args, strict=True) if a not in loops}
+        inside = (plan.rows, plan.cols, plan.span)
+        outer = tuple(v for v in st.source.lhs if v not in env and v not in inside)
+        blocked = None if plan.packed is None else self.outer_blocking(st)
+        return ContractionKernel(st, env, box(self.scop, st), outer, blocked)
+
+    def outer_blocking(self, st: ScopStmt) -> tuple[Blocking, Packing]:
+        """The register block and chunks of an outer-product contraction, and how its
+        panels of P are had (contraction.packing)."""
+        plan = st.contraction
+        assert plan is not None and plan.packed is not None
+        ranges = box(self.scop, st)
+        lo, hi = ranges[plan.red]
+        every_size = self.scop.symbolic is not None
+        block = blocking(self.options, self.unit, hi - lo, window(plan, ranges))
+        shape = self.scop.shapes[plan.packed.tensor]
+        packed = packing(plan, shape, ranges, block, every_size=every_size)
+        if packed == "in_place":  # panels packed ahead of time: their width stays
+            return block, packed
+        clo, chi = outer_columns(plan, ranges)
+        assert isinstance(clo, int) and isinstance(chi, int)
+        block = blocking(self.options, self.unit, hi - lo, window(plan, ranges), chi - clo)
+        return block, packing(plan, shape, ranges, block, every_size=every_size)
 
     def reduction(self, node: isl.AstNode) -> Reduction | NoForm:
         """A loop over a reduction index of the update that is its body, in vectors where

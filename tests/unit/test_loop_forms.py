@@ -159,3 +159,31 @@ def test_a_rows_exp_is_written_in_vectors(
     vectors = [f for f in found if isinstance(f, forms.VectorLoop)]
     assert vectors and {(f.st.source.tensor, f.lane) for f in vectors} == {("E", "s")}
     assert any(isinstance(f, forms.NoForm) and "no exp" in f.reason for f in found)
+
+
+TMM = "def f(float(M,K) A, float(N,K) B) -> (C) { C(m,n) +=! A(m,k) * B(n,k) }"
+
+
+@pytest.mark.parametrize(("rows", "outer"), [(16, False), (512, True)])
+def test_a_contractions_kernel_is_decided_before_printing(
+    rows: int, outer: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A long dot product under a `contract` mark is one kernel: few rows take the
+    dot-product form (no blocking), many the outer-product form, whose register block
+    and panel packing are decided with it."""
+    seen: list[forms.ContractionKernel] = []
+    contraction = forms.Chooser.contraction
+
+    def recorded(self: forms.Chooser, node: object) -> forms.ContractionKernel:
+        seen.append(contraction(self, node))  # type: ignore[arg-type]
+        return seen[-1]
+
+    monkeypatch.setattr(forms.Chooser, "contraction", recorded)
+    fn = tg.define(TMM).f
+    args = [np.zeros((rows, 300), np.float32), np.zeros((48, 300), np.float32)]
+    bound = compiler.bind(fn, args)
+    options = compiler.default_options(bound.program, "cpu", AVX512)
+    compiler.source(compiler.prepare(bound), "cpu", options, AVX512)
+    assert seen and all(k.st.source.tensor == "C" and k.outer == () for k in seen)
+    assert all((k.blocking is not None) == outer for k in seen)
+    assert all(k.ranges["k"] == (0, 300) for k in seen)
