@@ -231,8 +231,6 @@ class Chooser:
             return NoForm(f"loop {it} does not step by 1")
         if known is not None and known[1] < self.options.vector_width:
             return NoForm(f"loop {it} runs fewer iterations than a vector has lanes")
-        if tensors[src.tensor].dtype != "float32":
-            return NoForm(f"{src.tensor} is not float32")
         why = vector_refusal(tensors, st, lanes[0], ("=",))
         return NoForm(why) if why is not None else VectorLoop(st, env, lanes[0])
 
@@ -458,7 +456,7 @@ def vector_refusal(
     value, not a vector."""
     src = st.source
     if src.op not in ops or tensors[src.tensor].dtype != "float32":
-        return f"{src.op}= into {src.tensor} is not one of {', '.join(ops)} into a float"
+        return f"the {src.op} into {src.tensor} is not one of {', '.join(ops)} into a float"
     if lane not in ir.index_names(src.rhs):
         return f"the right side does not depend on {lane}"
     return no_vector_form(src.rhs, lane, tensors)

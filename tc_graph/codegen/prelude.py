@@ -160,7 +160,7 @@ def _vector_erff() -> list[str]:
 
 
 # tanhf without a call, for the same reason (libm's tanhf: 16.7 ms over 1024 x 1536 on two
-# Zen 4 cores, onnxruntime 0.46 ms). Below |x| = 0.625, x + x^3 P(x^2), P of degree 5
+# Zen 4 cores, onnxruntime 0.21-0.46 ms). Below |x| = 0.625, x + x^3 P(x^2), P of degree 5
 # fitted to (tanh(x) - x) / x^3 (weighted least squares in x^2: 1e-9 relative before
 # rounding); above, 1 - 2 / (e^2|x| + 1) with tc_expf (nothing cancels there: tanh is over
 # 0.55), which is 1 where e^2|x| overflows. Both are computed and one selected (vector

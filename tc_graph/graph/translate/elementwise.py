@@ -118,7 +118,8 @@ def _elementwise(node: onnx.NodeProto, ctx: Context) -> Call:
 
 def _small_power(node: onnx.NodeProto, ctx: Context, ins: Sequence[str]) -> int | None:
     """2 or 3 where node is Pow of a float by that constant, which does not broadcast the
-    base: its product x * x (* x), as onnxruntime computes it (the same bits), where
+    base: its product x * x (* x), as onnxruntime computes it (the node alone gives the
+    same bits; in a group, gcc may fuse its last product with an add that follows), where
     libm's powf is a call per element (Gelu's tanh form, as torch exports it, cubes)."""
     if node.op_type != "Pow" or ins[1] not in ctx.constants:
         return None
