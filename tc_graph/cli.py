@@ -815,7 +815,8 @@ def _parser() -> argparse.ArgumentParser:
         default="c",
         choices=list(STAGES),
         help="what to print: a stage of --target's pipeline (scop, schedule, mapped tree, isl "
-        "AST) or a kernel's text (c: the kernel --target builds; cuda, opencl: printed only)",
+        "AST, forms: each CPU loop's form or why not) or a kernel's text (c: the kernel "
+        "--target builds; cuda, opencl: printed only)",
     )
     comp.add_argument("--options", help="MappingOptions as JSON")
     cache = sub.add_parser("cache", help="the compiled-kernel cache")

@@ -23,7 +23,7 @@ import islpy as isl
 import numpy as np
 
 from . import binding, ir
-from .codegen.c import emit
+from .codegen.c import emit, loop_forms
 from .errors import TcError
 from .lang.canonical import canonical
 from .lang.sema import CheckedDef
@@ -43,7 +43,7 @@ from .tune import db
 
 TARGETS = ("cpu", "opencl", "cuda")
 # What `show` prints: a stage of the target's pipeline, or the text of one dialect.
-STAGES = ("scop", "schedule", "mapped", "ast", "c", "cuda", "opencl")
+STAGES = ("scop", "schedule", "mapped", "ast", "forms", "c", "cuda", "opencl")
 
 
 class Function(Protocol):
@@ -408,4 +408,11 @@ def show(bound: Bound, stage: str, target: str, options: MappingOptions | None =
         node = ast(s, done, options)
         return node.to_C_str() if node is not None else ""
     unit = machine.vector_unit() if target == "cpu" else AVX512
+    if stage == "forms":
+        if target != "cpu":
+            raise TcError(
+                f"--emit forms shows the CPU printer's loop forms, not {target}'s",
+                hint="use --target cpu, or --emit mapped for a GPU's mapping",
+            )
+        return loop_forms(s, done.schedule, options, unit=unit)
     return text(s, done, target, options, unit).text

@@ -29,7 +29,9 @@ from .dots import contraction, contraction_trips, inner_dot
 from .expr import C_OPENMP, Dialect, acc_start, cname, combine, identity
 from .forms import (
     Chooser,
+    ContractionKernel,
     DotTile,
+    LoopForm,
     NoForm,
     ParallelLoop,
     Reduction,
@@ -39,6 +41,7 @@ from .forms import (
     TileNest,
     VectorLoop,
     box_text,
+    describe,
     loop_marks,
 )
 from .phases import Parallel, doubled, phase_kernel
@@ -74,6 +77,8 @@ class _Printer(StatementPrinter):
         # The temporaries that live in local arrays (poly/local.py decided them).
         self.locals: frozenset[str] = frozenset()
         self.chooser = Chooser(scop, options, unit)
+        # Each loop's form as printed, by its iterator (`loop_forms`).
+        self.decided: list[tuple[str, LoopForm | ContractionKernel | NoForm]] = []
 
     # -- vector code (register tiles, vectorized reductions) -----------
     def vexpr(
@@ -442,6 +447,7 @@ class _Printer(StatementPrinter):
         here = self.proved_marks(node, marks)
         top = self.mode == "omp" or (self.mode == "chunk" and self.loops_open == 0)
         form = self.chooser.form(node, here, top=top)
+        self.decided.append((node.for_get_iterator().to_C_str(), form))
         match form:
             case Reduction(st=st, env=env, vector=True):
                 self.vector_reduction(node, st, env, depth)
@@ -517,7 +523,9 @@ class _Printer(StatementPrinter):
         """A contraction's whole nest, a local array, or a loop mark in force (at its
         band's depth)."""
         if is_loop(mark, Loop.CONTRACT):
-            contraction(self, self.chooser.contraction(node), depth)
+            kernel = self.chooser.contraction(node)
+            self.decided.append((node.for_get_iterator().to_C_str(), kernel))
+            contraction(self, kernel, depth)
         elif isinstance(mark, Local):
             self.local(node, mark, depth, marks)
         elif isinstance(mark, LoopMark):
@@ -737,3 +745,16 @@ def emit(
     printer.locals = frozenset(m.tensor for m in in_tree(schedule) if isinstance(m, Local))
     main = printer.kernel(ast, name)
     return f"{prelude(options.vector_width)}\n\n{main}\n\n{phase_kernel(printer, ast)}\n"
+
+
+def loop_forms(
+    scop: Scop, schedule: isl.Schedule, options: MappingOptions, *, unit: VectorUnit = AVX512
+) -> str:
+    """Each loop of the kernel (tc_kernel, in the order printed) with its form, or why it
+    keeps isl's (`tc-graph compile --emit forms`)."""
+    if not scop.statements:
+        return ""
+    printer = _Printer(scop, options, C_OPENMP, unit=unit)
+    printer.locals = frozenset(m.tensor for m in in_tree(schedule) if isinstance(m, Local))
+    printer.kernel(annotated_ast(scop, schedule), "tc_kernel")
+    return "".join(f"{it}: {describe(form)}\n" for it, form in printer.decided)

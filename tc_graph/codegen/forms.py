@@ -189,7 +189,7 @@ class Chooser:
             if not isinstance(form, NoForm):
                 return form
             reasons.append(form.reason)
-        return NoForm("; ".join(reasons))
+        return NoForm("; ".join(reasons) or "no mark asks for another form")
 
     def folded(self, node: isl.AstNode, *, simd: bool) -> list[isl.AstNode]:
         """`folded_loops` of a parallel loop of a kernel for every size whose bounds are
@@ -204,7 +204,7 @@ class Chooser:
         of the sizes alone and that runs fewer iterations than a vector has lanes at the
         sample."""
         if self.scop.symbolic is None:
-            return NoForm("sizes are constants")
+            return NoForm("a kernel for these sizes needs no copy for the sample")
         trips = sample_trips(node, self.scop.sizes)
         if trips is None or not 0 < trips < self.options.vector_width:
             return NoForm(f"{trips} iterations at the sample")
@@ -324,7 +324,7 @@ class Chooser:
         """A loop of 2 to MAX_ROWS constant iterations (or, for every size, min(n, e) of
         them) around a register tile, which become the tile's rows."""
         if not regtile_rows(node):
-            return NoForm("the loop's body is no register tile")
+            return NoForm("no register tile in its body")
         first, step = ast_int(node.for_get_init()), ast_int(node.for_get_inc())
         bound = ast_int(node.for_get_cond().get_op_arg(1))
         capped = None
@@ -395,6 +395,40 @@ def folded_loops(node: isl.AstNode, sizes: Mapping[str, int]) -> list[isl.AstNod
         ):
             return loops
         loops.append(body)
+
+
+_PANELS: Mapping[Packing, str] = {
+    "in_place": "panels packed ahead of time",
+    "runs": "panels copied in runs",
+    "offsets": "panels gathered by lane offsets",
+    "lanes": "panels gathered lane by lane",
+}
+
+
+def describe(form: LoopForm | ContractionKernel | NoForm) -> str:
+    """A form in a few words, or why a loop keeps isl's (`tc-graph compile --emit forms`)."""
+    match form:
+        case ParallelLoop(loops=loops, simd=simd):
+            folded = f", folding the {len(loops) - 1} loops inside" if len(loops) > 1 else ""
+            return f"parallel{', simd' if simd else ''}{folded}"
+        case SpecialisedLoop(trips=trips):
+            return f"simd, also printed for the sample's {trips} iterations"
+        case VectorLoop(st=st, lane=lane):
+            return f"in vectors along {lane}, storing {st.source.tensor}"
+        case Reduction(st=st, vector=vector):
+            return f"reduction into {st.source.tensor} in {'vectors' if vector else 'a local'}"
+        case RegisterTile(nest=nest, vectors=vectors):
+            return f"register tile of {vectors} vectors of {nest.st.source.tensor}"
+        case RowTile(tile=tile, full=full):
+            rows = f"{len(tile.nest.envs)} rows x {tile.vectors} vectors"
+            return f"register tile of {rows}{'' if full is None else ' where all rows exist'}"
+        case DotTile(st=st, cap=cap):
+            return f"dot tiles of 1 x {cap} outputs of {st.source.tensor}"
+        case ContractionKernel(st=st, blocking=blocked):
+            kind = "dot-product" if blocked is None else f"outer-product, {_PANELS[blocked[1]]}"
+            return f"contraction kernel of {st.source.tensor} ({kind})"
+        case NoForm(reason=reason):
+            return f"as isl built it: {reason}"
 
 
 def row_envs(

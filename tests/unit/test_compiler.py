@@ -92,10 +92,11 @@ def _emit(tmp_path: Path, capsys: pytest.CaptureFixture[str], *extra: str) -> st
         (["--emit", "mapped"], ['mark: "parallel"', 'mark: "simd"'], ["# launch"]),
         (["--emit", "mapped", "--target", "opencl"], ["# launch tc_kernel_0", "map:thread"], []),
         (["--emit", "ast"], ["// parallel", "for (int c0 = 0;", "S0("], ["tc_kernel"]),
+        (["--emit", "forms"], ["c0: parallel\n", "c3: as isl built it: no register"], ["for ("]),
         (["--emit", "cuda"], ["__global__", "// launch tc_kernel_0"], []),
         (["--emit", "opencl"], ["__kernel", "get_group_id"], ["__global__ void"]),
     ],
-    ids=["scop", "schedule", "mapped", "mapped-gpu", "ast", "cuda", "opencl"],
+    ids=["scop", "schedule", "mapped", "mapped-gpu", "ast", "forms", "cuda", "opencl"],
 )
 def test_emit_prints_each_stage(
     tmp_path: Path,
@@ -107,6 +108,18 @@ def test_emit_prints_each_stage(
     out = _emit(tmp_path, capsys, *flags)
     assert all(p in out for p in present), out
     assert not any(a in out for a in absent), out
+
+
+def test_emit_forms_is_the_cpus_alone(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A GPU target has no loop forms: a clear error naming what to ask for instead."""
+    file = tmp_path / "mm.tc"
+    file.write_text(MM, encoding="utf-8")
+    code = cli.main(
+        ["compile", str(file), "--shapes", SHAPES, "--emit", "forms", "--target", "cuda"]
+    )
+    assert (
+        code == 1 and "--emit forms shows the CPU printer's loop forms" in capsys.readouterr().err
+    )
 
 
 def test_api_and_cli_start_from_the_same_default_options(
