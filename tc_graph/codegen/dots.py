@@ -1,9 +1,9 @@
 """Contraction kernels on the CPU, as poly/contraction.py plans them and
-forms.ContractionKernel decides them: the outer-product form (printed by
-codegen/outer.py) and the dot-product form: R x C tiles of outputs whose vector dot products share operand loads, in chunks of
-the reduction that keep a tile's operand rows in L1, for fixed sizes and for every size.
-Also the 1 x C dot tiles of a dot product inside a fused nest (forms.DotTile). Functions
-of the C printer (codegen/c.py), as outer.py's are.
+forms.ContractionKernel decides them: the outer-product form (printed by codegen/outer.py)
+and the dot-product form: R x C tiles of outputs whose vector dot products share operand
+loads, in chunks of the reduction that keep a tile's operand rows in L1, for fixed sizes
+and for every size. Also the 1 x C dot tiles of a dot product inside a fused nest
+(forms.DotTile). Functions of the C printer (codegen/c.py), as outer.py's are.
 """
 
 from __future__ import annotations
