@@ -484,11 +484,8 @@ class _Printer(StatementPrinter):
     def vector_loop(self, node: isl.AstNode, form: VectorLoop, depth: int) -> None:
         """The loop's whole vectors, each stored at once, then its last iterations as a
         simd loop."""
-        known, counted = constant_loop(node), counted_loop(node)
-        assert counted is not None, "forms.vector_loop counts it"
-        first: int | str = counted[0] if known is None else known[0]
-        end: int | str = f"({first}) + ({counted[1]})" if known is None else sum(known[:2])
-        it, width = node.for_get_iterator().to_C_str(), self.options.vector_width
+        (first, end), it = form.bounds, node.for_get_iterator().to_C_str()
+        width = self.options.vector_width
         value = self.vexpr(form.st.source.rhs, form.env, form.lane)[0]
         target = self.target(form.st, form.env)
         self.out(depth, f"{{ int _vt = {first};")
@@ -740,11 +737,20 @@ def emit(
     args = inputs then outputs; returns 0, or k > 0 when check k failed (value in *err);
     and `name`_in, its temporaries in a scratch block its caller passes (_Printer.kernel).
     `unit` is the target CPU's (runtime/cc.vector_unit)."""
+    printer, ast = _printer(scop, schedule, options, dialect, unit)
+    main = printer.kernel(ast, name)
+    return f"{prelude(options.vector_width)}\n\n{main}\n\n{phase_kernel(printer, ast)}\n"
+
+
+def _printer(
+    scop: Scop, schedule: isl.Schedule, options: MappingOptions, dialect: Dialect, unit: VectorUnit
+) -> tuple[_Printer, isl.AstNode | None]:
+    """A printer of the schedule, knowing its local arrays, and the AST it prints (with
+    isl's proofs; None without statements)."""
     ast = annotated_ast(scop, schedule) if scop.statements else None
     printer = _Printer(scop, options, dialect, unit=unit)
     printer.locals = frozenset(m.tensor for m in in_tree(schedule) if isinstance(m, Local))
-    main = printer.kernel(ast, name)
-    return f"{prelude(options.vector_width)}\n\n{main}\n\n{phase_kernel(printer, ast)}\n"
+    return printer, ast
 
 
 def loop_forms(
@@ -752,9 +758,6 @@ def loop_forms(
 ) -> str:
     """Each loop of the kernel (tc_kernel, in the order printed) with its form, or why it
     keeps isl's (`tc-graph compile --emit forms`)."""
-    if not scop.statements:
-        return ""
-    printer = _Printer(scop, options, C_OPENMP, unit=unit)
-    printer.locals = frozenset(m.tensor for m in in_tree(schedule) if isinstance(m, Local))
-    printer.kernel(annotated_ast(scop, schedule), "tc_kernel")
+    printer, ast = _printer(scop, schedule, options, C_OPENMP, unit)
+    printer.kernel(ast, "tc_kernel")
     return "".join(f"{it}: {describe(form)}\n" for it, form in printer.decided)

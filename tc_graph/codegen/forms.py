@@ -130,11 +130,13 @@ class VectorLoop:
     """An innermost simd loop whose one statement stores floats it computes with exp,
     written in vectors (`lane` running over a vector's floats): the prelude's tc_vexpf
     on AVX-512 is one vscalefps where gcc's vector code of tc_expf spends eight
-    instructions on 2^n. The iterations after the last whole vector stay a simd loop."""
+    instructions on 2^n. The iterations after the last whole vector stay a simd loop;
+    `bounds` are the loop's [first, end) as numbers or C text."""
 
     st: ScopStmt
     env: Mapping[str, str]
     lane: str
+    bounds: tuple[int | str, int | str]
 
 
 LoopForm = (
@@ -232,7 +234,11 @@ class Chooser:
         if known is not None and known[1] < self.options.vector_width:
             return NoForm(f"loop {it} runs fewer iterations than a vector has lanes")
         why = vector_refusal(tensors, st, lanes[0], ("=",))
-        return NoForm(why) if why is not None else VectorLoop(st, env, lanes[0])
+        if why is not None:
+            return NoForm(why)
+        if known is not None:
+            return VectorLoop(st, env, lanes[0], (known[0], known[0] + known[1]))
+        return VectorLoop(st, env, lanes[0], (counted[0], f"({counted[0]}) + ({counted[1]})"))
 
     def contraction(self, node: isl.AstNode) -> ContractionKernel:
         """The kernel of the perfect nest under a `contract` mark."""
