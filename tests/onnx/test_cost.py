@@ -220,10 +220,12 @@ def _conv_relu() -> onnx.ModelProto:
 
 
 def test_a_group_predicted_to_lose_is_never_compiled(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     """A calibration where tc_graph's convolutions crawl: the Conv+Relu group is neither
-    compiled nor measured, and the report says what was predicted."""
+    compiled nor measured, and the report says what was predicted (on a cache of its own:
+    an outcome remembered for the group comes before any prediction)."""
+    monkeypatch.setenv("TC_GRAPH_CACHE", str(tmp_path))
     model = _conv_relu()
     monkeypatch.setattr(OPT, "_calibration", lambda: _rates(convolution=1e7))
 
@@ -288,11 +290,13 @@ def _calibrated_and_raced(monkeypatch: pytest.MonkeyPatch, rates: cost.Rates) ->
 
 
 def test_a_mixed_lookup_and_gemm_group_is_split_before_measuring(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     """A calibration where the fused lookup+Gemm is predicted to lose a little (not 2x):
     the group is split before anything is compiled or raced, the report says why, and
-    its parts are measured (here winning) on their own."""
+    its parts are measured (here winning) on their own. The stand-in wins are remembered
+    in a cache of the test's own, where no other test recalls them."""
+    monkeypatch.setenv("TC_GRAPH_CACHE", str(tmp_path))
     model = _lookup_and_gemm()
     rates = _rates(contraction=1e9)
     g = Graph.from_model(model)
@@ -335,12 +339,13 @@ def test_the_real_calibration_lets_the_demos_winners_be_measured(name: str) -> N
 
 
 def test_a_mixed_group_predicted_to_win_is_still_split_when_its_parts_win_more(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     """DLRM's lookups joined with its bottom MLP measured as one kernel: a calibration
     where tc_graph's lookups are fast and its Gemm slow predicts the joined group to win
     (so it used to be compiled and raced) but its parts apart, the lookups fused and the
     Gemm left to onnxruntime, to win more: it is split, by class, before measuring."""
+    monkeypatch.setenv("TC_GRAPH_CACHE", str(tmp_path))  # the stand-in wins stay here
     model = _lookup_and_gemm()
     slow = dict.fromkeys(cost.CLASSES, 1e7)
     rates = cost.Rates(slow, {**slow, "lookup": 1e13, "elementwise": 1e13}, 1e-9, 1e-9, 1e-9)

@@ -258,10 +258,12 @@ def test_the_command_line_takes_sample_sizes(
     ],
 )
 def test_a_group_is_kept_only_when_it_wins_at_every_size_raced(
-    monkeypatch: pytest.MonkeyPatch, losing: str, why: str
+    monkeypatch: pytest.MonkeyPatch, losing: str, why: str, tmp_path: Path
 ) -> None:
     """The races are stubbed: a win at the largest sample and a loss at another size
-    leaves the group with onnxruntime, saying where it lost."""
+    leaves the group with onnxruntime, saying where it lost (the stand-in losses are
+    remembered in a cache of the test's own)."""
+    monkeypatch.setenv("TC_GRAPH_CACHE", str(tmp_path))
     from tc_graph.graph import optimize as opt
 
     def measured(g: object, compiled: object, *, name: str, what: str, at: str = "") -> dict:
