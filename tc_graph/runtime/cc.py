@@ -33,6 +33,7 @@ import shlex
 import shutil
 import stat
 import subprocess
+import tempfile
 import threading
 import time
 import weakref
@@ -547,15 +548,7 @@ def _compile(
     start = time.perf_counter()
     try:
         try:
-            proc = subprocess.run(
-                cmd,
-                capture_output=True,
-                text=True,
-                errors="replace",
-                timeout=COMPILE_TIMEOUT_S,
-                stdin=subprocess.DEVNULL,
-                check=False,
-            )
+            proc = _run(cmd)
         except subprocess.TimeoutExpired:
             compilations += 1
             raise TcError(
@@ -569,6 +562,7 @@ def _compile(
             ) from None
         compilations += 1
         if proc.returncode != 0:
+            _check_openmp(cc, args, entry)
             raise TcError(
                 f"C compilation failed (exit status {proc.returncode}); source kept at "
                 f"{c_path}\ncommand: {shlex.join(cmd)}\n{_trim(proc.stderr or proc.stdout)}",
@@ -587,6 +581,37 @@ def _compile(
             tmp_so.unlink()
     _write_meta(entry, so_bytes, source_sha)
     log.debug("compiled %s in %.2f s", so_path, time.perf_counter() - start)
+
+
+_OPENMP_PROBE = "#include <omp.h>\nint tc_openmp_probe(void) { return omp_get_max_threads(); }\n"
+
+
+def _check_openmp(cc: str, args: Sequence[str], entry: Path) -> None:
+    """After a failed compile: a TcError naming the compiler where it cannot build even a
+    one-line OpenMP library (clang without libomp has no omp.h), which fails every kernel;
+    that is the machine's toolchain, not the generated source."""
+    with tempfile.TemporaryDirectory(dir=entry) as tmp:
+        probe = Path(tmp) / "openmp_probe.c"
+        probe.write_text(_OPENMP_PROBE)
+        cmd = [cc, *args, "-o", str(Path(tmp) / "probe.so"), str(probe), *_LIBS]
+        try:
+            proc = _run(cmd)
+        except (OSError, subprocess.TimeoutExpired):
+            return
+    if proc.returncode != 0:
+        raise TcError(
+            f"the C compiler {cc!r} cannot build OpenMP code, and every kernel needs it:\n"
+            f"command: {shlex.join(cmd)}\n{_trim(proc.stderr or proc.stdout)}",
+            hint="install the compiler's OpenMP runtime and headers (for clang: libomp-dev), "
+            "or set CC to gcc",
+        )
+
+
+def _run(cmd: Sequence[str]) -> subprocess.CompletedProcess[str]:
+    """The compiler run to completion (or COMPILE_TIMEOUT_S), its output captured."""
+    return subprocess.run(cmd, capture_output=True, text=True, errors="replace",
+                          timeout=COMPILE_TIMEOUT_S, stdin=subprocess.DEVNULL,
+                          check=False)  # fmt: skip
 
 
 def _trim(text: str) -> str:

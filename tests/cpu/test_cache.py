@@ -273,6 +273,29 @@ def test_compile_error(cache: Path) -> None:
     assert not (cache / KEY / "kernel.so").exists()
 
 
+@needs_cc
+def test_a_compiler_without_openmp_is_named_not_blamed_on_the_kernel(
+    cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A CC that cannot build OpenMP code (clang without libomp: "'omp.h' file not found")
+    fails every kernel: the error says so and how to fix it, where it called the
+    generated source a tc_graph bug."""
+    fake = tmp_path / "no-openmp-cc.sh"
+    fake.write_text(
+        "#!/bin/sh\n"
+        'case "$*" in *-fopenmp*) echo "fatal error: omp.h: file not found" >&2; exit 1;; esac\n'
+        f"exec '{REAL_CC}' \"$@\"\n"
+    )
+    fake.chmod(0o755)
+    monkeypatch.setenv("CC", str(fake))
+    with pytest.raises(TcError) as info:
+        cc.build(ANSWER_C, KEY)
+    text = str(info.value)
+    assert "cannot build OpenMP" in text and "omp.h" in text, text
+    assert "tc_graph bug" not in text
+    assert info.value.hint is not None and "OpenMP" in info.value.hint
+
+
 def _banner() -> str:
     proc = subprocess.run(["cc", "--version"], capture_output=True, text=True, check=False)
     return proc.stdout + proc.stderr
