@@ -16,6 +16,7 @@ from ..poly.scop import ScopStmt
 from .expr import cname
 from .forms import ContractionKernel, DotTile, box, box_text, loop_box
 from .outer import OuterKernel, outer_items, print_kernel
+from .prelude import shuffle
 
 if TYPE_CHECKING:
     from .c import _Printer
@@ -536,8 +537,7 @@ def lane_sums(p: _Printer, vectors: list[str], depth: int) -> list[str]:
             a, b = level[k], level[k + 1]
             p.out(
                 depth,
-                f"tc_vf {name} = __builtin_shuffle({a}, {b}, (tc_vi){{{', '.join(map(str, lo))}}})"
-                f" + __builtin_shuffle({a}, {b}, (tc_vi){{{', '.join(map(str, hi))}}});",
+                f"tc_vf {name} = {shuffle(a, b, lo)} + {shuffle(a, b, hi)};",
             )
             nxt.append(name)
         level, lanes = nxt, half
@@ -547,7 +547,7 @@ def lane_sums(p: _Printer, vectors: list[str], depth: int) -> list[str]:
         mask = [k + half if k % lanes < half else k for k in range(width)]
         p.out(
             depth,
-            f"{total} += __builtin_shuffle({total}, (tc_vi){{{', '.join(map(str, mask))}}});",
+            f"{total} += {shuffle(total, total, mask)};",
         )
         lanes = half
     return [f"{total}[{k * (width // n)}]" for k in range(n)]

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 from ..poly.contraction import Blocking, Contraction, Packing, along_reduction, transposed_pack
 from ..poly.scop import ScopStmt
 from .expr import cname, store
+from .prelude import shuffle
 
 if TYPE_CHECKING:
     from .c import _Printer
@@ -313,11 +314,7 @@ def _transpose(p: _Printer, rows: list[str], d: int) -> list[str]:
             hi = [w + j if j & b else j ^ b for j in range(w)]
             for row, mask in ((i, lo), (i | b, hi)):
                 name = f"_x{b}_{row}"
-                picks = ", ".join(map(str, mask))
-                p.out(
-                    d,
-                    f"tc_vf {name} = __builtin_shuffle({cur[i]}, {cur[i | b]}, (tc_vi){{{picks}}});",
-                )
+                p.out(d, f"tc_vf {name} = {shuffle(cur[i], cur[i | b], mask)};")
                 nxt[row] = name
         cur, b = nxt, 2 * b
     return cur
@@ -361,11 +358,10 @@ def _evens(p: _Printer, k: OuterKernel, d: int) -> None:
     that neither reads past the last lane's element (the end of P, at the last step)."""
     w = k.block.width
     picks = [2 * i for i in range(w // 2)] + [w + 2 * i + 1 for i in range(w // 2)]
-    mask = "(tc_vi){" + ", ".join(map(str, picks)) + "}"
     for j in range(0, k.block.panel, w):
         lo = f"*(const tc_vfu *)&_s0[_off[0] + {2 * j}]"
         hi = f"*(const tc_vfu *)&_s0[_off[0] + {2 * j + w - 1}]"
-        p.out(d, f"*(tc_vf *)&_dst[{j}] = __builtin_shuffle({lo}, {hi}, {mask});")
+        p.out(d, f"*(tc_vf *)&_dst[{j}] = {shuffle(lo, hi, picks)};")
 
 
 def _address(p: _Printer, k: OuterKernel, env: Mapping[str, str]) -> str:

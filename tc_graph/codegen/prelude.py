@@ -16,6 +16,7 @@ def prelude(vector_width: int) -> str:
         f"typedef float tc_vf __attribute__((vector_size({4 * vector_width})));",
         f"typedef float tc_vfu __attribute__((vector_size({4 * vector_width}), aligned(4)));",
         f"typedef int tc_vi __attribute__((vector_size({4 * vector_width})));",
+        *_SHUFFLE,
         _hsum(vector_width),
         *_vector_extrema(vector_width),
         # stdio for the size checks' snprintf (gcc 14 refuses an implicit declaration).
@@ -189,6 +190,23 @@ def _vector_tanhf() -> list[str]:
     ]
 
 
+# Lanes of two vectors picked by constant indices (0 .. w-1 from the first, w .. 2w-1 from
+# the second): clang and gcc 12 on have __builtin_shufflevector, older gcc only
+# __builtin_shuffle with a mask vector (which clang lacks: no kernel compiled with it).
+_SHUFFLE = [
+    "#if defined(__clang__) || __GNUC__ >= 12",
+    "#define TC_SHUFFLE(a, b, ...) __builtin_shufflevector(a, b, __VA_ARGS__)",
+    "#else",
+    "#define TC_SHUFFLE(a, b, ...) __builtin_shuffle(a, b, (tc_vi){__VA_ARGS__})",
+    "#endif",
+]
+
+
+def shuffle(a: str, b: str, lanes: Sequence[int]) -> str:
+    """C for the vector of the lanes of `a` and `b` at `lanes` (see _SHUFFLE)."""
+    return f"TC_SHUFFLE({a}, {b}, {', '.join(map(str, lanes))})"
+
+
 def _hsum(width: int) -> str:
     """The sum of a vector's lanes as a tree of shuffles (log2(width) steps, not width)."""
     steps = [f"v += {rotation};" for rotation in _rotations(width)]
@@ -200,8 +218,7 @@ def _rotations(width: int) -> list[str]:
     out = []
     half = width // 2
     while half:
-        mask = ", ".join(str((lane + half) % width) for lane in range(width))
-        out.append(f"__builtin_shuffle(v, (tc_vi){{{mask}}})")
+        out.append(shuffle("v", "v", [(lane + half) % width for lane in range(width)]))
         half //= 2
     return out
 

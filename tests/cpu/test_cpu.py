@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import itertools
 import platform
+import shutil
+import subprocess
 import warnings
 from pathlib import Path
 from typing import Any
@@ -625,3 +627,41 @@ def test_an_infinity_in_a_dot_product_sums_to_infinity(parametric: bool, k: int)
     assert "mask" in kernel.source, "not the dot-product form with a masked last vector"
     with np.errstate(invalid="ignore"):
         np.testing.assert_array_equal(kernel(a, b), a @ b.T)
+
+
+_CLANG = next(
+    (path for name in ("clang", *(f"clang-{v}" for v in range(22, 13, -1)))
+     if (path := shutil.which(name))),
+    None,
+)  # fmt: skip
+_SHUFFLING = """
+def tbmm(float(B,N,M) X, float(B,K,M) Y) -> (Z) { Z(b,n,k) +=! X(b,n,m) * Y(b,k,m) }
+def rows(float(N,M) A) -> (S) { S(i) +=! A(i,j) }
+def mm(float(M,K) A, float(K,N) B) -> (C) { C(m,n) +=! A(m,k) * B(k,n) }
+"""
+
+
+@pytest.mark.skipif(_CLANG is None, reason="no clang on this machine")
+@pytest.mark.parametrize("parametric", [False, True])
+def test_kernels_that_shuffle_lanes_are_c_that_clang_accepts(
+    tmp_path: Path, parametric: bool
+) -> None:
+    """The lane shuffles of horizontal sums, dot tiles and outer-product transposes were
+    gcc's __builtin_shuffle, which clang does not have: no such kernel compiled with
+    CC=clang. Checked with -fsyntax-only and a stand-in omp.h, so that a clang without
+    its OpenMP runtime still checks the kernel's own C."""
+    assert _CLANG is not None
+    (tmp_path / "omp.h").write_text("int omp_get_max_threads(void);\n")
+    mod, rng = tg.define(_SHUFFLING), np.random.default_rng(0)
+    cases = {
+        "tbmm": [rng.random((7, 26, 72), np.float32)] * 2,
+        "rows": [rng.random((9, 100), np.float32)],
+        "mm": [rng.random((96, 200), np.float32), rng.random((200, 120), np.float32)],
+    }
+    for name, args in cases.items():
+        source = mod[name].compile(*args, parametric=parametric).source
+        path = tmp_path / f"{name}.c"
+        path.write_text(source)
+        argv = [_CLANG, "-fsyntax-only", "-march=native", "-std=gnu11", f"-I{tmp_path}"]
+        proc = subprocess.run([*argv, str(path)], capture_output=True, text=True, check=False)
+        assert proc.returncode == 0, f"{name}: {proc.stderr[-2000:]}"

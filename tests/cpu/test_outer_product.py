@@ -136,7 +136,7 @@ def test_a_weight_read_along_the_reduction_is_packed_in_transposed_squares(
     a, b = _rand(rng, m, k), _rand(rng, n, k)
     options = tg.MappingOptions(vector_width=width, reduction_chunk=64)
     kernel = tg.define(PROGRAMS).tmm.compile(a, b, options=options, parametric=parametric)
-    assert "_x1_0 = __builtin_shuffle" in kernel.source, "not packed in transposed squares"
+    assert "_x1_0 = TC_SHUFFLE" in kernel.source, "not packed in transposed squares"
     _close(kernel(a, b), a.astype(np.float64) @ b.T)
 
 

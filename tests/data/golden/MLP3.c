@@ -2,11 +2,16 @@
 typedef float tc_vf __attribute__((vector_size(64)));
 typedef float tc_vfu __attribute__((vector_size(64), aligned(4)));
 typedef int tc_vi __attribute__((vector_size(64)));
-static inline float tc_hsum(tc_vf v) { v += __builtin_shuffle(v, (tc_vi){8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7}); v += __builtin_shuffle(v, (tc_vi){4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3}); v += __builtin_shuffle(v, (tc_vi){2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1}); v += __builtin_shuffle(v, (tc_vi){1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 0}); return v[0]; }
+#if defined(__clang__) || __GNUC__ >= 12
+#define TC_SHUFFLE(a, b, ...) __builtin_shufflevector(a, b, __VA_ARGS__)
+#else
+#define TC_SHUFFLE(a, b, ...) __builtin_shuffle(a, b, (tc_vi){__VA_ARGS__})
+#endif
+static inline float tc_hsum(tc_vf v) { v += TC_SHUFFLE(v, v, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7); v += TC_SHUFFLE(v, v, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3); v += TC_SHUFFLE(v, v, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1); v += TC_SHUFFLE(v, v, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 0); return v[0]; }
 static inline tc_vf tc_vmax(tc_vf a, tc_vf v) { tc_vi m = v > a; return (tc_vf)((m & (tc_vi)v) | (~m & (tc_vi)a)); }
-static inline float tc_hmax(tc_vf v) { v = tc_vmax(v, __builtin_shuffle(v, (tc_vi){8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7})); v = tc_vmax(v, __builtin_shuffle(v, (tc_vi){4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3})); v = tc_vmax(v, __builtin_shuffle(v, (tc_vi){2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1})); v = tc_vmax(v, __builtin_shuffle(v, (tc_vi){1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 0})); return v[0]; }
+static inline float tc_hmax(tc_vf v) { v = tc_vmax(v, TC_SHUFFLE(v, v, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7)); v = tc_vmax(v, TC_SHUFFLE(v, v, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3)); v = tc_vmax(v, TC_SHUFFLE(v, v, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1)); v = tc_vmax(v, TC_SHUFFLE(v, v, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 0)); return v[0]; }
 static inline tc_vf tc_vmin(tc_vf a, tc_vf v) { tc_vi m = v < a; return (tc_vf)((m & (tc_vi)v) | (~m & (tc_vi)a)); }
-static inline float tc_hmin(tc_vf v) { v = tc_vmin(v, __builtin_shuffle(v, (tc_vi){8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7})); v = tc_vmin(v, __builtin_shuffle(v, (tc_vi){4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3})); v = tc_vmin(v, __builtin_shuffle(v, (tc_vi){2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1})); v = tc_vmin(v, __builtin_shuffle(v, (tc_vi){1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 0})); return v[0]; }
+static inline float tc_hmin(tc_vf v) { v = tc_vmin(v, TC_SHUFFLE(v, v, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7)); v = tc_vmin(v, TC_SHUFFLE(v, v, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3)); v = tc_vmin(v, TC_SHUFFLE(v, v, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1)); v = tc_vmin(v, TC_SHUFFLE(v, v, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 0)); return v[0]; }
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -2,11 +2,16 @@
 typedef float tc_vf __attribute__((vector_size(64)));
 typedef float tc_vfu __attribute__((vector_size(64), aligned(4)));
 typedef int tc_vi __attribute__((vector_size(64)));
-static inline float tc_hsum(tc_vf v) { v += __builtin_shuffle(v, (tc_vi){8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7}); v += __builtin_shuffle(v, (tc_vi){4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3}); v += __builtin_shuffle(v, (tc_vi){2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1}); v += __builtin_shuffle(v, (tc_vi){1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 0}); return v[0]; }
+#if defined(__clang__) || __GNUC__ >= 12
+#define TC_SHUFFLE(a, b, ...) __builtin_shufflevector(a, b, __VA_ARGS__)
+#else
+#define TC_SHUFFLE(a, b, ...) __builtin_shuffle(a, b, (tc_vi){__VA_ARGS__})
+#endif
+static inline float tc_hsum(tc_vf v) { v += TC_SHUFFLE(v, v, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7); v += TC_SHUFFLE(v, v, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3); v += TC_SHUFFLE(v, v, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1); v += TC_SHUFFLE(v, v, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 0); return v[0]; }
 static inline tc_vf tc_vmax(tc_vf a, tc_vf v) { tc_vi m = v > a; return (tc_vf)((m & (tc_vi)v) | (~m & (tc_vi)a)); }
-static inline float tc_hmax(tc_vf v) { v = tc_vmax(v, __builtin_shuffle(v, (tc_vi){8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7})); v = tc_vmax(v, __builtin_shuffle(v, (tc_vi){4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3})); v = tc_vmax(v, __builtin_shuffle(v, (tc_vi){2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1})); v = tc_vmax(v, __builtin_shuffle(v, (tc_vi){1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 0})); return v[0]; }
+static inline float tc_hmax(tc_vf v) { v = tc_vmax(v, TC_SHUFFLE(v, v, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7)); v = tc_vmax(v, TC_SHUFFLE(v, v, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3)); v = tc_vmax(v, TC_SHUFFLE(v, v, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1)); v = tc_vmax(v, TC_SHUFFLE(v, v, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 0)); return v[0]; }
 static inline tc_vf tc_vmin(tc_vf a, tc_vf v) { tc_vi m = v < a; return (tc_vf)((m & (tc_vi)v) | (~m & (tc_vi)a)); }
-static inline float tc_hmin(tc_vf v) { v = tc_vmin(v, __builtin_shuffle(v, (tc_vi){8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7})); v = tc_vmin(v, __builtin_shuffle(v, (tc_vi){4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3})); v = tc_vmin(v, __builtin_shuffle(v, (tc_vi){2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1})); v = tc_vmin(v, __builtin_shuffle(v, (tc_vi){1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 0})); return v[0]; }
+static inline float tc_hmin(tc_vf v) { v = tc_vmin(v, TC_SHUFFLE(v, v, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7)); v = tc_vmin(v, TC_SHUFFLE(v, v, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3)); v = tc_vmin(v, TC_SHUFFLE(v, v, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1)); v = tc_vmin(v, TC_SHUFFLE(v, v, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 0)); return v[0]; }
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -169,10 +174,10 @@ int tc_kernel_in(void *const *args, char *scratch, int check, int64_t *err) {
               acc0_1 += (_v0 * _v2);
               acc0_2 += (_v0 * _v3);
             }
-            tc_vf _s1 = __builtin_shuffle(acc0_0, acc0_1, (tc_vi){0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23}) + __builtin_shuffle(acc0_0, acc0_1, (tc_vi){8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31});
-            _s1 += __builtin_shuffle(_s1, (tc_vi){4, 5, 6, 7, 4, 5, 6, 7, 12, 13, 14, 15, 12, 13, 14, 15});
-            _s1 += __builtin_shuffle(_s1, (tc_vi){2, 3, 2, 3, 6, 7, 6, 7, 10, 11, 10, 11, 14, 15, 14, 15});
-            _s1 += __builtin_shuffle(_s1, (tc_vi){1, 1, 3, 3, 5, 5, 7, 7, 9, 9, 11, 11, 13, 13, 15, 15});
+            tc_vf _s1 = TC_SHUFFLE(acc0_0, acc0_1, 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23) + TC_SHUFFLE(acc0_0, acc0_1, 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
+            _s1 += TC_SHUFFLE(_s1, _s1, 4, 5, 6, 7, 4, 5, 6, 7, 12, 13, 14, 15, 12, 13, 14, 15);
+            _s1 += TC_SHUFFLE(_s1, _s1, 2, 3, 2, 3, 6, 7, 6, 7, 10, 11, 10, 11, 14, 15, 14, 15);
+            _s1 += TC_SHUFFLE(_s1, _s1, 1, 1, 3, 3, 5, 5, 7, 7, 9, 9, 11, 11, 13, 13, 15, 15);
             { float s = t_Z[(((int64_t)(c0) * 3 + (int64_t)(c1)) * 3 + (int64_t)((b0 + 0)))] + _s1[0];
               for (int _t = r0; _t < 9; _t++) s += (float)(((float)(t_X[(((int64_t)(((int32_t)(c0))) * 3 + (int64_t)(((int32_t)(c1)))) * 9 + (int64_t)(((int32_t)(_t))))]) * (float)(t_Y[(((int64_t)(((int32_t)(c0))) * 3 + (int64_t)(((int32_t)((b0 + 0))))) * 9 + (int64_t)(((int32_t)(_t))))])));
               t_Z[(((int64_t)(c0) * 3 + (int64_t)(c1)) * 3 + (int64_t)((b0 + 0)))] = s; }
@@ -239,10 +244,10 @@ int tc_phase(int32_t phase, void *const *args, void *const *temps, int64_t lo, i
                 acc0_1 += (_v0 * _v2);
                 acc0_2 += (_v0 * _v3);
               }
-              tc_vf _s2 = __builtin_shuffle(acc0_0, acc0_1, (tc_vi){0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23}) + __builtin_shuffle(acc0_0, acc0_1, (tc_vi){8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31});
-              _s2 += __builtin_shuffle(_s2, (tc_vi){4, 5, 6, 7, 4, 5, 6, 7, 12, 13, 14, 15, 12, 13, 14, 15});
-              _s2 += __builtin_shuffle(_s2, (tc_vi){2, 3, 2, 3, 6, 7, 6, 7, 10, 11, 10, 11, 14, 15, 14, 15});
-              _s2 += __builtin_shuffle(_s2, (tc_vi){1, 1, 3, 3, 5, 5, 7, 7, 9, 9, 11, 11, 13, 13, 15, 15});
+              tc_vf _s2 = TC_SHUFFLE(acc0_0, acc0_1, 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23) + TC_SHUFFLE(acc0_0, acc0_1, 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
+              _s2 += TC_SHUFFLE(_s2, _s2, 4, 5, 6, 7, 4, 5, 6, 7, 12, 13, 14, 15, 12, 13, 14, 15);
+              _s2 += TC_SHUFFLE(_s2, _s2, 2, 3, 2, 3, 6, 7, 6, 7, 10, 11, 10, 11, 14, 15, 14, 15);
+              _s2 += TC_SHUFFLE(_s2, _s2, 1, 1, 3, 3, 5, 5, 7, 7, 9, 9, 11, 11, 13, 13, 15, 15);
               { float s = t_Z[(((int64_t)(c0) * 3 + (int64_t)(c1)) * 3 + (int64_t)((b0 + 0)))] + _s2[0];
                 for (int _t = r0; _t < 9; _t++) s += (float)(((float)(t_X[(((int64_t)(((int32_t)(c0))) * 3 + (int64_t)(((int32_t)(c1)))) * 9 + (int64_t)(((int32_t)(_t))))]) * (float)(t_Y[(((int64_t)(((int32_t)(c0))) * 3 + (int64_t)(((int32_t)((b0 + 0))))) * 9 + (int64_t)(((int32_t)(_t))))])));
                 t_Z[(((int64_t)(c0) * 3 + (int64_t)(c1)) * 3 + (int64_t)((b0 + 0)))] = s; }
