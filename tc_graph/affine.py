@@ -27,6 +27,16 @@ def var(sp: isl.Space, k: int) -> isl.PwAff:
     return isl.PwAff.var_on_domain(isl.LocalSpace.from_space(sp), isl.dim_type.set, k)
 
 
+def box(sp: isl.Space, bounds: Sequence[tuple[isl.PwAff, isl.PwAff]]) -> isl.Set:
+    """The points of sp whose k-th coordinate lies in [lo, hi) of bounds[k] (expressions
+    of the parameters only)."""
+    out = isl.Set.universe(sp)
+    for k, (lo, hi) in enumerate(bounds):
+        v = var(sp, k)
+        out = out.intersect(lift(lo, sp).le_set(v)).intersect(v.lt_set(lift(hi, sp)))
+    return out
+
+
 def constant_value(pa: isl.PwAff) -> int | None:
     """The value of a constant single-piece function, else None."""
     if not pa.is_cst():

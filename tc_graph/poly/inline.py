@@ -21,7 +21,7 @@ from dataclasses import replace
 import islpy as isl
 import numpy as np
 
-from .. import ir
+from .. import affine, ir
 from ..lang.types import compute_type, is_float, promote
 from ..reference import identity
 
@@ -192,7 +192,7 @@ def snapshot_in_place(program: ir.Program) -> ir.Program:
         tensors[old] = ir.Tensor(old, target.dtype, "temp", target.shape, zero_fill=False)
         # Sema's in-place rule: every read of the left tensor uses the left-hand indices.
         at = tuple(ir.Index(v) for v in st.lhs)
-        statements.append(_copy(st, old, ir.Read(st.tensor, at, target.dtype)))
+        statements.append(_copy(st, old, ir.Read(st.tensor, at, target.dtype), program.context))
         rhs = ir.map_expr(
             st.rhs,
             lambda e, t=st.tensor, o=old: (
@@ -203,21 +203,16 @@ def snapshot_in_place(program: ir.Program) -> ir.Program:
     return replace(program, statements=tuple(statements), tensors=tensors)
 
 
-def _copy(st: ir.Statement, dst: str, rhs: ir.Expr) -> ir.Statement:
-    """`dst(lhs) = rhs` over st's left-hand region (the distinct left-hand index names
-    come first among st's iterators)."""
+def _copy(st: ir.Statement, dst: str, rhs: ir.Expr, context: isl.Set) -> ir.Statement:
+    """`dst(lhs) = rhs` over st's left-hand box (the distinct left-hand index names come
+    first among st's iterators), however many elements st reduces: projecting st's domain
+    instead kept the condition that its range is not empty, and a kernel for every size
+    left the output unset where it was (`R(i) max=! A(i, k - 1) where k in 1:M` at M = 1)."""
     n = len(dict.fromkeys(st.lhs))
-    return ir.Statement(
-        dst,
-        st.lhs,
-        st.iterators[:n],
-        "=",
-        False,
-        rhs,
-        st.domain.project_out(isl.dim_type.set, n, len(st.iterators) - n),
-        st.bounds[:n],
-        st.span,
-    )
+    sp = st.domain.project_out(isl.dim_type.set, n, len(st.iterators) - n).get_space()
+    domain = affine.box(sp, st.bounds[:n]).intersect_params(context)
+    return ir.Statement(dst, st.lhs, st.iterators[:n], "=", False, rhs, domain, st.bounds[:n],
+                        st.span)  # fmt: skip
 
 
 def widen_reductions(program: ir.Program) -> ir.Program:
@@ -247,7 +242,7 @@ def widen_reductions(program: ir.Program) -> ir.Program:
         if st.init:
             value = identity(st.op, np.dtype(target.dtype))
             start = ir.Cast(ir.Const(value, target.dtype), acc)
-        statements.append(_copy(st, wide, start))
+        statements.append(_copy(st, wide, start, program.context))
         statements.append(replace(st, tensor=wide, init=False))
-        statements.append(_copy(st, st.tensor, ir.Read(wide, at, acc)))
+        statements.append(_copy(st, st.tensor, ir.Read(wide, at, acc), program.context))
     return replace(program, statements=tuple(statements), tensors=tensors)

@@ -173,11 +173,7 @@ def _lhs_box(name: str, st: ir.Statement, program: ir.Program | None, ranges: _R
     if program is None:
         return _box(name, st.lhs, ranges[: len(st.lhs)])
     sp = _domain(name, st, st.lhs, ranges, program).get_space()
-    box = isl.Set.universe(sp)
-    for k, (lo, hi) in enumerate(st.bounds[: len(st.lhs)]):
-        v = affine.var(sp, k)
-        box = box.intersect(affine.lift(lo, sp).le_set(v)).intersect(v.lt_set(affine.lift(hi, sp)))
-    return box
+    return affine.box(sp, st.bounds[: len(st.lhs)])
 
 
 def _box(name: str, iters: Sequence[str], ranges: Sequence[tuple[int, int]]) -> isl.Set:

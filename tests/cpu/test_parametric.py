@@ -93,6 +93,25 @@ def test_reduction_over_nothing_still_sets_the_outputs(name: str, sizes: tuple[i
     _check(case, dict(zip(case["sizes"], sizes, strict=True)), 485)
 
 
+@pytest.mark.parametrize(
+    ("dtype", "op"),
+    [("half", "+=!"), ("half", "*=!"), ("int8", "max=!"), ("uint8", "min=!"), ("bool", "+=!")],
+)
+def test_a_widened_reduction_over_nothing_still_sets_the_outputs(dtype: str, op: str) -> None:
+    """A reduction accumulating in a wider type than its tensor's (poly/inline.py's
+    widen_reductions) starts and copies back over the left-hand box too: in a kernel for
+    every size both were guarded by the reduction's range being non-empty, so at M = 1
+    (`1:M` empty) and M = 0 the output was left as allocated (found by fuzzing: int8
+    max over nothing gave [-27 67 85 ...] for -128)."""
+    fn = tg.define(f"def f({dtype}(N,M) A) -> (R) {{ R(i) {op} A(i,k - 1) where k in 1:M }}")["f"]
+    kind = np.dtype({"half": "float16"}.get(dtype, dtype))
+    kernel = fn.compile(np.ones((5, 33), kind), parametric=True)
+    for n, m in [(3, 4), (4, 1), (3, 0), (6, 1)]:
+        a = np.random.default_rng(n + m).integers(1, 3, (n, m)).astype(kind)
+        for _ in range(3):  # fresh outputs each call, on memory earlier calls left behind
+            np.testing.assert_array_equal(kernel(a), fn(a, target="reference"), err_msg=f"{n}x{m}")
+
+
 def test_a_kernel_for_every_size_compiles_at_a_sample_with_no_outputs() -> None:
     """Its choices taken where the output is empty (a stencil whose kernel is longer than
     its input: 3 - 5 + 1 < 0 outputs), the kernel is still one for every size (an
