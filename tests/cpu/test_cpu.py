@@ -401,19 +401,21 @@ def test_the_vector_unit_is_the_cpus() -> None:
     )
 
 
-@pytest.mark.parametrize("width", [4, 8, 16, 32, 64])
+@pytest.mark.parametrize("width", [1, 2, 4, 8, 16, 32, 64])
 def test_vector_widths_other_than_the_register(width: int) -> None:
     """Register tiles pin operand loads with an asm operand; vectors of several
-    registers (16 floats without AVX-512, 32 and 64 floats) cannot be pinned, and must
-    still compile and compute (16 did not compile on an AVX2 CPU: "impossible constraint
-    in 'asm'")."""
+    registers (16 floats without AVX-512, 32 and 64 floats) cannot be pinned, nor can a
+    vector of one float, and must still compile and compute (16 did not compile on an
+    AVX2 CPU, nor 1 anywhere, found by fuzzing: "impossible constraint in 'asm'"). Also
+    the outer-product form's kernel (128 x 64 x 128)."""
     rng = np.random.default_rng(9)
-    a = rng.standard_normal((16, 32)).astype(np.float32)
-    b = rng.standard_normal((32, 256)).astype(np.float32)
     fn = tg.define("def mm(float(M,K) A, float(K,N) B) -> (C) { C(m,n) +=! A(m,k) * B(k,n) }").mm
-    kernel = fn.compile(a, b, options=tg.MappingOptions(vector_width=width, tile=(8,)))
-    assert "_v0" in kernel.source, "the register tile with shared operand loads is not used"
-    assert_matches(kernel(a, b), a @ b, f"matmul at vector width {width}")
+    for m, k, n in [(16, 32, 256), (128, 64, 128)]:
+        a = rng.standard_normal((m, k)).astype(np.float32)
+        b = rng.standard_normal((k, n)).astype(np.float32)
+        kernel = fn.compile(a, b, options=tg.MappingOptions(vector_width=width, tile=(8,)))
+        assert "_v0" in kernel.source, "the register tile with shared operand loads is not used"
+        assert_matches(kernel(a, b), a @ b, f"matmul at vector width {width}")
 
 
 def test_a_kernel_pickles_as_its_library() -> None:
