@@ -749,3 +749,34 @@ def test_layer_norm_takes_float64_and_float16(dtype: type) -> None:
     assert_matches(y, want.astype(dtype), "Y")
     assert_matches(m, mean.astype(np.float32), "Mean")
     assert_matches(r, inv.astype(np.float32), "InvStdDev")
+
+
+_EDGES = np.array(
+    [[-1000.0, -100.0, -90.0, -1.0, 0.0], [1.0, 88.0, 90.0, 100.0, np.nan]], np.float32
+)
+
+
+@pytest.mark.parametrize(
+    ("op", "inputs", "attrs"),
+    [
+        ("Softplus", 1, {}),
+        ("ReduceLogSumExp", 1, {"axes": [1], "keepdims": 1}),
+        ("ReduceLogSumExp", 1, {"axes": [0], "keepdims": 0}),
+        ("HardSigmoid", 1, {}),
+        ("Max", 2, {}),
+        ("Min", 2, {}),
+        ("Max", 3, {}),
+        ("Min", 3, {}),
+    ],
+)
+def test_large_values_and_nan_as_onnxruntime(op: str, inputs: int, attrs: dict) -> None:
+    """Found by fuzzing: Softplus as log(exp(x) + 1) and ReduceLogSumExp as log(sum(exp))
+    overflowed to inf above x = 88 (onnxruntime: x, and 100.41 for [100, 99, 98]);
+    HardSigmoid's fmax/fmin and Max/Min's selects dropped a NaN (onnxruntime's is NaN, as
+    the ONNX reference's), Max(x, NaN) giving x where Max(NaN, x) gave NaN."""
+    feeds = {"x": _EDGES}
+    names = ["x"]
+    for k in range(1, inputs):  # the others: NaN and large values in other places
+        feeds[f"x{k}"] = np.roll(_EDGES, k, axis=1) * np.float32(0.5 * k)
+        names.append(f"x{k}")
+    _check_group([helper.make_node(op, names, ["y"], **attrs)], feeds, {}, ["y"], opset=17)

@@ -66,8 +66,10 @@ def _reduce(node: onnx.NodeProto, ctx: Context) -> Call:
     ]
     kept = [f"r{j} in 0:1" for j in sorted(axes_set)] if keepdims else []
     y = ref("Y", y_idx)
+    where = f" where {', '.join(kept)}" if kept else ""
     count = math.prod(sx[j] for j in axes_set)
-    pre = string.Template(entry.get("pre", "${x}")).substitute(x="x")
+    shift = ref("m", y_idx)
+    pre = string.Template(entry.get("pre", "${x}")).substitute(x="x", m=shift)
     # float16 accumulates in a float32 temporary (the language computes float16 in float32;
     # 16-bit partial sums would lose the precision), stored as 16 bits at the end.
     acc = ref("acc", y_idx) if dtype == FLOAT16 else y
@@ -78,7 +80,7 @@ def _reduce(node: onnx.NodeProto, ctx: Context) -> Call:
         if count == 0 and "${count}" in entry["post"]:
             # A mean of nothing divides by zero: left to onnxruntime, before any measuring.
             raise Untranslatable(f"{op} over an empty set (a reduced axis has size 0)")
-        result = string.Template(entry["post"]).substitute(y=acc, count=lit(count))
+        result = string.Template(entry["post"]).substitute(y=acc, count=lit(count), m=shift)
     text = instantiate(
         op,
         "default",
@@ -91,6 +93,7 @@ def _reduce(node: onnx.NodeProto, ctx: Context) -> Call:
         reducer=entry["reducer"],
         pre=pre,
         ranges="".join(f", {r}" for r in kept),
+        shift=f"  {shift} max=! {ref('X', x_idx)}{where}\n" if entry.get("shifted") else "",
         post=f"  {y} = {result}\n" if result != y else "",
     )
     return Call(op, text, (x,), (out,))
