@@ -80,7 +80,8 @@ def _reduce(node: onnx.NodeProto, ctx: Context) -> Call:
         if count == 0 and "${count}" in entry["post"]:
             # A mean of nothing divides by zero: left to onnxruntime, before any measuring.
             raise Untranslatable(f"{op} over an empty set (a reduced axis has size 0)")
-        result = string.Template(entry["post"]).substitute(y=acc, count=lit(count), m=shift)
+        post = string.Template(entry["post"])
+        result = post.substitute(y=acc, count=lit(count), m=shift, nan=ref("nan", y_idx))
     text = instantiate(
         op,
         "default",
@@ -94,6 +95,10 @@ def _reduce(node: onnx.NodeProto, ctx: Context) -> Call:
         pre=pre,
         ranges="".join(f", {r}" for r in kept),
         shift=f"  {shift} max=! {ref('X', x_idx)}{where}\n" if entry.get("shifted") else "",
+        nans=f"  {ref('nan', y_idx)} +=! x != x ? x : 0.0 where x = {ref('X', x_idx)}"
+        f"{''.join(f', {r}' for r in kept)}\n"
+        if entry.get("nans")
+        else "",
         post=f"  {y} = {result}\n" if result != y else "",
     )
     return Call(op, text, (x,), (out,))
