@@ -786,3 +786,13 @@ def test_large_values_and_nan_as_onnxruntime(op: str, inputs: int, attrs: dict) 
         feeds[f"x{k}"] = np.roll(_EDGES, k, axis=1) * np.float32(0.5 * k)
         names.append(f"x{k}")
     _check_group([helper.make_node(op, names, ["y"], **attrs)], feeds, {}, ["y"], opset=17)
+
+
+def test_log_sum_exp_of_infinities_as_onnxruntime() -> None:
+    """The shift by the maximum made rows with an infinity NaN (inf - inf): [inf, 1] is
+    inf and [-inf, -inf] -inf (log 0) in onnxruntime; the shift is taken only where the
+    maximum is finite (found by fuzzing)."""
+    inf = np.float32(np.inf)
+    x = np.array([[inf, 1.0], [-inf, -inf], [-inf, 1.0], [100.0, 99.0]], np.float32)
+    node = helper.make_node("ReduceLogSumExp", ["x"], ["y"], axes=[1], keepdims=0)
+    _check_group([node], {"x": x}, {}, ["y"], opset=17)

@@ -68,7 +68,9 @@ def _reduce(node: onnx.NodeProto, ctx: Context) -> Call:
     y = ref("Y", y_idx)
     where = f" where {', '.join(kept)}" if kept else ""
     count = math.prod(sx[j] for j in axes_set)
-    shift = ref("m", y_idx)
+    # The shift: the maximum where it is finite, else 0 (an infinity's inf - inf is NaN).
+    m = ref("m", y_idx)
+    shift = f"({m} - {m} == 0.0 ? {m} : 0.0)"
     pre = string.Template(entry.get("pre", "${x}")).substitute(x="x", m=shift)
     # float16 accumulates in a float32 temporary (the language computes float16 in float32;
     # 16-bit partial sums would lose the precision), stored as 16 bits at the end.
@@ -94,7 +96,7 @@ def _reduce(node: onnx.NodeProto, ctx: Context) -> Call:
         reducer=entry["reducer"],
         pre=pre,
         ranges="".join(f", {r}" for r in kept),
-        shift=f"  {shift} max=! {ref('X', x_idx)}{where}\n" if entry.get("shifted") else "",
+        shift=f"  {m} max=! {ref('X', x_idx)}{where}\n" if entry.get("shifted") else "",
         nans=f"  {ref('nan', y_idx)} +=! x != x ? x : 0.0 where x = {ref('X', x_idx)}"
         f"{''.join(f', {r}' for r in kept)}\n"
         if entry.get("nans")
