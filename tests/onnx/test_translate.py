@@ -796,3 +796,22 @@ def test_log_sum_exp_of_infinities_as_onnxruntime() -> None:
     x = np.array([[inf, 1.0], [-inf, -inf], [-inf, 1.0], [100.0, 99.0]], np.float32)
     node = helper.make_node("ReduceLogSumExp", ["x"], ["y"], axes=[1], keepdims=0)
     _check_group([node], {"x": x}, {}, ["y"], opset=17)
+
+
+@pytest.mark.parametrize("op", ["AveragePool", "MaxPool"])
+def test_a_pool_whose_same_padding_would_be_negative_is_left_to_onnxruntime(op: str) -> None:
+    """SAME_UPPER with a stride past the kernel (length 3, kernel 1, stride 3) asks for
+    padding -2: onnxruntime's AveragePool (opset 19 on) crops the input, its MaxPool
+    refuses the model; tc_graph clamped it to 0 and read element 0 for onnxruntime's
+    element 1 (found by fuzzing). Such a pool is not translated."""
+    node = helper.make_node(op, ["x"], ["y"], auto_pad="SAME_UPPER", kernel_shape=[1], strides=[3])
+    graph = helper.make_graph(
+        [node],
+        "pool",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1, 1])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)])
+    model.ir_version = 8
+    reason = translatable(node, _types(model), {}, opset=20)
+    assert reason is not None and "negative" in reason

@@ -33,7 +33,9 @@ def _pool_geometry(
         outs = [-(-d // s) for d, s in zip(size, strides, strict=True)]
         begin = []
         for d, o, s, w in zip(size, outs, strides, span, strict=True):
-            total = max((o - 1) * s + w - d, 0)
+            total = (o - 1) * s + w - d
+            if total < 0:  # onnxruntime crops the input (AveragePool) or refuses (MaxPool)
+                raise Untranslatable(f"auto_pad {auto_pad} asks for negative padding {total}")
             begin.append(total // 2 if auto_pad == "SAME_UPPER" else total - total // 2)
         return kernel, strides, dilations, begin, outs
     if auto_pad == "VALID":
