@@ -17,6 +17,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import tc_graph as tg
+from tc_graph.codegen import forms
 from tc_graph.errors import TcError
 from tc_graph.graph import translate as tr
 from tc_graph.graph.translate import (
@@ -815,3 +816,22 @@ def test_a_pool_whose_same_padding_would_be_negative_is_left_to_onnxruntime(op: 
     model.ir_version = 8
     reason = translatable(node, _types(model), {}, opset=20)
     assert reason is not None and "negative" in reason
+
+
+@pytest.mark.parametrize(
+    ("op", "axes"), [("ReduceMean", [2]), ("ReduceMax", [-1]), ("ReduceSum", None)]
+)
+def test_a_reduction_keeping_its_dimensions_runs_in_vectors(
+    op: str, axes: list[int] | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """keepdims=1, ONNX's default: the reduced dimensions' index (extent 1) in the
+    reduction's left side put its init in the reduction's loop band, so no loop reduced
+    in vectors (a 512 x 1000 ReduceMax ran 9 ms, against 24 us in vectors). The reduction
+    runs over the dimensions it keeps, then is stored."""
+    from tests.unit.test_loop_forms import decided
+
+    x = np.random.default_rng(3).standard_normal((6, 40, 48)).astype(np.float32)
+    kw = {} if axes is None else {"axes": axes}
+    t = _check_group([helper.make_node(op, ["x"], ["y"], keepdims=1, **kw)], {"x": x}, {}, ["y"])
+    found = decided(t.source, [x.shape], None, monkeypatch, entry=t.entry)
+    assert any(isinstance(f, forms.Reduction) and f.vector for f in found), found

@@ -25,10 +25,11 @@ def decided(
     monkeypatch: pytest.MonkeyPatch,
     *,
     every_size: bool = False,
+    entry: str = "f",
 ) -> list[forms.LoopForm | forms.NoForm]:
     """The form of every loop the kernel prints (tc_kernel, then its phases), for an
     AVX-512 CPU."""
-    fn = tg.define(source).f
+    fn = tg.define(source)[entry]
     args = [
         np.zeros(s, fn.checked.tensors[n].dtype)
         for n, s in zip(fn.checked.inputs, shapes, strict=True)
