@@ -91,7 +91,7 @@ def _statements(
     ReduceMax ran 9 ms, against 24 us in vectors); float16 accumulates in a float32
     temporary (16-bit partial sums would lose the precision)."""
     acc = ref("acc", rows) if kept or dtype == FLOAT16 else y
-    m, nan = ref("m", rows), ref("nan", rows)
+    m = ref("m", rows)
     # The shift: the maximum where it is finite, else 0 (an infinity's inf - inf is NaN).
     shift = f"({m} - {m} == 0.0 ? {m} : 0.0)"
     pre = string.Template(entry.get("pre", "${x}")).substitute(x="x", m=shift)
@@ -100,7 +100,7 @@ def _statements(
     result = acc
     if "post" in entry:
         post = string.Template(entry["post"])
-        result = post.substitute(y=acc, count=lit(count), m=shift, nan=nan)
+        result = post.substitute(y=acc, count=lit(count), m=shift)
     where = f" where {', '.join(kept)}" if kept else ""
     return {
         "Xr": xr,
@@ -108,6 +108,5 @@ def _statements(
         "reducer": entry["reducer"],
         "pre": pre,
         "shift": f"  {m} max=! {xr}\n" if entry.get("shifted") else "",
-        "nans": f"  {nan} +=! x != x ? x : 0.0 where x = {xr}\n" if entry.get("nans") else "",
         "post": f"  {y} = {result}{where}\n" if result != y else "",
     }
