@@ -562,7 +562,7 @@ def _compile(
             ) from None
         compilations += 1
         if proc.returncode != 0:
-            _check_openmp(cc, args, entry)
+            _check_toolchain(cc, args, entry)
             raise TcError(
                 f"C compilation failed (exit status {proc.returncode}); source kept at "
                 f"{c_path}\ncommand: {shlex.join(cmd)}\n{_trim(proc.stderr or proc.stdout)}",
@@ -583,28 +583,44 @@ def _compile(
     log.debug("compiled %s in %.2f s", so_path, time.perf_counter() - start)
 
 
-_OPENMP_PROBE = "#include <omp.h>\nint tc_openmp_probe(void) { return omp_get_max_threads(); }\n"
+_PLAIN_PROBE = "int tc_probe(void) { return 0; }\n"
+_OPENMP_PROBE = "#include <omp.h>\nint tc_probe(void) { return omp_get_max_threads(); }\n"
 
 
-def _check_openmp(cc: str, args: Sequence[str], entry: Path) -> None:
-    """After a failed compile: a TcError naming the compiler where it cannot build even a
-    one-line OpenMP library (clang without libomp has no omp.h), which fails every kernel;
-    that is the machine's toolchain, not the generated source."""
-    with tempfile.TemporaryDirectory(dir=entry) as tmp:
-        probe = Path(tmp) / "openmp_probe.c"
-        probe.write_text(_OPENMP_PROBE)
-        cmd = [cc, *args, "-o", str(Path(tmp) / "probe.so"), str(probe), *_LIBS]
-        try:
-            proc = _run(cmd)
-        except (OSError, subprocess.TimeoutExpired):
-            return
-    if proc.returncode != 0:
+def _check_toolchain(cc: str, args: Sequence[str], entry: Path) -> None:
+    """After a failed compile: a TcError naming the machine's toolchain where it cannot
+    build even a one-line library with these flags but -fopenmp (a flag it refuses), or
+    a one-line OpenMP library (clang without libomp has no omp.h); either fails every
+    kernel, and neither is the generated source's fault. Nothing where both build."""
+    plain = _probe(cc, [a for a in args if a != "-fopenmp"], entry, _PLAIN_PROBE)
+    if plain is not None:
         raise TcError(
-            f"the C compiler {cc!r} cannot build OpenMP code, and every kernel needs it:\n"
-            f"command: {shlex.join(cmd)}\n{_trim(proc.stderr or proc.stdout)}",
+            f"the C compiler {cc!r} cannot build a one-line library with its flags:\n{plain}",
+            hint="check CC and TC_GRAPH_CFLAGS (a flag the compiler does not know?)",
+        )
+    openmp = _probe(cc, args, entry, _OPENMP_PROBE)
+    if openmp is not None:
+        raise TcError(
+            f"the C compiler {cc!r} cannot build OpenMP code, and every kernel needs it:\n{openmp}",
             hint="install the compiler's OpenMP runtime and headers (for clang: libomp-dev), "
             "or set CC to gcc",
         )
+
+
+def _probe(cc: str, args: Sequence[str], entry: Path, source: str) -> str | None:
+    """The command and the compiler's message where it fails to build `source` as a
+    library; None where it builds (or the probe itself cannot run: nothing to say)."""
+    try:
+        with tempfile.TemporaryDirectory(dir=entry) as tmp:
+            c_path = Path(tmp) / "probe.c"
+            c_path.write_text(source)
+            cmd = [cc, *args, "-o", str(Path(tmp) / "probe.so"), str(c_path), *_LIBS]
+            proc = _run(cmd)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if proc.returncode == 0:
+        return None
+    return f"command: {shlex.join(cmd)}\n{_trim(proc.stderr or proc.stdout)}"
 
 
 def _run(cmd: Sequence[str]) -> subprocess.CompletedProcess[str]:

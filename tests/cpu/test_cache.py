@@ -296,6 +296,22 @@ def test_a_compiler_without_openmp_is_named_not_blamed_on_the_kernel(
     assert info.value.hint is not None and "OpenMP" in info.value.hint
 
 
+@needs_cc
+def test_flags_the_compiler_refuses_are_named_not_blamed_on_openmp(
+    cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A flag the compiler rejects (TC_GRAPH_CFLAGS) fails every compile too, the OpenMP
+    probe included: the error says the flags, not OpenMP, are what it cannot build with
+    (a review found it blamed OpenMP)."""
+    monkeypatch.setenv("TC_GRAPH_CFLAGS", "-fbogus-tc-flag")
+    with pytest.raises(TcError) as info:
+        cc.build(ANSWER_C, KEY)
+    text = str(info.value)
+    assert "OpenMP" not in text and "-fbogus-tc-flag" in text, text
+    assert "tc_graph bug" not in text
+    assert info.value.hint is not None and "TC_GRAPH_CFLAGS" in info.value.hint
+
+
 def _banner() -> str:
     proc = subprocess.run(["cc", "--version"], capture_output=True, text=True, check=False)
     return proc.stdout + proc.stderr
