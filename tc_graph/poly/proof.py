@@ -24,6 +24,7 @@ from collections.abc import Iterator
 
 import islpy as isl
 
+from .. import ir
 from .local import annotate
 from .scop import Scop
 
@@ -67,20 +68,35 @@ def _depth(schedule: isl.Schedule) -> int:
     return max((m.dim(isl.dim_type.out) for m in maps), default=0)
 
 
-def ast_build(schedule: isl.Schedule) -> isl.AstBuild:
-    """An AST build for schedule whose loop iterators hold their depth (loop_depth)."""
-    build = isl.AstBuild.from_context(isl.Set.universe(isl.Space.params_alloc(_CTX, 0)))
+def ast_build(schedule: isl.Schedule, context: isl.Set | None = None) -> isl.AstBuild:
+    """An AST build for schedule whose loop iterators hold their depth (loop_depth),
+    assuming `context` of the parameters (none by default)."""
+    build = isl.AstBuild.from_context(context or isl.Set.universe(isl.Space.params_alloc(_CTX, 0)))
     ids = isl.IdList.alloc(_CTX, 0)
     for k in range(_depth(schedule)):
         ids = ids.add(isl.Id(f"c{k}", user=k, context=_CTX))
     return build.set_iterators(ids)
 
 
+def size_bounds(program: ir.Program) -> isl.Set:
+    """The sizes at most 2^31 - 1, as a kernel for every size checks they are before it
+    runs (and binding refuses more): a loop that only a larger size would run is not
+    printed (`B(i - 2^31)` kept a loop from i = 2^31, whose int iterator wrapped to -2^31
+    and wrote out of bounds)."""
+    ctx = isl.Set.universe(program.context.get_space())
+    sizes = {ir.isl_name(n) for n in program.size_params}
+    top = isl.Val.int_from_si(_CTX, 2**31 - 1)
+    for k in range(ctx.dim(isl.dim_type.param)):
+        if ctx.get_dim_name(isl.dim_type.param, k) in sizes:
+            ctx = ctx.upper_bound_val(isl.dim_type.param, k, top)
+    return ctx
+
+
 def annotated_ast(scop: Scop, schedule: isl.Schedule) -> isl.AstNode:
     """The AST of schedule: each loop's iterator id holds its depth (loop_depth), its
     annotation the proof (loop_parallel); each local array's mark, its offsets there
     (poly/local.py)."""
-    build = ast_build(schedule)
+    build = ast_build(schedule, None if scop.symbolic is None else size_bounds(scop.program))
     deps = scop.dependences
 
     def before_for(b: isl.AstBuild) -> isl.Id:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import functools
 import resource
+import subprocess
+import sys
 import tomllib
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -110,6 +112,22 @@ def test_a_widened_reduction_over_nothing_still_sets_the_outputs(dtype: str, op:
         a = np.random.default_rng(n + m).integers(1, 3, (n, m)).astype(kind)
         for _ in range(3):  # fresh outputs each call, on memory earlier calls left behind
             np.testing.assert_array_equal(kernel(a), fn(a, target="reference"), err_msg=f"{n}x{m}")
+
+
+def test_an_index_past_every_size_gives_no_loop() -> None:
+    """`B(i - 2^31)` needs i >= 2^31, which no size allows (sizes are up to 2^31 - 1): the
+    kernel for every size kept that loop, whose int iterator started at 2^31, wrapped to
+    -2^31 and wrote O out of bounds (SIGSEGV, found by fuzzing). Run in a child process,
+    which the old kernel killed."""
+    code = (
+        "import numpy as np, tc_graph as tg\n"
+        "f = tg.define('def f(float(N) A, float(M) B) -> (O) { O(i) = A(i) + B(i - 2147483648) }').f\n"
+        "a, b = np.ones(1, np.float32), np.ones(2, np.float32)\n"
+        "print(f.compile(a, b, parametric=True)(a, b).shape, f(a, b, target='reference').shape)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.split() == ["(0,)", "(0,)"]
 
 
 def test_a_kernel_for_every_size_compiles_at_a_sample_with_no_outputs() -> None:
