@@ -160,6 +160,10 @@ def allocate(
     if out is not None:
         if isinstance(out, np.ndarray):
             out = (out,)
+        if not isinstance(out, list | tuple):
+            raise TcError(
+                f"out= must be a NumPy array or a sequence of them, not {type(out).__name__}"
+            )
         if len(out) != len(program.outputs):
             raise TcError(
                 f"out= has {len(out)} arrays, but '{program.name}' has "

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from . import compiler, ir, timing
-from .api import TcFunction, TcModule
+from .api import TcFunction, TcModule, define
 from .compare import mismatch, rtol
 from .compiler import STAGES
 from .errors import TcError, TcWarning
@@ -80,7 +80,7 @@ def _load(path: str) -> TcModule | None:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", TcWarning)
         try:
-            mod = TcModule(source)
+            mod = define(source)
         except TcError as e:
             print(f"{path}: {e}", file=sys.stderr)
             return None
@@ -147,6 +147,8 @@ def _example_args(fn: TcFunction, given: dict[str, str]) -> list[object]:
                 args.append(np.zeros(shape, dtype=t.dtype))
         except ValueError:
             raise TcError(f"--shapes: cannot read {n}={text!r}") from None
+        except MemoryError:
+            raise TcError(f"--shapes: {n}={text} is too large to allocate here") from None
     return args
 
 

@@ -474,3 +474,23 @@ def test_summary_agrees_with_what_was_measured(tmp_path: Path) -> None:
     else:
         assert summary.startswith("nothing fused: ")
         assert summary.endswith(f" of {len(made)} group{'s' * (len(made) > 1)})")
+
+
+def test_malformed_input_is_a_one_line_error_not_a_traceback(tmp_path: Path) -> None:
+    """Found by fuzzing the command line: a TC file nested 5,000 deep (check, compile)
+    printed a RecursionError traceback, and --shapes too large for NumPy to allocate a
+    MemoryError one; each is an error line and exit status 1."""
+    deep = tmp_path / "deep.tc"
+    deep.write_text(
+        "def f(float(N) A) -> (B) { B(i) = " + "(" * 5000 + "A(i)" + ")" * 5000 + " }\n"
+    )
+    mm = tmp_path / "mm.tc"
+    mm.write_text("def mm(float(M,K) A, float(K,N) B) -> (C) { C(m,n) +=! A(m,k) * B(k,n) }\n")
+    for args in (
+        ["check", str(deep)],
+        ["compile", str(deep), "--shapes", "A=4"],
+        ["compile", str(mm), "--shapes", "A=3000000x3000000,B=3000000x1"],
+    ):
+        proc = run(*args)
+        assert proc.returncode == 1, (args, proc.stderr)
+        assert "Traceback" not in proc.stderr and "error:" in proc.stderr, (args, proc.stderr)

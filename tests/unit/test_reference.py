@@ -37,6 +37,7 @@ import pytest
 import scipy.special as sp
 
 import tc_graph as tg
+from tc_graph.errors import TcError
 from tests.tolerances import assert_matches
 
 Outputs = tuple[np.ndarray, ...]
@@ -1676,3 +1677,12 @@ def test_reference_is_deterministic_and_shape_generic() -> None:
         second = fn(a, b, target="reference")
         assert_matches(first, (a.astype(f64) @ b).astype(f32), f"matmul {m}x{k}x{n}")
         np.testing.assert_array_equal(first, second)
+
+
+@pytest.mark.parametrize("target", ["reference", "cpu"])
+def test_out_that_is_not_arrays_is_a_tc_error(target: str) -> None:
+    """out=5 raised TypeError from binding.allocate (found by fuzzing the API)."""
+    fn = _define("def add(float(N) A, float(N) B) -> (C) { C(i) = A(i) + B(i) }").add
+    a = np.ones(3, np.float32)
+    with pytest.raises(TcError, match="out="):
+        fn(a, a, out=5, target=target)
