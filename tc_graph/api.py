@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from . import binding, compiler, ir, ranges, reference
-from .errors import TcError
+from .errors import TcError, not_too_deep
 from .lang.parser import parse
 from .lang.sema import CheckedDef, check
 from .options import MappingOptions
@@ -88,10 +88,11 @@ class TcFunction:
         )
         kernel = self._kernels.get(key)
         if kernel is None:
-            if parametric:
-                kernel = compiler.parametric_kernel(bound, options)
-            else:
-                kernel = compiler.kernel(bound, target, options)
+            with not_too_deep():
+                if parametric:
+                    kernel = compiler.parametric_kernel(bound, options)
+                else:
+                    kernel = compiler.kernel(bound, target, options)
             self._kernels[key] = kernel
         return kernel
 
@@ -116,7 +117,8 @@ class TcFunction:
         tensors = {**bound.arrays, **buffers}
         # The reference reads through NumPy's safe indexing, so it checks every
         # subscript whatever `unchecked` says: an oracle must never read garbage.
-        reference.evaluate(program, tensors, {**bound.sizes, **program.constants})
+        with not_too_deep():
+            reference.evaluate(program, tensors, {**bound.sizes, **program.constants})
         results = tuple(buffers[o] for o in program.outputs)
         return results[0] if len(results) == 1 else results
 
@@ -203,25 +205,14 @@ def define_entry(source: str, entry: str) -> TcFunction | None:
     range inference)."""
     if not isinstance(source, str):
         raise TcError(f"define_entry() takes TC source text, got {type(source).__name__}")
-    try:
+    with not_too_deep():
         d = check(parse(source)).defs.get(entry)
         return None if d is None else TcFunction(d, _symbolic_program(d))
-    except RecursionError:
-        raise _too_deep() from None
-
-
-def _too_deep() -> TcError:
-    return TcError(
-        "the program is nested too deeply to compile",
-        hint="split very long or deeply nested expressions into several statements",
-    )
 
 
 def define(source: str) -> TcModule:
     """Parse and check every def of a TC source; raises TcError on the first error."""
     if not isinstance(source, str):
         raise TcError(f"define() takes TC source text, got {type(source).__name__}")
-    try:
+    with not_too_deep():
         return TcModule(source)
-    except RecursionError:
-        raise _too_deep() from None

@@ -23,7 +23,7 @@ from . import compiler, ir, timing
 from .api import TcFunction, TcModule, define
 from .compare import mismatch, rtol
 from .compiler import STAGES
-from .errors import TcError, TcWarning
+from .errors import TcError, TcWarning, not_too_deep
 from .graph.optimize import BUDGET_S, MIN_SPEEDUP
 from .options import MappingOptions
 from .runtime import cc
@@ -170,12 +170,13 @@ def _compile(args: argparse.Namespace) -> int:
         fn = _entry(mod, args)
         options = MappingOptions.from_json(args.options) if args.options else None
         bound = compiler.bind(fn, _example_args(fn, _parse_shapes(args.shapes)))
-        if args.emit == "c":
-            # The kernel --target compiles (built into the cache), as `fn.compile` gives it.
-            text = compiler.kernel(bound, args.target, options).source
-        else:
-            # Any other stage is printed, not built: GPU text needs no device.
-            text = compiler.show(bound, args.emit, args.target, options)
+        with not_too_deep():
+            if args.emit == "c":
+                # The kernel --target compiles (into the cache), as `fn.compile` gives it.
+                text = compiler.kernel(bound, args.target, options).source
+            else:
+                # Any other stage is printed, not built: GPU text needs no device.
+                text = compiler.show(bound, args.emit, args.target, options)
     except TcError as e:
         print(f"{args.file}: {e}", file=sys.stderr)
         return 1

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 
@@ -72,3 +74,16 @@ class TcError(Exception):
 
 class TcWarning(UserWarning):
     """A TC program that is legal but probably not what its author meant."""
+
+
+@contextlib.contextmanager
+def not_too_deep() -> Iterator[None]:
+    """Python's recursion limit met in parsing, checking, compiling or interpreting an
+    expression (a 600-term sum is accepted, then recursed past it) as a TcError."""
+    try:
+        yield
+    except RecursionError:
+        raise TcError(
+            "the program is nested too deeply to compile",
+            hint="split very long or deeply nested expressions into several statements",
+        ) from None

@@ -478,17 +478,20 @@ def test_summary_agrees_with_what_was_measured(tmp_path: Path) -> None:
 
 def test_malformed_input_is_a_one_line_error_not_a_traceback(tmp_path: Path) -> None:
     """Found by fuzzing the command line: a TC file nested 5,000 deep (check, compile)
-    printed a RecursionError traceback, and --shapes too large for NumPy to allocate a
-    MemoryError one; each is an error line and exit status 1."""
+    printed a RecursionError traceback, as did compiling a 600-term sum, and --shapes too
+    large for NumPy to allocate a MemoryError one; each is an error line and exit 1."""
     deep = tmp_path / "deep.tc"
     deep.write_text(
         "def f(float(N) A) -> (B) { B(i) = " + "(" * 5000 + "A(i)" + ")" * 5000 + " }\n"
     )
     mm = tmp_path / "mm.tc"
     mm.write_text("def mm(float(M,K) A, float(K,N) B) -> (C) { C(m,n) +=! A(m,k) * B(k,n) }\n")
+    long = tmp_path / "long.tc"  # accepted, then too deep to compile
+    long.write_text("def f(float(N) A) -> (B) { B(i) = A(i)" + " + A(i)" * 600 + " }\n")
     for args in (
         ["check", str(deep)],
         ["compile", str(deep), "--shapes", "A=4"],
+        ["compile", str(long), "--shapes", "A=4"],
         ["compile", str(mm), "--shapes", "A=3000000x3000000,B=3000000x1"],
     ):
         proc = run(*args)

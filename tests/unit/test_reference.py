@@ -1686,3 +1686,12 @@ def test_out_that_is_not_arrays_is_a_tc_error(target: str) -> None:
     a = np.ones(3, np.float32)
     with pytest.raises(TcError, match="out="):
         fn(a, a, out=5, target=target)
+
+
+@pytest.mark.parametrize("target", ["reference", "cpu"])
+def test_a_program_too_deep_to_run_is_a_tc_error(target: str) -> None:
+    """define() accepts a 600-term sum; calling it recursed past Python's limit in the
+    reference evaluator and the C printer: RecursionError (found by fuzzing the API)."""
+    fn = _define("def f(float(N) A) -> (B) { B(i) = A(i)" + " + A(i)" * 600 + " }").f
+    with pytest.raises(TcError, match="nested too deeply"):
+        fn(np.ones(4, np.float32), target=target)
