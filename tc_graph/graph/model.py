@@ -176,6 +176,11 @@ def fix_dims(proto: onnx.ModelProto, fixed: Mapping[str, int]) -> None:
             raise TcError(
                 f"fix_shapes: dimension '{name}' must be pinned to a positive integer, not {size!r}"
             )
+        if size >= 2**31:  # tc_graph's sizes (binding); protobuf's int64 raised ValueError
+            raise TcError(
+                f"fix_shapes: dimension '{name}' must be pinned to a positive integer up to "
+                f"2^31 - 1, not {size!r}"
+            )
         make_dim_param_fixed(proto.graph, name, size)
 
 

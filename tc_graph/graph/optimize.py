@@ -314,10 +314,10 @@ def _dynamic(
             have = ", ".join(names) if names else "none"
             raise TcError(f"shapes: the model has no symbolic input dimension '{name}'",
                           hint=f"its symbolic input dimensions: {have}")  # fmt: skip
-        if not sizes or any(isinstance(n, bool) or not isinstance(n, int) or n < 1
+        if not sizes or any(isinstance(n, bool) or not isinstance(n, int) or not 1 <= n < 2**31
                             for n in sizes):  # fmt: skip
             raise TcError(f"shapes: the sample sizes of '{name}' must be positive integers, "
-                          f"not {list(sizes)!r}")  # fmt: skip
+                          f"not {list(sizes)!r}", hint="sizes are 1 to 2^31 - 1")  # fmt: skip
     if not names:
         return None
     samples = {

@@ -227,6 +227,8 @@ def test_the_bert_export_fuses_whole_with_its_sequence_pinned() -> None:
         ),
         ({"batch": []}, "sample sizes of 'batch' must be positive integers, not \\[\\]"),
         ({"batch": [0]}, "sample sizes of 'batch' must be positive integers, not \\[0\\]"),
+        # Found by fuzzing: protobuf's ValueError ('Value out of range') escaped.
+        ({"batch": [10**20]}, "positive integers, not \\[100000000000000000000\\](?s:.*)2\\^31"),
     ],
 )
 def test_bad_sample_sizes_are_a_tc_error(shapes: dict, message: str) -> None:

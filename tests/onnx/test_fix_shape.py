@@ -69,6 +69,9 @@ def test_a_pinned_batch_fuses_for_that_size() -> None:
         ({"seq": 4}, "no symbolic dimension 'seq'(?s:.*)its symbolic dimensions: batch"),
         ({"batch": 0}, "'batch' must be pinned to a positive integer, not 0"),
         ({"batch": 2.5}, "positive integer, not 2.5"),
+        # Found by fuzzing: protobuf's ValueError ('Value out of range') escaped.
+        ({"batch": 10**20}, "positive integer up to 2\\^31 - 1, not 100000000000000000000"),
+        ({"batch": 2**31}, "up to 2\\^31 - 1"),
     ],
 )
 def test_a_bad_pin_is_a_tc_error(fixed: dict, message: str) -> None:
