@@ -1921,6 +1921,8 @@ def _node_spec(node: onnx.NodeProto) -> _NodeSpec:
         a = found.get(name)
         if a is not None:
             raw[name] = list(a.ints)
+    if len({name in raw for name in ROW_INTS}) > 1:  # the key reads both
+        raise _node_error(node, "has malformed row_sizes and row_tensors attributes")
     if raw.get(EVERY_SIZE, [1]) != [1] or (EVERY_SIZE in raw and "row_sizes" in raw):
         raise _node_error(node, f"has a malformed {EVERY_SIZE} attribute (it must be [1], "
                           "on a node without row_sizes)")  # fmt: skip

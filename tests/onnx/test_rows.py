@@ -145,6 +145,19 @@ def test_malformed_rows_attributes_are_refused(
         tg.prepare(_model(_attrs(sizes, flags)))
 
 
+@pytest.mark.parametrize("dropped", ["row_tensors", "row_sizes"])
+def test_rows_attributes_without_their_pair_are_refused(dropped: str) -> None:
+    """row_sizes without row_tensors raised KeyError while the key was checked (found by
+    fuzzing hand-edited TcKernel nodes)."""
+    model = _model(_attrs((4, 1)))
+    node = model.graph.node[0]
+    kept = [a for a in node.attribute if a.name != dropped]
+    del node.attribute[:]
+    node.attribute.extend(kept)
+    with pytest.raises(tg.TcError, match="malformed row_sizes and row_tensors"):
+        tg.prepare(model)
+
+
 def test_the_key_covers_the_row_sizes() -> None:
     assert _attrs((4, 1)).kernel_key != _attrs((4, 2, 1)).kernel_key
 
