@@ -142,13 +142,25 @@ def check_preconditions(program: ir.Program, sizes: Mapping[str, int]) -> None:
 
 
 def tensor_shapes(program: ir.Program, sizes: Mapping[str, int]) -> dict[str, tuple[int, ...]]:
-    """Concrete shapes of the outputs and temporaries."""
+    """Concrete shapes of the outputs and temporaries. An extent range inference gives
+    past 2^31 - 1 is a TcError: every target indexes with 32-bit sizes, as binding checks
+    the inputs' (NumPy's MemoryError, C that did not compile, islpy's TypeError escaped)."""
     point = ir.param_point(program, sizes)
-    return {
+    shapes = {
         name: tuple(max(0, ir.eval_pw(pa, point)) for pa in t.shape)
         for name, t in program.tensors.items()
         if t.role != "input"
     }
+    for name, shape in shapes.items():
+        for k, n in enumerate(shape):
+            if n >= 2**31:
+                raise TcError(
+                    f"the extent of '{name}' in dimension {k} is {n} for these sizes; tc_graph "
+                    "supports extents up to 2^31 - 1",
+                    source=program.source,
+                    hint="check the index expressions that range inference bounds it by",
+                )
+    return shapes
 
 
 def allocate(

@@ -1695,3 +1695,14 @@ def test_a_program_too_deep_to_run_is_a_tc_error(target: str) -> None:
     fn = _define("def f(float(N) A) -> (B) { B(i) = A(i)" + " + A(i)" * 600 + " }").f
     with pytest.raises(TcError, match="nested too deeply"):
         fn(np.ones(4, np.float32), target=target)
+
+
+@pytest.mark.parametrize("target", ["reference", "cpu"])
+@pytest.mark.parametrize("shift", ["2147483648", "4611686018427387904 - 4611686018427387904"])
+def test_an_inferred_extent_past_2_to_the_31_is_a_tc_error(target: str, shift: str) -> None:
+    """Range inference gives O a second dimension of 2^31 + 3 (2^63 + 3): NumPy's
+    MemoryError or a wrong index error in the reference, C that did not compile, islpy's
+    TypeError past 2^63 (found by fuzzing the API). Extents, as sizes, are below 2^31."""
+    fn = _define(f"def f(float(N) A, float(M) B) -> (O) {{ O(i, j) = A(i) + B(j - {shift}) }}").f
+    with pytest.raises(TcError, match="extent of 'O' in dimension 1 is .* up to 2\\^31 - 1"):
+        fn(np.ones(2, np.float32), np.ones(3, np.float32), target=target)
