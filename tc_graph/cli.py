@@ -66,11 +66,19 @@ def _describe(fn_name: str, mod: TcModule) -> list[str]:
     return lines
 
 
+# Larger is no TC source: `tc-graph check /dev/zero` read until memory ran out.
+MAX_SOURCE_BYTES = 16 * 2**20
+
+
 def _load(path: str) -> TcModule | None:
     """The module of a TC file, printing warnings and errors; None on error."""
     try:
         with open(path, encoding="utf-8") as f:
-            source = f.read()
+            source = f.read(MAX_SOURCE_BYTES + 1)
+        if len(source) > MAX_SOURCE_BYTES:
+            print(f"error: {path} is larger than {MAX_SOURCE_BYTES // 2**20} MiB: not a TC "
+                  "source", file=sys.stderr)  # fmt: skip
+            return None
     except OSError as e:
         print(f"error: cannot read {path}: {e.strerror}", file=sys.stderr)
         return None
@@ -279,14 +287,11 @@ DEMO_ROUND_S = {False: 0.02, True: 0.1}
 def _read_model(path: str) -> onnx.ModelProto:
     """The model at `path` (tensors stored as external data not read), or a TcError that
     names the file."""
-    import onnx
+    from .graph.optimize import read_model
 
     if not Path(path).is_file():
         raise TcError(f"ONNX model file '{path}' does not exist")
-    try:
-        return onnx.load(path, load_external_data=False)  # external data stays in its files
-    except Exception as e:  # protobuf's DecodeError, external-data errors, ...
-        raise TcError(f"'{path}' is not a readable ONNX model: {e}") from None
+    return read_model(path)
 
 
 def _tc_kernels(model: onnx.ModelProto) -> list[onnx.NodeProto]:

@@ -56,7 +56,7 @@ def load(
     inputs of the same type: serializing hundreds of MB of weights twice per load (the
     checker and inference both do) was most of the time, and it lifts the 2 GB limit.
     """
-    if isinstance(model, onnx.ModelProto):
+    if isinstance(checked_model_argument(model), onnx.ModelProto):
         proto = onnx.ModelProto()
         proto.CopyFrom(model)
     else:
@@ -152,6 +152,18 @@ def input_symbols(graph: onnx.GraphProto) -> list[str]:
                 if dim.HasField("dim_param") and dim.dim_param:
                     names.setdefault(dim.dim_param, None)
     return list(names)
+
+
+def checked_model_argument(model: object) -> str | os.PathLike[str] | onnx.ModelProto:
+    """The model argument of the public API, which takes a path or a ModelProto (TcError
+    otherwise: a TypeError from Path or onnx.load escaped)."""
+    if not isinstance(model, str | os.PathLike | onnx.ModelProto):
+        raise TcError(
+            f"the model must be a path (str or os.PathLike) or an onnx.ModelProto, not "
+            f"{type(model).__name__}",
+            hint="for a serialized model, pass onnx.load_from_string(data)",
+        )
+    return model
 
 
 def fix_dims(proto: onnx.ModelProto, fixed: Mapping[str, int]) -> None:

@@ -55,7 +55,7 @@ from . import cost, external, kept, memo, rows, symbols
 from . import translate as tr
 from .fold import batch_norms_folded
 from .linear import linears_composed
-from .model import Graph, input_symbols, symbolic_dims
+from .model import Graph, checked_model_argument, input_symbols, symbolic_dims
 from .partition import Group, candidate_groups, components, excluded, is_convex, make_group
 from .rewrite import (
     EVERY_SIZE,
@@ -225,20 +225,33 @@ def optimize(
     sample size and serves every size (docs/onnx.md, "Symbolic dimensions")."""
     measuring = replace(_measuring(sess_options, threads, min_speedup, remeasure),
                         budget_s=budget_s)  # fmt: skip
+    fixed = dict(_mapping("fix_shapes", fix_shapes, "sizes"))
+    samples = dict(_mapping("shapes", shapes, "lists of sizes"))
     token = _MEASURING.set(measuring)
     budget = _DEADLINE.set(_deadline(budget_s))
     try:
         return _optimize_model(model, force=force, tune=tune, report=report, progress=progress,
-                               fixed=dict(fix_shapes or {}), shapes=dict(shapes or {}))  # fmt: skip
+                               fixed=fixed, shapes=samples)  # fmt: skip
     finally:
         _DEADLINE.reset(budget)
         _MEASURING.reset(token)
 
 
-def _measuring(
-    sess_options: Any, threads: int | None, min_speedup: float, remeasure: bool
-) -> _Measuring:
-    """optimize's measuring arguments, checked (TcError otherwise)."""
+def _mapping(name: str, value: object, of: str) -> Mapping[str, Any]:
+    """A by-name argument (shapes, fix_shapes), checked to be a mapping (TcError
+    otherwise); its entries are checked where they are used."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise TcError(
+            f"{name} must be a mapping of dimension names to {of}, not {type(value).__name__}",
+            hint=f'e.g. {name}={{"batch": {"[1, 8]" if "lists" in of else "8"}}}',
+        )
+    return value
+
+
+def _checked_session_options(sess_options: Any) -> None:
+    """TcError unless sess_options is an onnxruntime.SessionOptions or None."""
     import onnxruntime as onnxrt
 
     if sess_options is not None and not isinstance(sess_options, onnxrt.SessionOptions):
@@ -247,6 +260,13 @@ def _measuring(
             f"{type(sess_options).__name__}",
             hint="pass the SessionOptions the optimized model will run with",
         )
+
+
+def _measuring(
+    sess_options: Any, threads: int | None, min_speedup: float, remeasure: bool
+) -> _Measuring:
+    """optimize's measuring arguments, checked (TcError otherwise)."""
+    _checked_session_options(sess_options)
     if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int)
                                 or threads < 1):  # fmt: skip
         raise TcError(
@@ -314,6 +334,9 @@ def _dynamic(
             have = ", ".join(names) if names else "none"
             raise TcError(f"shapes: the model has no symbolic input dimension '{name}'",
                           hint=f"its symbolic input dimensions: {have}")  # fmt: skip
+        if not isinstance(sizes, Sequence) or isinstance(sizes, str):
+            raise TcError(f"shapes: the sample sizes of '{name}' must be a list of positive "
+                          f"integers, not {sizes!r}", hint=f'e.g. {{"{name}": [1, 8]}}')  # fmt: skip
         if not sizes or any(isinstance(n, bool) or not isinstance(n, int) or not 1 <= n < 2**31
                             for n in sizes):  # fmt: skip
             raise TcError(f"shapes: the sample sizes of '{name}' must be positive integers, "
@@ -491,7 +514,7 @@ def _deadline(budget_s: float | None) -> float:
     """The monotonic time past which optimize starts no new compile."""
     if budget_s is None:
         return math.inf
-    if not budget_s >= 0:
+    if isinstance(budget_s, bool) or not isinstance(budget_s, int | float) or not budget_s >= 0:
         raise TcError(
             f"budget_s must be a number of seconds >= 0, not {budget_s!r}",
             hint="pass budget_s=None for no bound",
@@ -1778,14 +1801,16 @@ def _tc_nodes(model: onnx.ModelProto) -> list[onnx.NodeProto]:
     return [n for n in model.graph.node if n.domain == TC_DOMAIN and n.op_type == TC_OP]
 
 
-def _load(model: str | os.PathLike[str] | onnx.ModelProto) -> onnx.ModelProto:
-    if isinstance(model, onnx.ModelProto):
+def read_model(model: str | os.PathLike[str] | onnx.ModelProto) -> onnx.ModelProto:
+    """The model's nodes and attributes (its external data stays in its files), or a
+    TcError that names the file."""
+    if isinstance(checked_model_argument(model), onnx.ModelProto):
         return model
     try:
         # Only nodes are read: external data stays where it is (onnxruntime maps it).
         proto = onnx.load(os.fspath(model), load_external_data=False)
     except Exception as e:  # OSError, protobuf's DecodeError, a checker ValidationError, ...
-        raise TcError(f"cannot read ONNX model {os.fspath(model)!r}: {e}") from None
+        raise TcError(f"'{os.fspath(model)}' is not a readable ONNX model: {e}") from None
     if not proto.graph.output:
         # An empty file parses as an empty ModelProto.
         raise TcError(f"{os.fspath(model)!r} is not an ONNX model: it has no graph outputs")
@@ -2102,7 +2127,7 @@ def prepare(model: str | os.PathLike[str] | onnx.ModelProto) -> None:
 
     Every node is checked first (TcError otherwise): its kernel_key must be the one its
     attributes give, and the graph's declared types of its values must be the kernel's."""
-    specs = checked_nodes(_load(model))
+    specs = checked_nodes(read_model(model))
     stamp = _stamp()
     for node, spec in specs:
         _prepare_node(node, stamp, spec)
@@ -2137,10 +2162,11 @@ def InferenceSession(
     A TcWarning says so where `providers` name a GPU provider: TcKernels run on the CPU."""
     import onnxruntime as onnxrt
 
-    device = ort.device_providers(providers or ())
+    _checked_session_options(sess_options)
+    device = ort.device_providers(_providers(providers))
     if device:
         warnings.warn(TcWarning(ort.cpu_only_note(device)), stacklevel=2)
-    proto = _load(model)
+    proto = read_model(model)
     prepare(proto)
     so = sess_options if sess_options is not None else onnxrt.SessionOptions()
     ort.register(so)
@@ -2148,6 +2174,23 @@ def InferenceSession(
     if isinstance(model, onnx.ModelProto):
         return external.session(proto, so, chosen, **kw)
     return onnxrt.InferenceSession(os.fspath(model), so, providers=chosen, **kw)
+
+
+def _providers(providers: Any) -> Sequence[str | tuple[str, Any]]:
+    """InferenceSession's providers, checked as onnxruntime takes them: names, or (name,
+    options) pairs (TcError otherwise: a TypeError escaped)."""
+    if providers is None:
+        return ()
+    if isinstance(providers, list | tuple) and all(
+        isinstance(p, str) or (isinstance(p, tuple) and len(p) == 2 and isinstance(p[0], str))
+        for p in providers
+    ):
+        return providers
+    shown = providers if isinstance(providers, list | tuple) else type(providers).__name__
+    raise TcError(
+        f"providers must be a list of execution provider names, not {shown}",
+        hint='e.g. providers=["CPUExecutionProvider"], or (name, options) pairs',
+    )
 
 
 def signature(model: onnx.ModelProto) -> str:

@@ -24,7 +24,7 @@ from .. import __version__
 from ..errors import TcError
 from ..runtime import cc, ort
 from ..runtime.kernel import code_version
-from .optimize import _compile_node, _load, _stamp, _tc_nodes, checked_nodes, optimize
+from .optimize import _compile_node, _stamp, _tc_nodes, checked_nodes, optimize, read_model
 
 __all__ = ["ISAS", "KERNELS", "LIBRARY", "MANIFEST", "MODEL", "isa_flags", "package"]
 
@@ -67,7 +67,7 @@ def package(
     flags = isa_flags(isa)
     target = Path(directory)
     _check_target(target)
-    proto = _load(model)
+    proto = read_model(model)
     if not _tc_nodes(proto):
         proto = optimize(proto)
     nodes = checked_nodes(proto)

@@ -305,6 +305,26 @@ def test_check_on_binary_data_is_a_clean_error(tmp_path: Path) -> None:
     assert "not TC text" in r.stderr
 
 
+def test_check_on_an_endless_file_is_a_clean_error() -> None:
+    """Found by fuzzing the command line: it read /dev/zero until memory ran out."""
+    r = run("check", "/dev/zero")
+    assert r.returncode == 1
+    assert "Traceback" not in r.stderr
+    assert "larger than" in r.stderr and "not a TC source" in r.stderr
+
+
+@pytest.mark.parametrize("command", ["prepare", "package"])
+def test_an_empty_file_is_no_model(tmp_path: Path, command: str) -> None:
+    """Found by fuzzing the command line: an empty file parses as an empty ModelProto,
+    and prepare reported '0 TcKernels compiled'."""
+    path = tmp_path / "empty.onnx"
+    path.write_bytes(b"")
+    extra = ["-o", str(tmp_path / "pkg")] if command == "package" else []
+    r = run(command, str(path), *extra)
+    assert r.returncode == 1
+    assert "is not an ONNX model: it has no graph outputs" in r.stderr
+
+
 def test_optimize_takes_the_output_as_a_positional_argument(tmp_path: Path) -> None:
     src, out = tmp_path / "in.onnx", tmp_path / "out.onnx"
     onnx.save(bench_models.build("mlp3_gemm", small=True), str(src))

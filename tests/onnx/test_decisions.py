@@ -462,6 +462,8 @@ def test_min_speedup_is_the_threshold(cache: Path, monkeypatch: pytest.MonkeyPat
         ({"threads": 0}, "threads must be a positive integer or None"),
         ({"threads": 1.5}, "threads must be a positive integer or None"),
         ({"sess_options": {"threads": 1}}, "sess_options must be an onnxruntime.SessionOptions"),
+        # Found by fuzzing the API: TypeError escaped ('>=' between str and int).
+        ({"budget_s": "10"}, "budget_s must be a number of seconds >= 0, not '10'"),
     ],
 )
 def test_bad_measuring_arguments_are_a_clean_error(kw: dict, message: str) -> None:

@@ -229,6 +229,10 @@ def test_the_bert_export_fuses_whole_with_its_sequence_pinned() -> None:
         ({"batch": [0]}, "sample sizes of 'batch' must be positive integers, not \\[0\\]"),
         # Found by fuzzing: protobuf's ValueError ('Value out of range') escaped.
         ({"batch": [10**20]}, "positive integers, not \\[100000000000000000000\\](?s:.*)2\\^31"),
+        # Found by fuzzing the API: TypeError escaped ('int' object is not iterable).
+        ({"batch": 8}, "sample sizes of 'batch' must be a list of positive integers, not 8"),
+        ([8], "shapes must be a mapping of dimension names to lists of sizes, not list"),
+        (5, "shapes must be a mapping of dimension names to lists of sizes, not int"),
     ],
 )
 def test_bad_sample_sizes_are_a_tc_error(shapes: dict, message: str) -> None:

@@ -72,6 +72,8 @@ def test_a_pinned_batch_fuses_for_that_size() -> None:
         # Found by fuzzing: protobuf's ValueError ('Value out of range') escaped.
         ({"batch": 10**20}, "positive integer up to 2\\^31 - 1, not 100000000000000000000"),
         ({"batch": 2**31}, "up to 2\\^31 - 1"),
+        # Found by fuzzing the API: TypeError escaped (dictionary update sequence).
+        ([8], "fix_shapes must be a mapping of dimension names to sizes, not list"),
     ],
 )
 def test_a_bad_pin_is_a_tc_error(fixed: dict, message: str) -> None:

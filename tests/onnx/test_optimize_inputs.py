@@ -202,3 +202,28 @@ def test_agreeing_annotations_still_propagate_through_unknown_ops() -> None:
     model.opset_import.append(helper.make_opsetid("my.ops", 1))
     types = Graph.from_model(model).types
     assert types["z"] == (np.dtype(np.float32), (2, 3))
+
+
+# Found by fuzzing the API: each raised TypeError or AttributeError from inside.
+@pytest.mark.parametrize("entry", [tg.optimize, tg.prepare, tg.InferenceSession])
+@pytest.mark.parametrize("model", [5, b"\x08\x07", None])
+def test_a_model_of_the_wrong_type_is_a_tc_error(entry, model: object) -> None:
+    with pytest.raises(tg.TcError, match=r"a path .* or an onnx.ModelProto, not "):
+        entry(model)
+
+
+@pytest.mark.parametrize(
+    ("kw", "message"),
+    [
+        (
+            {"sess_options": 5},
+            "sess_options must be an onnxruntime.SessionOptions or None, not int",
+        ),
+        ({"providers": 5}, "providers must be a list of execution provider names, not int"),
+        ({"providers": [5]}, "providers must be a list of execution provider names, not \\[5\\]"),
+    ],
+)
+def test_bad_session_arguments_are_a_tc_error(kw: dict, message: str) -> None:
+    model = tg.optimize(bench_models.build("mlp1", small=True), force=True)
+    with pytest.raises(tg.TcError, match=message):
+        tg.InferenceSession(model, **kw)
