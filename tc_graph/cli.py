@@ -289,8 +289,6 @@ def _read_model(path: str) -> onnx.ModelProto:
     names the file."""
     from .graph.optimize import read_model
 
-    if not Path(path).is_file():
-        raise TcError(f"ONNX model file '{path}' does not exist")
     return read_model(path)
 
 
@@ -327,8 +325,8 @@ def _optimize(args: argparse.Namespace) -> int:
             budget_s=args.budget,
             threads=args.threads,
             min_speedup=args.min_speedup,
-            fix_shapes=dict(args.fix_shape or []),
-            shapes=dict(args.shape or []),
+            fix_shapes=_by_name("--fix-shape", args.fix_shape),
+            shapes=_by_name("--shape", args.shape),
         )
         try:
             save_model(
@@ -745,6 +743,16 @@ def _sample_sizes(text: str) -> tuple[str, list[int]]:
             f"expected NAME=N[,N...] with positive integers N: {text!r}"
         )
     return name.strip(), [int(v) for v in values]
+
+
+def _by_name(flag: str, pairs: list[tuple[str, Any]] | None) -> dict[str, Any]:
+    """A repeatable NAME=... option's values by name; a name given twice is a TcError."""
+    named: dict[str, Any] = {}
+    for name, value in pairs or []:
+        if name in named:
+            raise TcError(f"{flag} names '{name}' twice", hint="give each dimension once")
+        named[name] = value
+    return named
 
 
 def _optimize_parser(sub: Any) -> None:

@@ -60,9 +60,7 @@ def load(
         proto = onnx.ModelProto()
         proto.CopyFrom(model)
     else:
-        path = Path(model)
-        if not path.is_file():
-            raise TcError(f"ONNX model file '{path}' does not exist")
+        path = model_file(model)
         try:
             proto = external.load(path)
         except TcError:
@@ -164,6 +162,16 @@ def checked_model_argument(model: object) -> str | os.PathLike[str] | onnx.Model
             hint="for a serialized model, pass onnx.load_from_string(data)",
         )
     return model
+
+
+def model_file(model: str | os.PathLike[str]) -> Path:
+    """The path of a model file that exists (TcError otherwise)."""
+    path = Path(model)
+    if path.is_dir():
+        raise TcError(f"'{path}' is a directory, not an ONNX model file")
+    if not path.is_file():
+        raise TcError(f"ONNX model file '{path}' does not exist")
+    return path
 
 
 def fix_dims(proto: onnx.ModelProto, fixed: Mapping[str, int]) -> None:

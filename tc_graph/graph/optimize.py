@@ -55,7 +55,7 @@ from . import cost, external, kept, memo, rows, symbols
 from . import translate as tr
 from .fold import batch_norms_folded
 from .linear import linears_composed
-from .model import Graph, checked_model_argument, input_symbols, symbolic_dims
+from .model import Graph, checked_model_argument, input_symbols, model_file, symbolic_dims
 from .partition import Group, candidate_groups, components, excluded, is_convex, make_group
 from .rewrite import (
     EVERY_SIZE,
@@ -330,6 +330,9 @@ def _dynamic(
     unpinned (None where none is); `shapes` checked (TcError otherwise)."""
     names = input_symbols(g.model.graph)
     for name, sizes in shapes.items():
+        if name in fixed:
+            raise TcError(f"shapes: '{name}' is pinned by fix_shapes, so it has no sample sizes",
+                          hint="name it in one of the two")  # fmt: skip
         if name not in names:
             have = ", ".join(names) if names else "none"
             raise TcError(f"shapes: the model has no symbolic input dimension '{name}'",
@@ -1806,6 +1809,7 @@ def read_model(model: str | os.PathLike[str] | onnx.ModelProto) -> onnx.ModelPro
     TcError that names the file."""
     if isinstance(checked_model_argument(model), onnx.ModelProto):
         return model
+    model_file(model)
     try:
         # Only nodes are read: external data stays where it is (onnxruntime maps it).
         proto = onnx.load(os.fspath(model), load_external_data=False)
@@ -2081,21 +2085,29 @@ def _check_declared(
     allocates an output by the graph's type, and a kernel writing a wider type would
     overflow it."""
     for side, names in enumerate((node.input, node.output)):
-        for name, dtype, shape in zip(names, spec.dtypes[side], spec.shapes[side], strict=True):
+        for k, (name, dtype, shape) in enumerate(
+            zip(names, spec.dtypes[side], spec.shapes[side], strict=True)
+        ):
             if name not in declared:
                 continue
             elem, dims = declared[name]
+            # A rows node's flagged tensors lead with rows of any number (a model pinned
+            # after optimize declares its own), an every-size node's with any sizes.
+            lead = spec.row_tensors[k + side * len(node.input)] if spec.rows else 0
             same_dims = dims is None or (
                 len(dims) == len(shape)
                 and (
-                    spec.every_size or all(d in (None, s) for d, s in zip(dims, shape, strict=True))
+                    spec.every_size
+                    or all(d in (None, s) for d, s in zip(dims[lead:], shape[lead:], strict=True))
                 )
             )
             if (elem and elem != dtype) or not same_dims:
                 want = f"{helper.tensor_dtype_to_string(dtype)} {list(shape)}"
-                got = f"{helper.tensor_dtype_to_string(elem) if elem else '?'} {list(dims or [])}"
+                shown = ", ".join("?" if d is None else str(d) for d in dims or ())
+                got = f"{helper.tensor_dtype_to_string(elem) if elem else '?'} [{shown}]"
+                verb = "computes" if side else "takes"
                 raise _node_error(
-                    node, f"computes '{name}' as {want}, but the graph declares it {got}"
+                    node, f"{verb} '{name}' as {want}, but the graph declares it {got}"
                 )
 
 

@@ -240,6 +240,13 @@ def test_bad_sample_sizes_are_a_tc_error(shapes: dict, message: str) -> None:
         tg.optimize(_mlp(), force=True, shapes=shapes)
 
 
+def test_sample_sizes_of_a_pinned_dimension_are_a_tc_error() -> None:
+    """Found by fuzzing the API: 'the model has no symbolic input dimension' said only
+    half of it."""
+    with pytest.raises(tg.TcError, match="'batch' is pinned by fix_shapes"):
+        tg.optimize(_mlp(), force=True, fix_shapes={"batch": 2}, shapes={"batch": [4]})
+
+
 def test_the_command_line_takes_sample_sizes(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -81,6 +81,17 @@ def test_a_bad_pin_is_a_tc_error(fixed: dict, message: str) -> None:
         tg.optimize(_dynamic_mlp(), force=True, fix_shapes=fixed)
 
 
+def test_the_command_line_refuses_a_dimension_pinned_twice(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Found by fuzzing the command line: the last of two pins was kept silently."""
+    onnx.save(_dynamic_mlp(), tmp_path / "in.onnx")
+    argv = ["optimize", str(tmp_path / "in.onnx"), "-o", str(tmp_path / "out.onnx"), "--force"]
+    assert cli_main([*argv, "--fix-shape", "batch=3", "--fix-shape", "batch=4"]) == 1
+    assert "--fix-shape names 'batch' twice" in capsys.readouterr().err
+    assert not (tmp_path / "out.onnx").exists()
+
+
 def test_the_command_line_pins_with_fix_shape(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -227,3 +227,10 @@ def test_bad_session_arguments_are_a_tc_error(kw: dict, message: str) -> None:
     model = tg.optimize(bench_models.build("mlp1", small=True), force=True)
     with pytest.raises(tg.TcError, match=message):
         tg.InferenceSession(model, **kw)
+
+
+@pytest.mark.parametrize("entry", [tg.optimize, tg.prepare])
+def test_a_directory_is_no_model_file(entry, tmp_path: Path) -> None:
+    """Found by fuzzing the API: a directory was reported as a file that does not exist."""
+    with pytest.raises(tg.TcError, match="is a directory, not an ONNX model file"):
+        entry(tmp_path)

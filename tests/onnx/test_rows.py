@@ -108,6 +108,32 @@ def test_a_rows_node_refuses_a_wrong_fixed_dimension() -> None:
     np.testing.assert_allclose(y, _expected(np.ones((2, 7), np.float32))[0], rtol=1e-5)
 
 
+@pytest.mark.parametrize("batch", [3, 1, 16])
+def test_a_rows_node_in_a_model_with_its_batch_pinned_runs(batch: int) -> None:
+    """Found by fuzzing: pinned afterwards (onnxruntime's make_dim_param_fixed, or
+    optimize's fix_shapes on an optimized model), the model was refused, its declared
+    batch not the first row size ('computes x as [4, 7], the graph declares [3, 7]')."""
+    from onnxruntime.tools.onnx_model_utils import make_dim_param_fixed
+
+    model = _model(_attrs((4, 2, 1)))
+    make_dim_param_fixed(model.graph, "batch", batch)
+    x = _RNG.standard_normal((batch, 7)).astype(np.float32)
+    y, s = tg.InferenceSession(model).run(None, {"x": x})
+    want_y, want_s = _expected(x)
+    np.testing.assert_allclose(y, want_y, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(s, want_s, rtol=1e-5, atol=1e-4)
+
+
+def test_a_rows_node_still_checks_its_other_declared_dimensions() -> None:
+    model = _model(_attrs((4, 2, 1)), features=6)
+    with pytest.raises(
+        tg.TcError,
+        match=r"takes 'x' as TensorProto.FLOAT \[4, 7\], but the graph "
+        r"declares it TensorProto.FLOAT \[\?, 6\]",
+    ):
+        tg.InferenceSession(model)
+
+
 def test_threads_alternating_sizes_share_one_session(session: ort.InferenceSession) -> None:
     errors: list[str] = []
 

@@ -1704,5 +1704,5 @@ def test_an_inferred_extent_past_2_to_the_31_is_a_tc_error(target: str, shift: s
     MemoryError or a wrong index error in the reference, C that did not compile, islpy's
     TypeError past 2^63 (found by fuzzing the API). Extents, as sizes, are below 2^31."""
     fn = _define(f"def f(float(N) A, float(M) B) -> (O) {{ O(i, j) = A(i) + B(j - {shift}) }}").f
-    with pytest.raises(TcError, match="extent of 'O' in dimension 1 is .* up to 2\\^31 - 1"):
+    with pytest.raises(TcError, match=r"extent of 'O' in dimension 1 is .* up to 2\^31 - 1"):
         fn(np.ones(2, np.float32), np.ones(3, np.float32), target=target)
