@@ -342,14 +342,18 @@ class _GpuPrinter(StatementPrinter):
     def guard(self, node: isl.AstNode) -> list[tuple[Unit, int]]:
         """Dims with several threads (or blocks) that no loop in or above node is mapped
         to: only id 0 runs node, or every thread would run it."""
-        assert self.launch is not None
-        wanted = [(Unit.THREAD, d) for d, n in enumerate(self.launch.block) if n > 1]
-        wanted += [(Unit.BLOCK, d) for d, n in enumerate(self.launch.grid) if n > 1]
-        missing = [w for w in wanted if w not in self.active]
+        missing = self.unmapped()
         if not missing:
             return []
         below = mapped_below(node)
         return [w for w in missing if w not in below]
+
+    def unmapped(self) -> list[tuple[Unit, int]]:
+        """Dims with several threads (or blocks) that no enclosing loop is mapped to."""
+        assert self.launch is not None
+        wanted = [(Unit.THREAD, d) for d, n in enumerate(self.launch.block) if n > 1]
+        wanted += [(Unit.BLOCK, d) for d, n in enumerate(self.launch.grid) if n > 1]
+        return [w for w in wanted if w not in self.active]
 
     def shared(self, body: isl.AstNode, tiles: Sequence[Tile], depth: int) -> None:
         """A copy of the `shared` mark with the tiles promotion.promoted_ast decided for
@@ -625,7 +629,11 @@ class _GpuPrinter(StatementPrinter):
         self.held = held.refs
         super().node(node, depth + 1, marks)
         self.held = frozenset()
-        self.out(depth + 1, f"{target} = tc_v;")
+        # Its statements ran on id 0 of the dims no loop maps (a sibling's mapped loop
+        # left the block itself unguarded), and so does its store: the other threads'
+        # tc_v was never set.
+        alone = " && ".join(f"{self.ident(k, d)} == 0" for k, d in self.unmapped())
+        self.out(depth + 1, f"{f'if ({alone}) ' if alone else ''}{target} = tc_v;")
         self.out(depth, "}")
 
     def thread_loops(

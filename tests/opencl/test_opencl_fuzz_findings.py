@@ -83,3 +83,27 @@ def test_builtins_without_an_opencl_equivalent_are_listed_and_refused() -> None:
         fn(a, target="reference")
         with pytest.raises(tg.TcError, match=f"builtin '{n}' has no opencl equivalent"):
             fn.compile(a, target="opencl")
+
+
+@pytest.mark.parametrize(
+    ("source", "args"),
+    [
+        (
+            "def main(float(M,K) A, float(K,N) B) -> (L) {\n  L(m) min=! A(m,k)\n"
+            "  T(k,n) = B(k,n) }",
+            (np.arange(9, dtype=np.float32).reshape(1, 9) - 2, np.ones((9, 1), np.float32)),
+        ),
+        (
+            "def main(int(M) C, float32(N, N) D) -> (S1) {\n"
+            "  S1(i0) +=! C(i0 + r0) where r0 in 0:1\n  T3(i0, i1) = D(i0, i1) }",
+            (np.array([8], np.int32), np.ones((6, 6), np.float32)),
+        ),
+    ],
+)
+def test_a_private_element_beside_a_mapped_loop_is_stored_by_one_thread(
+    source: str, args: tuple
+) -> None:
+    """A one-element reduction runs on thread 0 (`if (tc_tx == 0)`), in a block whose
+    other statement's loop is mapped to threads: the element's store after the block ran
+    on every thread, the others storing an uninitialised register (inf for -2, 0 for 8)."""
+    _same_as_reference(source, *args)
