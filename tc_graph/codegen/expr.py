@@ -75,35 +75,68 @@ def helper_lines(q: str, *, double: bool = True) -> list[str]:
             f"{{ return sqrt{f}(a * a + b * b + c * c + d * d); }}",
             f"{q} {c} tc_rnorm4d{f}({c} a, {c} b, {c} c, {c} d) "
             f"{{ return 1 / sqrt{f}(a * a + b * b + c * c + d * d); }}",
-            # erfinv by Newton steps on erf from Giles' single-precision starting point.
-            # erfinv(+-1) = +-inf; outside [-1, 1] (and NaN) it is NaN, as in SciPy and
-            # CUDA (the seeds' helper gave +-inf there too).
-            f"{q} {c} tc_erfinv{f}({c} x) {{"
-            f" if (x == -1) return -({c})INFINITY; if (x == 1) return ({c})INFINITY;"
-            f" if (!(x > -1 && x < 1)) return ({c})NAN;"
-            f" {c} w = -log{f}((1 - x) * (1 + x)), p;"
-            f" if (w < 5) {{ w -= 2.5; p = 2.81022636e-08; p = 3.43273939e-07 + p * w;"
-            f" p = -3.5233877e-06 + p * w; p = -4.39150654e-06 + p * w; p = 0.00021858087 + p * w;"
-            f" p = -0.00125372503 + p * w; p = -0.00417768164 + p * w; p = 0.246640727 + p * w;"
-            f" p = 1.50140941 + p * w; }} else {{ w = sqrt{f}(w) - 3; p = -0.000200214257;"
-            f" p = 0.000100950558 + p * w; p = 0.00134934322 + p * w; p = -0.00367342844 + p * w;"
-            f" p = 0.00573950773 + p * w; p = -0.0076224613 + p * w; p = 0.00943887047 + p * w;"
-            f" p = 1.00167406 + p * w; p = 2.83297682 + p * w; }} {c} y = p * x;"
-            f" for (int i = 0; i < 2; i++) y -= (erf{f}(y) - x) / "
-            f"(({c})1.1283791670955126 * exp{f}(-y * y)); return y; }}",
-            f"{q} {c} tc_erfcinv{f}({c} x) {{ return tc_erfinv{f}(1 - x); }}",
-            f"{q} {c} tc_normcdfinv{f}({c} x) "
-            f"{{ return -({c})1.4142135623730951 * tc_erfcinv{f}(2 * x); }}",
-            # exp(x^2) * erfc(x) overflows times underflows for large x (inf or NaN past
-            # x = 9 in float): there, Laplace's continued fraction
-            # erfcx(x) = 1/sqrt(pi) / (x + (1/2) / (x + (2/2) / (x + ...))), 12 terms from
-            # x = 6 on (relative error below 1e-15), with no x^2 to overflow.
-            f"{q} {c} tc_erfcx{f}({c} x) {{ if (!(x >= 6)) return exp{f}(x * x) * erfc{f}(x);"
-            f" {c} t = x; for (int k = 12; k > 0; k--) t = x + ({c})0.5 * ({c})k / t;"
-            f" return ({c})0.5641895835477563 / t; }}",
         ]
+        lines += _erf_family(q, c, f)
         lines += [_to_int(q, t, c, f) for t in INT_TYPES]
     return lines
+
+
+def _erf_family(q: str, c: str, f: str) -> list[str]:
+    """erfcx and the inverses of erf, erfc and the normal CDF, in C type c (suffix f)."""
+    return [
+        # exp(x^2) * erfc(x) overflows times underflows for large x (inf or NaN past
+        # x = 9 in float): there, Laplace's continued fraction
+        # erfcx(x) = 1/sqrt(pi) / (x + (1/2) / (x + (2/2) / (x + ...))), 12 terms from
+        # x = 6 on (relative error below 1e-15), with no x^2 to overflow.
+        f"{q} {c} tc_erfcx{f}({c} x) {{ if (!(x >= 6)) return exp{f}(x * x) * erfc{f}(x);"
+        f" {c} t = x; for (int k = 12; k > 0; k--) t = x + ({c})0.5 * ({c})k / t;"
+        f" return ({c})0.5641895835477563 / t; }}",
+        # Giles' single-precision starting point for erfinv, from w = -log(1 - y^2).
+        f"{q} {c} tc_erfinv_start{f}({c} w) {{ {c} p;"
+        f" if (w < 5) {{ w -= 2.5; p = 2.81022636e-08; p = 3.43273939e-07 + p * w;"
+        f" p = -3.5233877e-06 + p * w; p = -4.39150654e-06 + p * w; p = 0.00021858087 + p * w;"
+        f" p = -0.00125372503 + p * w; p = -0.00417768164 + p * w; p = 0.246640727 + p * w;"
+        f" p = 1.50140941 + p * w; }} else {{ w = sqrt{f}(w) - 3; p = -0.000200214257;"
+        f" p = 0.000100950558 + p * w; p = 0.00134934322 + p * w; p = -0.00367342844 + p * w;"
+        f" p = 0.00573950773 + p * w; p = -0.0076224613 + p * w; p = 0.00943887047 + p * w;"
+        f" p = 1.00167406 + p * w; p = 2.83297682 + p * w; }} return p; }}",
+        # erfinv for |x| <= 1/2, by Newton steps on erf from that start.
+        f"{q} {c} tc_erfinv_mid{f}({c} x) {{"
+        f" {c} y = tc_erfinv_start{f}(-log{f}((1 - x) * (1 + x))) * x;"
+        f" for (int i = 0; i < 2; i++) y -= (erf{f}(y) - x) / "
+        f"(({c})1.1283791670955126 * exp{f}(-y * y)); return y; }}",
+        # erfcinv for 0 < u <= 1/2, where 1 - u is no longer exact (it rounds to 1 below
+        # 6e-8 in float, 1e-16 in double) and erf's steps near 1 lose its digits: Newton
+        # steps solve log erfc(y) = log u, with log erfc(y) = log erfcx(y) - y^2 (no
+        # underflow) and derivative -2/sqrt(pi) / erfcx(y), from Giles' start where its
+        # w = -log(u (2 - u)) is in range, else from the asymptote
+        # y^2 = t - log(pi t) / 2, t = -log u.
+        f"{q} {c} tc_erfcinv_tail{f}({c} u) {{"
+        f" {c} t = -log{f}(u), w = -log{f}(u * (2 - u));"
+        f" {c} y = w < 16 ? tc_erfinv_start{f}(w) * (1 - u)"
+        f" : sqrt{f}(t - ({c})0.5 * log{f}(({c})3.141592653589793 * t));"
+        f" for (int i = 0; i < 3; i++) {{ {c} e = tc_erfcx{f}(y);"
+        f" y += (log{f}(e) - y * y + t) * e * ({c})0.886226925452758; }} return y; }}",
+        # erfinv(+-1) = +-inf; outside [-1, 1] (and NaN) it is NaN, as in SciPy and
+        # CUDA (the seeds' helper gave +-inf there too). Past 1/2, erfinv(x) =
+        # erfcinv(1 - |x|) with its sign, 1 - |x| exact there (near +-1, erf's steps
+        # had lost up to 3% of the value in double).
+        f"{q} {c} tc_erfinv{f}({c} x) {{"
+        f" if (x == -1) return -({c})INFINITY; if (x == 1) return ({c})INFINITY;"
+        f" if (!(x > -1 && x < 1)) return ({c})NAN;"
+        f" return fabs{f}(x) <= ({c})0.5 ? tc_erfinv_mid{f}(x)"
+        f" : copysign{f}(tc_erfcinv_tail{f}(1 - fabs{f}(x)), x); }}",
+        # erfcinv(2 - u) = -erfcinv(u), 2 - u exact for u in [1, 2]; erfcinv(u) =
+        # erfinv(1 - u) for u in [1/2, 1], 1 - u exact there (the seeds' erfinv(1 - x)
+        # gave inf for x below 6e-8 in float: found by fuzzing).
+        f"{q} {c} tc_erfcinv{f}({c} x) {{"
+        f" if (x == 0) return ({c})INFINITY; if (x == 2) return -({c})INFINITY;"
+        f" if (!(x > 0 && x < 2)) return ({c})NAN;"
+        f" {c} u = x > 1 ? 2 - x : x, y = u >= ({c})0.5 ? tc_erfinv_mid{f}(1 - u)"
+        f" : tc_erfcinv_tail{f}(u); return x > 1 ? -y : y; }}",
+        f"{q} {c} tc_normcdfinv{f}({c} x) "
+        f"{{ return -({c})1.4142135623730951 * tc_erfcinv{f}(2 * x); }}",
+    ]
 
 
 def _to_int(q: str, t: str, c: str, f: str) -> str:

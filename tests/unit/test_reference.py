@@ -1106,6 +1106,16 @@ case("inverse_erf_domain_float32", INVERSE_ERF.replace("T(N)", "float(N)"), "inv
 case("inverse_erf_domain_float64", INVERSE_ERF.replace("T(N)", "double(N)"), "inv",
      lambda r: (np.array(INVERSE_ERF_X, f64),))(_oracle_inverse_erf)  # fmt: skip
 
+# Found by fuzzing: erfcinv(x) was erfinv(1 - x), and 1 - x rounds to 1 below 6e-8 in
+# float32 (1e-16 in float64): +inf where erfcinv(1e-8) is 4.05, and inf for -1e-40.
+# Near +-1, erfinv's Newton steps on erf lost digits (3% at 1 - 1e-15 in float64).
+INVERSE_ERFC_SMALL_X = [1e-8, 1e-20, 1e-30, 1e-40, -1e-40, 1e-3, 0.3, 0.6, 1 - 2**-20, 1.999]
+
+case("inverse_erfc_small_float32", INVERSE_ERF.replace("T(N)", "float(N)"), "inv",
+     lambda r: (np.array(INVERSE_ERFC_SMALL_X, f32),))(_oracle_inverse_erf)  # fmt: skip
+case("inverse_erfc_small_float64", INVERSE_ERF.replace("T(N)", "double(N)"), "inv",
+     lambda r: (np.array([*INVERSE_ERFC_SMALL_X, 1e-300, 1 - 1e-15, -1 + 1e-13], f64),))(_oracle_inverse_erf)  # fmt: skip
+
 
 LGAMMA = """
 def lg(float(N) X) -> (L) {
