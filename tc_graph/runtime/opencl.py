@@ -15,6 +15,7 @@ import os
 import shutil
 import sys
 import tempfile
+import threading
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
@@ -30,6 +31,9 @@ from .cc import cache_dir, cache_key
 from .gpu import GpuBuffers, GpuKernel, GpuSource
 
 _PROGRAMS: dict[str, Any] = {}
+# Held while the context is made and programs are built: concurrent first calls made a
+# context each, and programs built in one were enqueued on another's queue.
+_LOCK = threading.RLock()
 _HINT = (
     "pip install pyopencl pocl-binary-distribution (or, in a tc_graph checkout, "
     'pip install ".[opencl]", which adds Intel\'s CPU runtime); '
@@ -93,11 +97,16 @@ def _preference(platform: str) -> int:
     return 0 if "portable computing language" in platform.lower() else 1
 
 
-@functools.cache
 def context() -> tuple[Any, Any]:
     """The OpenCL context and in-order queue kernels run on: the first device that builds
     a probe kernel, PoCL preferred; $TC_GRAPH_OPENCL_DEVICE (a substring of "platform:
-    device") restricts the choice."""
+    device") restricts the choice. One per process, whichever thread asks first."""
+    with _LOCK:
+        return _context()
+
+
+@functools.cache
+def _context() -> tuple[Any, Any]:
     _register_intel_cpu()
     cl = _cl()
     try:
@@ -140,13 +149,14 @@ def build(texts: Sequence[str]) -> None:
     """Build programs not built yet in this process. Each program is one kernel's text."""
     cl = _cl()
     ctx, _ = context()
-    for text in texts:
-        if text in _PROGRAMS:
-            continue
-        try:
-            _PROGRAMS[text] = _built(ctx, text)
-        except cl.Error as e:
-            raise TcError(f"the OpenCL compiler rejected a generated kernel:\n{e}") from None
+    with _LOCK:
+        for text in texts:
+            if text in _PROGRAMS:
+                continue
+            try:
+                _PROGRAMS[text] = _built(ctx, text)
+            except cl.Error as e:
+                raise TcError(f"the OpenCL compiler rejected a generated kernel:\n{e}") from None
 
 
 class OpenclKernel(GpuKernel):
@@ -168,6 +178,9 @@ class OpenclKernel(GpuKernel):
         self._cl_program = _PROGRAMS[gpu.text]
         cl = _cl()
         self._kernels = [cl.Kernel(self._cl_program, lc.name) for lc in gpu.launches]
+        # A launch sets its Kernel objects' arguments, then enqueues them: calls from
+        # several threads must not set them under each other (wrong outputs, segfaults).
+        self._launching = threading.Lock()
 
     def __repr__(self) -> str:
         return f"<OpenclKernel {self.checked.name} {self.options}>"
@@ -183,12 +196,13 @@ class OpenclKernel(GpuKernel):
             return cl.Buffer(ctx, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=a)
 
         bufs = [buffer(a) for a in buffers.arguments]
-        for kernel, lc in zip(self._kernels, self.launches, strict=True):
-            dims = max(len(lc.grid), len(lc.block))
-            local = (*lc.block, *(1,) * (dims - len(lc.block)))
-            groups = (*lc.grid, *(1,) * (dims - len(lc.grid)))
-            glob = tuple(g * b for g, b in zip(groups, local, strict=True))
-            kernel(queue, glob, local, *bufs, np.int32(check))
+        with self._launching:
+            for kernel, lc in zip(self._kernels, self.launches, strict=True):
+                dims = max(len(lc.grid), len(lc.block))
+                local = (*lc.block, *(1,) * (dims - len(lc.block)))
+                groups = (*lc.grid, *(1,) * (dims - len(lc.grid)))
+                glob = tuple(g * b for g, b in zip(groups, local, strict=True))
+                kernel(queue, glob, local, *bufs, np.int32(check))
         for k in buffers.copied_back:
             if buffers.arguments[k].nbytes:
                 cl.enqueue_copy(queue, buffers.arguments[k], bufs[k])
