@@ -113,7 +113,7 @@ class TcFunction:
             raise TcError("mapping options apply to compiled targets, not to 'reference'")
         bound = compiler.bind(self, args)
         program = bound.program
-        buffers = binding.allocate(program, bound.shapes, out)
+        buffers = binding.allocate(program, bound.shapes, out, bound.arrays)
         tensors = {**bound.arrays, **buffers}
         # The reference reads through NumPy's safe indexing, so it checks every
         # subscript whatever `unchecked` says: an oracle must never read garbage.

@@ -167,8 +167,11 @@ def allocate(
     program: ir.Program,
     shapes: Mapping[str, tuple[int, ...]],
     out: Sequence[Any] | None,
+    inputs: Mapping[str, np.ndarray],
 ) -> dict[str, np.ndarray]:
-    """Buffers for outputs (the caller's `out`, checked, or new) and temporaries."""
+    """Buffers for outputs (the caller's `out`, checked, or new) and temporaries. An out=
+    array may share no memory with an input or another output: kernels read and write
+    in place (a CPU kernel through restrict pointers), and gave garbage."""
     if out is not None:
         if isinstance(out, np.ndarray):
             out = (out,)
@@ -195,11 +198,26 @@ def allocate(
                 )
             if not given.flags.c_contiguous or not given.flags.writeable:
                 raise TcError(f"out= for '{name}' must be a writeable row-major array")
+            _no_overlap(name, given, inputs, buffers)
             buffers[name] = given
             continue
         make = np.zeros if t.zero_fill else np.empty
         buffers[name] = make(shape, dtype=t.dtype)
     return buffers
+
+
+def _no_overlap(
+    name: str, given: np.ndarray, inputs: Mapping[str, np.ndarray], outs: Mapping[str, np.ndarray]
+) -> None:
+    """TcError where the out= array for `name` shares memory with an input or an out=
+    array before it (both row-major: their bounds overlap exactly when they do)."""
+    for kind, arrays in (("input", inputs), ("out= for", outs)):
+        for other, a in arrays.items():
+            if np.may_share_memory(given, a):
+                raise TcError(
+                    f"out= for '{name}' shares memory with {kind} '{other}'",
+                    hint="pass an array of its own (a kernel writes its outputs in place)",
+                )
 
 
 def index_error(program: ir.Program, r: ir.Read, k: int, value: int, extent: int) -> TcError:

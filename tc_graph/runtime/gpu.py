@@ -83,7 +83,7 @@ class GpuKernel(ABC):
         program = self.program
         arrays = binding.bind_compiled(self.checked, program, args, self.gpu.sizes, self.gpu.shapes)
         shapes = {n: self.gpu.shapes[n] for n in (*program.outputs, *program.temporaries)}
-        host = binding.allocate(program, shapes, out)
+        host = binding.allocate(program, shapes, out, arrays)
         for n in program.outputs:
             if out is None and not program.tensors[n].zero_fill:
                 host[n][...] = 0

@@ -299,11 +299,13 @@ class Kernel:
         out: Sequence[np.ndarray] | np.ndarray | None = None,
         unchecked: bool = False,
     ) -> np.ndarray | tuple[np.ndarray, ...]:
-        in_ptrs = self._pointers.of(self._inputs(args))
+        inputs = self._inputs(args)
+        in_ptrs = self._pointers.of(inputs)
         if out is None:
             outputs = [make(shape, dtype) for make, shape, dtype in self._fresh]
         else:
-            buffers = binding.allocate(self.program, self._out_shapes, out)
+            named = dict(zip(self.program.inputs, inputs, strict=True))
+            buffers = binding.allocate(self.program, self._out_shapes, out, named)
             outputs = [buffers[n] for n in self.program.outputs]
         out_ptrs = [address(o) for o in outputs]
         # Fresh per call: ctypes drops the GIL, so threads may run one kernel at once.

@@ -169,7 +169,8 @@ class ParametricKernel:
         if out is None:
             outputs = [make(shape, dtype) for make, shape, dtype in at.fresh]
         else:
-            buffers = binding.allocate(self.program, at.outputs, out)
+            named = dict(zip(self.program.inputs, inputs, strict=True))
+            buffers = binding.allocate(self.program, at.outputs, out, named)
             outputs = [buffers[n] for n in self.program.outputs]
         ptrs = self._ptr_array(*self._pointers.of(inputs), *(address(o) for o in outputs))
         err = ctypes.c_int64(0)

@@ -1716,3 +1716,28 @@ def test_an_inferred_extent_past_2_to_the_31_is_a_tc_error(target: str, shift: s
     fn = _define(f"def f(float(N) A, float(M) B) -> (O) {{ O(i, j) = A(i) + B(j - {shift}) }}").f
     with pytest.raises(TcError, match=r"extent of 'O' in dimension 1 is .* up to 2\^31 - 1"):
         fn(np.ones(2, np.float32), np.ones(3, np.float32), target=target)
+
+
+@pytest.mark.parametrize("target", ["reference", "cpu", "every size"])
+def test_out_sharing_memory_with_an_input_or_another_output_is_a_tc_error(target: str) -> None:
+    """Found by fuzzing: out= an input was accepted, and the CPU kernel, reading and
+    writing in place through restrict pointers, gave [9 8 ... 2 9] for a reversal (the
+    reference, on copies, the reversal)."""
+    mod = _define(
+        "def rev(float(N) A) -> (B) { B(i) = A(N - 1 - i) }\n"
+        "def two(float(N) A) -> (B, C) {\n  B(i) = A(i)\n  C(i) = A(i) + 1.0 }"
+    )
+    a = np.arange(1, 10, dtype=np.float32)
+    if target == "every size":
+        rev, two = (f.compile(a, parametric=True) for f in (mod.rev, mod.two))
+    else:
+        rev, two = (functools.partial(f, target=target) for f in (mod.rev, mod.two))
+    with pytest.raises(TcError, match="out= for 'B' shares memory with input 'A'"):
+        rev(a, out=(a,))
+    both = np.arange(18, dtype=np.float32)
+    with pytest.raises(TcError, match="out= for 'B' shares memory with input 'A'"):
+        rev(both[:9], out=(both[5:14],))
+    b = np.empty(9, np.float32)
+    with pytest.raises(TcError, match="out= for 'C' shares memory with out= for 'B'"):
+        two(a, out=(b, b))
+    np.testing.assert_array_equal(rev(a, out=(b,)), a[::-1])
