@@ -76,13 +76,10 @@ def tune(
     target = _target(target)
     if target == "reference":
         raise TcError("the reference target has no mapping options to tune", hint="use 'cpu'")
-    if generations < 1 or population < 1:
-        raise TcError(
-            f"generations and population must be at least 1, got {generations}, {population}"
-        )
+    _check_search(generations, population, seed, timeout_s)
     deadline = time.monotonic() + timeout_s if timeout_s is not None else None
+    sizes, depth = _loop_depth(fn, args)  # binds the arguments first (TcError otherwise)
     parts = db.key_parts(fn, args, target)
-    sizes, depth = _loop_depth(fn, args)
     with _progress_bar(progress, generations * population, fn.name) as bar:
         failed = [0]
 
@@ -121,6 +118,23 @@ def tune(
             return _finish(fn, args, target, parts, ev, search)
         finally:
             ev.close()
+
+
+def _check_search(generations: object, population: object, seed: object, timeout_s: object) -> None:
+    """The search's arguments, or a TcError naming the first wrong one."""
+
+    def whole(x: object) -> bool:
+        return isinstance(x, int) and not isinstance(x, bool)
+
+    for name, value in (("generations", generations), ("population", population)):
+        if not whole(value) or value < 1:  # type: ignore[operator]
+            raise TcError(f"{name} must be a positive integer, not {value!r}")
+    if seed is not None and not whole(seed):
+        raise TcError(f"seed must be an integer or None, not {seed!r}")
+    if timeout_s is not None and (
+        isinstance(timeout_s, bool) or not isinstance(timeout_s, int | float)
+    ):
+        raise TcError(f"timeout_s must be a number of seconds or None, not {timeout_s!r}")
 
 
 def _finish(

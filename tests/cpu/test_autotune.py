@@ -434,3 +434,24 @@ def test_the_confirmed_speedup_is_the_one_reported(
     assert chosen == faster
     assert default_s / best_s == pytest.approx(10.0 / 9.0)
     ev.close()
+
+
+@pytest.mark.parametrize(
+    ("args", "kw", "message"),
+    [
+        # Found by fuzzing: the arguments were described for the database before they were
+        # bound (zip's ValueError), and range() took a float (TypeError).
+        (1, {}, "'mm' takes 2 arguments \\(A, B\\), got 1"),
+        (3, {}, "'mm' takes 2 arguments \\(A, B\\), got 3"),
+        (2, {"generations": 1.5}, "generations must be a positive integer, not 1.5"),
+        (2, {"population": True}, "population must be a positive integer, not True"),
+        (2, {"generations": 0}, "generations must be a positive integer, not 0"),
+        (2, {"seed": "x"}, "seed must be an integer or None, not 'x'"),
+        (2, {"timeout_s": "5"}, "timeout_s must be a number of seconds or None, not '5'"),
+    ],
+)
+def test_bad_tuning_arguments_are_a_tc_error(args: int, kw: dict, message: str) -> None:
+    mm = tg.define(MM).mm
+    a, b = np.ones((8, 4), np.float32), np.ones((4, 3), np.float32)
+    with pytest.raises(tg.TcError, match=message):
+        tg.autotune(mm, *(a, b, b)[:args], progress=False, **kw)
