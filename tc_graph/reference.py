@@ -87,19 +87,32 @@ def _lgamma(x: np.ndarray) -> np.ndarray:
     return np.where(np.isneginf(x), np.inf, g).astype(g.dtype)
 
 
+def _at_infinity(f: Callable[[np.ndarray], np.ndarray], ends: str) -> Callable[..., np.ndarray]:
+    """A Bessel function as C (and CUDA) define it: 0, its limit, at the infinities in
+    `ends` ("both", or "+" for y0 and y1, NaN at -inf), where SciPy gives NaN."""
+
+    def bessel(x: np.ndarray) -> np.ndarray:
+        v = f(x)
+        at = np.isinf(x) if ends == "both" else np.isposinf(x)
+        return np.where(at, 0, v).astype(v.dtype)
+
+    return bessel
+
+
 _FUNCTIONS: dict[str, Callable[..., np.ndarray]] = {
     "acos": np.arccos, "acosh": np.arccosh, "asin": np.arcsin, "asinh": np.arcsinh,
     "atan": np.arctan, "atanh": np.arctanh, "cbrt": np.cbrt, "ceil": np.ceil, "cos": np.cos,
     "cosh": np.cosh, "cospi": lambda x: np.cos(np.pi * np.fmod(x, 2)), "erf": sp.erf, "erfc": sp.erfc,
     "erfcinv": sp.erfcinv, "erfcx": sp.erfcx, "erfinv": sp.erfinv, "exp": np.exp,
     "exp10": sp.exp10, "exp2": np.exp2, "expm1": np.expm1, "fabs": np.abs, "floor": np.floor,
-    "j0": sp.j0, "j1": sp.j1, "lgamma": _lgamma, "log": np.log, "log10": np.log10,
+    "j0": _at_infinity(sp.j0, "both"), "j1": _at_infinity(sp.j1, "both"), "lgamma": _lgamma,
+    "log": np.log, "log10": np.log10,
     "log1p": np.log1p, "log2": np.log2, "logb": _logb, "nearbyint": np.rint,
     "normcdf": sp.ndtr, "normcdfinv": sp.ndtri, "rcbrt": lambda x: 1 / np.cbrt(x),
     "rint": np.rint, "round": _round_half_away, "rsqrt": lambda x: 1 / np.sqrt(x),
     "sin": np.sin, "sinh": np.sinh, "sinpi": lambda x: np.sin(np.pi * np.fmod(x, 2)), "sqrt": np.sqrt,
-    "tan": np.tan, "tanh": np.tanh, "tgamma": sp.gamma, "trunc": np.trunc, "y0": sp.y0,
-    "y1": sp.y1,
+    "tan": np.tan, "tanh": np.tanh, "tgamma": sp.gamma, "trunc": np.trunc,
+    "y0": _at_infinity(sp.y0, "+"), "y1": _at_infinity(sp.y1, "+"),
     "atan2": np.arctan2, "copysign": np.copysign, "fdim": _fdim,
     "fmax": np.fmax, "fmin": np.fmin, "fmod": np.fmod, "hypot": np.hypot,
     "nextafter": np.nextafter, "pow": np.power, "remainder": _ieee_remainder,

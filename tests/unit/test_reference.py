@@ -1741,3 +1741,19 @@ def test_out_sharing_memory_with_an_input_or_another_output_is_a_tc_error(target
     with pytest.raises(TcError, match="out= for 'C' shares memory with out= for 'B'"):
         two(a, out=(b, b))
     np.testing.assert_array_equal(rev(a, out=(b,)), a[::-1])
+
+
+@pytest.mark.parametrize("target", ["reference", "cpu"])  # OpenCL C has no Bessel functions
+def test_bessel_functions_tend_to_zero_at_infinity(target: str) -> None:
+    """C's (and CUDA's) j0, j1 at +-inf and y0, y1 at +inf are 0, their limits; SciPy,
+    under the reference, gave NaN (found by fuzzing)."""
+    fn = _define(
+        "def bessel(float(N) X) -> (J0, J1, Y0, Y1) {\n  J0(i) = j0(X(i))\n  J1(i) = j1(X(i))\n"
+        "  Y0(i) = y0(X(i))\n  Y1(i) = y1(X(i)) }"
+    ).bessel
+    x = np.array([-np.inf, np.inf, 0.5, 2.0, 30.0, np.nan], np.float32)
+    x64 = x.astype(np.float64)
+    js = [np.where(np.isinf(x64), 0.0, g(x64)) for g in (sp.j0, sp.j1)]
+    ys = [np.where(np.isposinf(x64), 0.0, g(x64)) for g in (sp.y0, sp.y1)]
+    for got, want in zip(fn(x, target=target), (*js, *ys), strict=True):
+        np.testing.assert_allclose(got, want.astype(np.float32), rtol=1e-5, atol=1e-6)
