@@ -829,3 +829,106 @@ def test_a_reduction_keeping_its_dimensions_runs_in_vectors(
     t = _check_group([helper.make_node(op, ["x"], ["y"], keepdims=1, **kw)], {"x": x}, {}, ["y"])
     found = decided(t.source, [x.shape], None, monkeypatch, entry=t.entry)
     assert any(isinstance(f, forms.Reduction) and f.vector for f in found), found
+
+
+def _fused_as_onnxruntime(
+    node: onnx.NodeProto,
+    feeds: Mapping[str, np.ndarray],
+    outputs: Mapping[str, int],
+    opset: int,
+    weights: Mapping[str, np.ndarray] | None = None,
+) -> None:
+    """One node in a model, tg.optimize(force=True)d into a TcKernel, computes what
+    onnxruntime computes on the model (every output, its shape and dtype; each output of
+    the first input's rank)."""
+    rank = next(iter(feeds.values())).ndim
+    graph = helper.make_graph(
+        [node],
+        "node",
+        [_value(n, a) for n, a in feeds.items()],
+        [helper.make_tensor_value_info(n, t, [None] * rank) for n, t in outputs.items()],
+        [numpy_helper.from_array(a, n) for n, a in (weights or {}).items()],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 8
+    expected = ort.InferenceSession(model.SerializeToString()).run(None, dict(feeds))
+    fused = tg.optimize(model, force=True)
+    assert [n.op_type for n in fused.graph.node] == ["TcKernel"]
+    got = tg.InferenceSession(fused).run(None, dict(feeds))
+    for name, g, e in zip(outputs, got, expected, strict=True):
+        assert g.shape == e.shape and g.dtype == e.dtype, name
+        np.testing.assert_array_equal(g, e, err_msg=name)
+
+
+_INF = np.array([np.inf, -np.inf, 1.0, -2.5, np.nan], np.float32)
+
+
+@pytest.mark.parametrize(
+    ("inputs", "attrs", "opset"),
+    [
+        (["x"], {}, 13),
+        (["x", "lo"], {}, 13),
+        (["x", "", "hi"], {}, 13),
+        (["x"], {"min": -1.0}, 6),
+        (["x"], {"max": 1.0}, 6),
+    ],
+)
+def test_clip_without_a_bound_clamps_to_the_dtype_range(
+    inputs: list[str], attrs: dict, opset: int
+) -> None:
+    """A missing bound is the dtype's lowest or largest value (ONNX's default, what
+    onnxruntime clamps +-inf to), not none (found by fuzzing)."""
+    weights = {"lo": np.array(-1.5, np.float32), "hi": np.array(2.0, np.float32)}
+    used = {n: weights[n] for n in inputs if n in weights}
+    node = helper.make_node("Clip", inputs, ["y"], **attrs)
+    _fused_as_onnxruntime(node, {"x": _INF}, {"y": TensorProto.FLOAT}, opset, used)
+
+
+def test_clip_takes_constant_bounds_of_one_element() -> None:
+    """Bounds of shape (1,), which onnxruntime takes: numpy 2's float() of them raised
+    TypeError out of optimize (found by fuzzing)."""
+    weights = {"lo": np.array([-1.5], np.float32), "hi": np.array([2.0], np.float32)}
+    node = helper.make_node("Clip", ["x", "lo", "hi"], ["y"])
+    _fused_as_onnxruntime(node, {"x": _INF}, {"y": TensorProto.FLOAT}, 13, weights)
+
+
+def test_max_pool_pads_with_minus_infinity() -> None:
+    """A window reaching into the padding took float32's lowest value as a candidate: a
+    float64 window of -1e300 gave -3.4e38 (found by fuzzing)."""
+    x = np.full((1, 1, 2, 2), -1e300)
+    x[0, 0, 1, 1] = -2e300
+    node = helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[2, 2], pads=[1, 1, 1, 1])
+    _fused_as_onnxruntime(node, {"x": x}, {"y": TensorProto.DOUBLE}, 13)
+
+
+@pytest.mark.parametrize(("op", "opset"), [("MaxPool", 13), ("AveragePool", 19)])
+@pytest.mark.parametrize("auto_pad", ["SAME_UPPER", "SAME_LOWER"])
+def test_a_dilated_pool_with_same_padding_is_left_to_onnxruntime(
+    op: str, opset: int, auto_pad: str
+) -> None:
+    """onnxruntime sizes SAME padding from the undilated window (a 9 x 9 input, window 3,
+    dilation 2: 7 x 7 out), the ONNX spec from the dilated one (9 x 9): the fused pool
+    followed the spec, and the model's output changed shape (found by fuzzing). As for
+    convolutions, such a pool is not translated."""
+    node = helper.make_node(op, ["x"], ["y"], kernel_shape=[3, 3], dilations=[2, 2],
+                            auto_pad=auto_pad)  # fmt: skip
+    graph = helper.make_graph(
+        [node],
+        "pool",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 9, 9])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 8
+    reason = translatable(node, _types(model), {}, opset=opset)
+    assert reason is not None and "dilat" in reason
+
+
+@pytest.mark.parametrize("opset", [10, 11, 12, 13])
+def test_dropout_mask_as_onnxruntime(opset: int) -> None:
+    """Before opset 12 onnxruntime's inference Dropout gives a mask of zeros, from 12 on of
+    ones; the fused node gave ones at every opset (found by fuzzing)."""
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    node = helper.make_node("Dropout", ["x"], ["y", "mask"])
+    outputs = {"y": TensorProto.FLOAT, "mask": TensorProto.BOOL}
+    _fused_as_onnxruntime(node, {"x": x}, outputs, opset)

@@ -3,7 +3,6 @@ broadcasting), Clip, and the copies (Identity, Cast, inference Dropout)."""
 
 from __future__ import annotations
 
-import math
 import string
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -16,7 +15,7 @@ from ...lang.types import BY_NUMPY
 from .context import Call, Context, Untranslatable, attrs, inputs
 from .library import instantiate, table
 from .registry import table_ops, translator
-from .text import broadcast, decl, indices, lit, ref, sizes, tc_type
+from .text import broadcast, decl, indices, largest, lit, ref, sizes, tc_type
 
 
 def _attr_fields(op: str, at: Mapping[str, Any]) -> dict[str, str]:
@@ -135,23 +134,28 @@ def _small_power(node: onnx.NodeProto, ctx: Context, ins: Sequence[str]) -> int 
 
 @translator("Clip")
 def _clip(node: onnx.NodeProto, ctx: Context) -> Call:
-    """Clip: bounds from attributes (opset < 11) or optional inputs, each possibly absent;
-    a bound that is a runtime input is passed as a 0-d parameter."""
+    """Clip: bounds from attributes (opset < 11) or optional inputs, each possibly absent:
+    then the dtype's lowest or largest value, as ONNX defines it (onnxruntime clamps
+    +-inf to them); a bound that is a runtime input is passed as a 0-d parameter."""
     ins = inputs(node, 1, 3)
     at = attrs(node)
+    dtype = ctx.type(ins[0])[0]
+    big = largest(dtype) if dtype.kind == "f" else None  # other dtypes are refused below
     bounds: list[str | None] = []
     scalars: list[str] = []
-    for k, (attr, default) in enumerate((("min", -math.inf), ("max", math.inf))):
+    for k, (attr, default) in enumerate((("min", big and f"(-{big})"), ("max", big))):
         if k + 1 < len(ins) and ins[k + 1]:
             v = ins[k + 1]
             if v in ctx.constants:
-                bounds.append(lit(float(ctx.constant(v, "bound"))))
+                bound = np.asarray(ctx.constant(v, "bound"))
+                if bound.size != 1:  # onnxruntime takes shape (1,) too
+                    raise Untranslatable(f"Clip bound '{v}' of shape {bound.shape}")
+                bounds.append(lit(float(bound.reshape(()))))
             else:
                 bounds.append(f"s{len(scalars)}")
                 scalars.append(v)
         else:
-            value = float(at.get(attr, default))
-            bounds.append(None if math.isinf(value) else lit(value))
+            bounds.append(lit(float(at[attr])) if attr in at else default)
 
     def expr(names: list[str]) -> str:
         (x,) = names
@@ -213,7 +217,8 @@ def _cast(node: onnx.NodeProto, ctx: Context) -> Call:
 
 @translator("Dropout")
 def _dropout(node: onnx.NodeProto, ctx: Context) -> Call:
-    """Dropout at inference is the identity (its mask all true); training is refused."""
+    """Dropout at inference is the identity (its mask as onnxruntime's); training is
+    refused."""
     ins = inputs(node, 1, 3)
     at = attrs(node)
     if "is_test" in at and not int(at["is_test"]):
@@ -230,14 +235,19 @@ def _dropout(node: onnx.NodeProto, ctx: Context) -> Call:
     ctx.check_type(y, sx, dtype)
     mask = node.output[1] if len(node.output) > 1 else ""
     idx = indices(len(sx))
-    mask_text = ""
+    mask_text = mask_doc = ""
     if mask:
         ctx.check_type(mask, sx, np.dtype(np.bool_))
-        mask_text = f"  {ref('M', idx)} = bool(1) where exists {ref('X', idx)}\n"
+        if ctx.opset is None:
+            raise Untranslatable("Dropout's mask depends on the opset, which is not known")
+        # onnxruntime's inference mask is all true from opset 12 on, all false before.
+        kept = int(ctx.opset >= 12)
+        mask_text = f"  {ref('M', idx)} = bool({kept}) where exists {ref('X', idx)}\n"
+        mask_doc = f", its mask all {'true' if kept else 'false'}"
     text = instantiate(
         "Dropout",
         "default",
-        mask_doc=", its mask all true" if mask else "",
+        mask_doc=mask_doc,
         outputs="Y, M" if mask else "Y",
         X=decl(tc_type(dtype), sizes(len(sx))),
         Xr=ref("X", idx),

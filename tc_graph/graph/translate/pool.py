@@ -11,7 +11,7 @@ import onnx
 from .context import Call, Context, Untranslatable, attrs, inputs
 from .library import instantiate
 from .registry import translator
-from .text import FLOAT16, decl, lit, padded_subscript, ref, scaled, tc_type, wide
+from .text import FLOAT16, NEG_INFINITY, decl, lit, padded_subscript, ref, scaled, tc_type, wide
 
 
 def _pool_geometry(
@@ -30,6 +30,10 @@ def _pool_geometry(
     auto_pad = at.get("auto_pad", "NOTSET")
     span = [(k - 1) * d + 1 for k, d in zip(kernel, dilations, strict=True)]
     if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+        if any(d != 1 for d in dilations):
+            # onnxruntime pads for the undilated window, the ONNX spec for the dilated one:
+            # the fused pool's output would change shape (Conv refuses it as well).
+            raise Untranslatable(f"auto_pad {auto_pad} with dilations {dilations}")
         outs = [-(-d // s) for d, s in zip(size, strides, strict=True)]
         begin = []
         for d, o, s, w in zip(size, outs, strides, span, strict=True):
@@ -143,7 +147,7 @@ def _padded(
 @translator("MaxPool", "AveragePool")
 def _pool(node: onnx.NodeProto, ctx: Context) -> Call:
     """MaxPool and AveragePool over any number of spatial dimensions. Where a window
-    leaves the input, the windows read a copy of it padded with the lowest float (max)
+    leaves the input, the windows read a copy of it padded with -infinity (max)
     or 0 (average) as far as they reach (`_padded`); AveragePool divides by the count of
     positions inside the input, or inside the padded input with count_include_pad,
     computed by a second reduction over the windows when padding or ceil_mode make it
@@ -159,12 +163,11 @@ def _pool(node: onnx.NodeProto, ctx: Context) -> Call:
     out = ctx.check_output(node, (*sx[:2], *outs), dtype)
     pos, within = _pool_positions(kernel, strides, dilations, begin, outs)
     inside = within([0] * n, size)
-    low = "-3.4028234663852886e38"  # the lowest float32: TC has no infinity literal
     o_idx = [f"o{j}" for j in range(n)]
     xr = ref("X", ["n", "c", *pos])
     copy = []
     if inside:
-        fill = low if op == "MaxPool" else "0.0"
+        fill = NEG_INFINITY if op == "MaxPool" else "0.0"
         copy, xr = _padded(size, begin, kernel, strides, dilations, outs, fill)
     yr = ref("Y", ["n", "c", *o_idx])
     ranges = ", ".join(
@@ -173,7 +176,7 @@ def _pool(node: onnx.NodeProto, ctx: Context) -> Call:
     )
     if op == "MaxPool":
         lines = [f"  {yr} max=! {xr}\n      where {ranges}"]
-        window = "Positions outside the input read the lowest float32."
+        window = "Positions outside the input read -infinity."
     else:
         value = wide(dtype, xr)
         sums = ref("acc" if dtype == FLOAT16 else "Y", ["n", "c", *o_idx])  # as accumulator()

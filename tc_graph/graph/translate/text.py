@@ -48,6 +48,18 @@ def lit(value: float) -> str:
     return f"({text})" if v < 0 else text
 
 
+# TC has no infinity literal: float32's 1.0 / 0.0 is one, and widens to any float type.
+NEG_INFINITY = "(-1.0 / 0.0)"
+
+
+def largest(dtype: np.dtype) -> str:
+    """TC text of a float dtype's largest finite value (float literals are float32:
+    float64's is the float before infinity)."""
+    if dtype == np.float64:
+        return "nextafter(double(1.0 / 0.0), double(0.0))"
+    return lit(float(np.finfo(dtype).max))
+
+
 def scaled(factor: int, index: str) -> str:
     return index if factor == 1 else f"{factor} * {index}"
 
