@@ -31,9 +31,11 @@ from .cc import cache_dir, cache_key
 from .gpu import GpuBuffers, GpuKernel, GpuSource
 
 _PROGRAMS: dict[str, Any] = {}
-# Held while the context is made and programs are built: concurrent first calls made a
-# context each, and programs built in one were enqueued on another's queue.
-_LOCK = threading.RLock()
+# The context and queue, made once under _LOCK: concurrent first calls made a context
+# each, and programs built in one were enqueued on another's queue.
+_CONTEXT: tuple[Any, Any] | None = None
+_LOCK = threading.Lock()
+os.register_at_fork(after_in_child=lambda: globals().update(_LOCK=threading.Lock()))
 _HINT = (
     "pip install pyopencl pocl-binary-distribution (or, in a tc_graph checkout, "
     'pip install ".[opencl]", which adds Intel\'s CPU runtime); '
@@ -101,11 +103,16 @@ def context() -> tuple[Any, Any]:
     """The OpenCL context and in-order queue kernels run on: the first device that builds
     a probe kernel, PoCL preferred; $TC_GRAPH_OPENCL_DEVICE (a substring of "platform:
     device") restricts the choice. One per process, whichever thread asks first."""
-    with _LOCK:
-        return _context()
+    global _CONTEXT
+    made = _CONTEXT
+    if made is None:
+        with _LOCK:
+            if _CONTEXT is None:
+                _CONTEXT = _context()
+            made = _CONTEXT
+    return made
 
 
-@functools.cache
 def _context() -> tuple[Any, Any]:
     _register_intel_cpu()
     cl = _cl()
@@ -149,14 +156,15 @@ def build(texts: Sequence[str]) -> None:
     """Build programs not built yet in this process. Each program is one kernel's text."""
     cl = _cl()
     ctx, _ = context()
-    with _LOCK:
-        for text in texts:
-            if text in _PROGRAMS:
-                continue
-            try:
-                _PROGRAMS[text] = _built(ctx, text)
-            except cl.Error as e:
-                raise TcError(f"the OpenCL compiler rejected a generated kernel:\n{e}") from None
+    for text in texts:
+        if text in _PROGRAMS:
+            continue
+        try:
+            # Not under a lock (a build takes long): two threads may build one program,
+            # in the one context, and keep the first.
+            _PROGRAMS.setdefault(text, _built(ctx, text))
+        except cl.Error as e:
+            raise TcError(f"the OpenCL compiler rejected a generated kernel:\n{e}") from None
 
 
 class OpenclKernel(GpuKernel):
