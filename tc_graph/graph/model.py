@@ -21,6 +21,7 @@ from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 from onnx import numpy_helper
 
+from ..arguments import whole
 from ..errors import TcError
 from ..onnx_domain import ONNX_DOMAINS, OPSET, TC_DOMAIN, TC_OP
 from . import external
@@ -192,16 +193,17 @@ def fix_dims(proto: onnx.ModelProto, fixed: Mapping[str, int]) -> None:
                 f"fix_shapes: the model has no symbolic dimension '{name}'",
                 hint=f"its symbolic dimensions: {have}",
             )
-        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+        n = whole(size)
+        if n is None or n < 1:
             raise TcError(
                 f"fix_shapes: dimension '{name}' must be pinned to a positive integer, not {size!r}"
             )
-        if size >= 2**31:  # tc_graph's sizes (binding); protobuf's int64 raised ValueError
+        if n >= 2**31:  # tc_graph's sizes (binding); protobuf's int64 raised ValueError
             raise TcError(
                 f"fix_shapes: dimension '{name}' must be pinned to a positive integer up to "
                 f"2^31 - 1, not {size!r}"
             )
-        make_dim_param_fixed(proto.graph, name, size)
+        make_dim_param_fixed(proto.graph, name, n)
 
 
 def _with_own_bodies(

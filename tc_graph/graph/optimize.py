@@ -40,6 +40,7 @@ from onnx import helper, numpy_helper
 
 from .. import compiler, ir, timing
 from ..api import define_entry
+from ..arguments import number, seconds, whole
 from ..compare import mismatch
 from ..errors import TcError, TcWarning
 from ..lang.canonical import canonical
@@ -267,20 +268,20 @@ def _measuring(
 ) -> _Measuring:
     """optimize's measuring arguments, checked (TcError otherwise)."""
     _checked_session_options(sess_options)
-    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int)
-                                or threads < 1):  # fmt: skip
+    count = None if threads is None else whole(threads)
+    if threads is not None and (count is None or count < 1):
         raise TcError(
             f"threads must be a positive integer or None, not {threads!r}",
             hint="pass the intra-op thread count the model will run with, or None for "
             "onnxruntime's default (or sess_options' own)",
         )
-    if (isinstance(min_speedup, bool) or not isinstance(min_speedup, int | float)
-            or not 1.0 <= min_speedup < math.inf):  # fmt: skip
+    speedup = number(min_speedup)
+    if speedup is None or speedup < 1.0:
         raise TcError(
             f"min_speedup must be a finite number of at least 1.0, not {min_speedup!r}",
             hint=f"a group is fused only when it is faster; the default is {MIN_SPEEDUP}",
         )
-    return _Measuring(sess_options, threads, float(min_speedup), bool(remeasure))
+    return _Measuring(sess_options, count, speedup, bool(remeasure))
 
 
 def _optimize_model(
@@ -337,15 +338,16 @@ def _dynamic(
             have = ", ".join(names) if names else "none"
             raise TcError(f"shapes: the model has no symbolic input dimension '{name}'",
                           hint=f"its symbolic input dimensions: {have}")  # fmt: skip
-        if not isinstance(sizes, Sequence) or isinstance(sizes, str):
+        if not isinstance(sizes, Sequence | np.ndarray) or isinstance(sizes, str):
             raise TcError(f"shapes: the sample sizes of '{name}' must be a list of positive "
                           f"integers, not {sizes!r}", hint=f'e.g. {{"{name}": [1, 8]}}')  # fmt: skip
-        if not sizes or any(isinstance(n, bool) or not isinstance(n, int) or not 1 <= n < 2**31
-                            for n in sizes):  # fmt: skip
+        wholes = [whole(n) for n in sizes]
+        if not wholes or any(n is None or not 1 <= n < 2**31 for n in wholes):
             raise TcError(f"shapes: the sample sizes of '{name}' must be positive integers, "
                           f"not {list(sizes)!r}", hint="sizes are 1 to 2^31 - 1")  # fmt: skip
     if not names:
         return None
+    shapes = {n: [whole(v) for v in sizes] for n, sizes in shapes.items()}
     samples = {
         n: tuple(sorted(set(shapes.get(n) or rows.default_samples(g.model.graph, n)), reverse=True))
         for n in names
@@ -517,12 +519,13 @@ def _deadline(budget_s: float | None) -> float:
     """The monotonic time past which optimize starts no new compile."""
     if budget_s is None:
         return math.inf
-    if isinstance(budget_s, bool) or not isinstance(budget_s, int | float) or not budget_s >= 0:
+    spent = seconds(budget_s)
+    if spent is None:
         raise TcError(
             f"budget_s must be a number of seconds >= 0, not {budget_s!r}",
             hint="pass budget_s=None for no bound",
         )
-    return _clock() + budget_s
+    return _clock() + spent
 
 
 # The _clock() past which the optimize call in progress decides nothing more.

@@ -16,6 +16,7 @@ from typing import Any
 
 from .. import compiler
 from ..api import TcFunction, _target
+from ..arguments import seconds, whole
 from ..errors import TcError
 from ..lang.canonical import canonical
 from ..options import MappingOptions
@@ -76,7 +77,9 @@ def tune(
     target = _target(target)
     if target == "reference":
         raise TcError("the reference target has no mapping options to tune", hint="use 'cpu'")
-    _check_search(generations, population, seed, timeout_s)
+    generations, population, seed, timeout_s = _check_search(
+        generations, population, seed, timeout_s
+    )
     deadline = time.monotonic() + timeout_s if timeout_s is not None else None
     sizes, depth = _loop_depth(fn, args)  # binds the arguments first (TcError otherwise)
     parts = db.key_parts(fn, args, target)
@@ -120,21 +123,22 @@ def tune(
             ev.close()
 
 
-def _check_search(generations: object, population: object, seed: object, timeout_s: object) -> None:
-    """The search's arguments, or a TcError naming the first wrong one."""
-
-    def whole(x: object) -> bool:
-        return isinstance(x, int) and not isinstance(x, bool)
-
+def _check_search(
+    generations: object, population: object, seed: object, timeout_s: object
+) -> tuple[int, int, int | None, float | None]:
+    """The search's arguments as numbers, or a TcError naming the first wrong one."""
+    counts = []
     for name, value in (("generations", generations), ("population", population)):
-        if not whole(value) or value < 1:  # type: ignore[operator]
+        n = whole(value)
+        if n is None or n < 1:
             raise TcError(f"{name} must be a positive integer, not {value!r}")
-    if seed is not None and not whole(seed):
+        counts.append(n)
+    if seed is not None and whole(seed) is None:
         raise TcError(f"seed must be an integer or None, not {seed!r}")
-    if timeout_s is not None and (
-        isinstance(timeout_s, bool) or not isinstance(timeout_s, int | float)
-    ):
-        raise TcError(f"timeout_s must be a number of seconds or None, not {timeout_s!r}")
+    if timeout_s is not None and seconds(timeout_s) is None:
+        raise TcError(f"timeout_s must be a number of seconds >= 0 or None, not {timeout_s!r}")
+    return (counts[0], counts[1], None if seed is None else whole(seed),
+            None if timeout_s is None else seconds(timeout_s))  # fmt: skip
 
 
 def _finish(

@@ -447,7 +447,8 @@ def test_the_confirmed_speedup_is_the_one_reported(
         (2, {"population": True}, "population must be a positive integer, not True"),
         (2, {"generations": 0}, "generations must be a positive integer, not 0"),
         (2, {"seed": "x"}, "seed must be an integer or None, not 'x'"),
-        (2, {"timeout_s": "5"}, "timeout_s must be a number of seconds or None, not '5'"),
+        (2, {"timeout_s": "5"}, "timeout_s must be a number of seconds >= 0 or None, not '5'"),
+        (2, {"timeout_s": -1.0}, "timeout_s must be a number of seconds >= 0 or None, not -1.0"),
     ],
 )
 def test_bad_tuning_arguments_are_a_tc_error(args: int, kw: dict, message: str) -> None:
@@ -455,3 +456,12 @@ def test_bad_tuning_arguments_are_a_tc_error(args: int, kw: dict, message: str) 
     a, b = np.ones((8, 4), np.float32), np.ones((4, 3), np.float32)
     with pytest.raises(tg.TcError, match=message):
         tg.autotune(mm, *(a, b, b)[:args], progress=False, **kw)
+
+
+def test_tuning_takes_numpy_numbers(cache: Path, threads: cf.Executor) -> None:
+    """A review found NumPy's integers and floats refused where Python's work."""
+    a, b = data()
+    best = tg.autotune(tg.define(MM).mm, a, b, generations=np.int64(1), population=np.int64(2),
+                       seed=np.int64(3), timeout_s=np.float32(60), executor=threads,
+                       progress=False)  # fmt: skip
+    np.testing.assert_allclose(tg.define(MM).mm(a, b, options=best), want(a, b), rtol=1e-4)

@@ -454,6 +454,12 @@ def test_min_speedup_is_the_threshold(cache: Path, monkeypatch: pytest.MonkeyPat
     assert _kernels(_optimize(min_speedup=1.1)) == 1
 
 
+def test_measuring_arguments_may_be_numpy_numbers(cache: Path) -> None:
+    """A review found budget_s=np.float32(10) and threads=np.int64(1) refused."""
+    kw = {"budget_s": np.float32(60), "threads": np.int64(1), "min_speedup": np.float64(1.05)}
+    assert _kernels(tg.optimize(MODEL, force=True, **kw)) >= 1
+
+
 @pytest.mark.parametrize(
     ("kw", "message"),
     [

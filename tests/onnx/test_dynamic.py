@@ -240,6 +240,13 @@ def test_bad_sample_sizes_are_a_tc_error(shapes: dict, message: str) -> None:
         tg.optimize(_mlp(), force=True, shapes=shapes)
 
 
+@pytest.mark.parametrize("sizes", [[np.int64(4)], np.array([4, 1]), (4,)])
+def test_sample_sizes_may_be_numpy_integers(sizes: object) -> None:
+    """A review found NumPy's integers refused (and an array's ValueError escaping)."""
+    out = tg.optimize(_mlp(), force=True, shapes={"batch": sizes})
+    assert any(n.op_type == TC_OP for n in out.graph.node)
+
+
 def test_sample_sizes_of_a_pinned_dimension_are_a_tc_error() -> None:
     """Found by fuzzing the API: 'the model has no symbolic input dimension' said only
     half of it."""

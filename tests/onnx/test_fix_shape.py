@@ -81,6 +81,13 @@ def test_a_bad_pin_is_a_tc_error(fixed: dict, message: str) -> None:
         tg.optimize(_dynamic_mlp(), force=True, fix_shapes=fixed)
 
 
+def test_a_pin_may_be_a_numpy_integer() -> None:
+    """A review found NumPy's integers refused."""
+    model = _dynamic_mlp()
+    pinned = tg.optimize(model, force=True, fix_shapes={"batch": np.int64(5)})
+    _check(pinned, model, 5)
+
+
 def test_the_command_line_refuses_a_dimension_pinned_twice(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
