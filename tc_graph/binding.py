@@ -185,6 +185,7 @@ def allocate(
                 f"{len(program.outputs)} outputs"
             )
     buffers: dict[str, np.ndarray] = {}
+    given_outs: dict[str, np.ndarray] = {}
     for name, shape in shapes.items():
         t = program.tensors[name]
         if out is not None and t.role == "output":
@@ -198,8 +199,8 @@ def allocate(
                 )
             if not given.flags.c_contiguous or not given.flags.writeable:
                 raise TcError(f"out= for '{name}' must be a writeable row-major array")
-            _no_overlap(name, given, inputs, buffers)
-            buffers[name] = given
+            _no_overlap(name, given, inputs, given_outs)
+            buffers[name] = given_outs[name] = given
             continue
         make = np.zeros if t.zero_fill else np.empty
         buffers[name] = make(shape, dtype=t.dtype)
