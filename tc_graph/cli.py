@@ -66,17 +66,18 @@ def _describe(fn_name: str, mod: TcModule) -> list[str]:
     return lines
 
 
-# Larger is no TC source: `tc-graph check /dev/zero` read until memory ran out.
-MAX_SOURCE_BYTES = 16 * 2**20
+# Longer is no TC source (characters; 16 Mi): `tc-graph check /dev/zero` read until
+# memory ran out.
+MAX_SOURCE_CHARS = 16 * 2**20
 
 
 def _load(path: str) -> TcModule | None:
     """The module of a TC file, printing warnings and errors; None on error."""
     try:
         with open(path, encoding="utf-8") as f:
-            source = f.read(MAX_SOURCE_BYTES + 1)
-        if len(source) > MAX_SOURCE_BYTES:
-            print(f"error: {path} is larger than {MAX_SOURCE_BYTES // 2**20} MiB: not a TC "
+            source = f.read(MAX_SOURCE_CHARS + 1)
+        if len(source) > MAX_SOURCE_CHARS:
+            print(f"error: {path} is larger than {MAX_SOURCE_CHARS // 2**20} MiB: not a TC "
                   "source", file=sys.stderr)  # fmt: skip
             return None
     except OSError as e:
@@ -284,14 +285,6 @@ DEMO_ROUNDS = 5
 DEMO_ROUND_S = {False: 0.02, True: 0.1}
 
 
-def _read_model(path: str) -> onnx.ModelProto:
-    """The model at `path` (tensors stored as external data not read), or a TcError that
-    names the file."""
-    from .graph.optimize import read_model
-
-    return read_model(path)
-
-
 def _tc_kernels(model: onnx.ModelProto) -> list[onnx.NodeProto]:
     from .onnx_domain import TC_DOMAIN, TC_OP
 
@@ -309,12 +302,14 @@ def _plural(n: int, word: str) -> str:
 
 def _optimize(args: argparse.Namespace) -> int:
     from .graph.external import save_model, uses_external
-    from .graph.optimize import SUMMARY_KEY, optimize
+    from .graph.optimize import SUMMARY_KEY, optimize, read_model
 
     try:
         if args.graph_png:
             _plotting()  # fail before the slow part, not after it
-        model = _read_model(args.input)
+        fixed = _by_name("--fix-shape", args.fix_shape)
+        samples = _by_name("--shape", args.shape)
+        model = read_model(args.input)
         result = optimize(
             args.input,
             force=args.force,
@@ -325,8 +320,8 @@ def _optimize(args: argparse.Namespace) -> int:
             budget_s=args.budget,
             threads=args.threads,
             min_speedup=args.min_speedup,
-            fix_shapes=_by_name("--fix-shape", args.fix_shape),
-            shapes=_by_name("--shape", args.shape),
+            fix_shapes=fixed,
+            shapes=samples,
         )
         try:
             save_model(
@@ -381,10 +376,10 @@ def _write_dot(optimized: onnx.ModelProto, path: str) -> None:
 
 
 def _prepare(path: str) -> int:
-    from .graph.optimize import prepare
+    from .graph.optimize import prepare, read_model
 
     try:
-        model = _read_model(path)
+        model = read_model(path)
         prepare(model)
     except TcError as e:
         print(f"{path}: {e}", file=sys.stderr)
@@ -409,10 +404,11 @@ def _add_package(sub: Any) -> None:
 
 
 def _package(args: argparse.Namespace) -> int:
+    from .graph.optimize import read_model
     from .graph.package import package
 
     try:
-        manifest = package(_read_model(args.model), args.output, isa=args.isa)
+        manifest = package(read_model(args.model), args.output, isa=args.isa)
     except TcError as e:
         print(f"{args.model}: {e}", file=sys.stderr)
         return 1

@@ -1811,16 +1811,18 @@ def read_model(model: str | os.PathLike[str] | onnx.ModelProto) -> onnx.ModelPro
     """The model's nodes and attributes (its external data stays in its files), or a
     TcError that names the file."""
     if isinstance(checked_model_argument(model), onnx.ModelProto):
-        return model
-    model_file(model)
-    try:
-        # Only nodes are read: external data stays where it is (onnxruntime maps it).
-        proto = onnx.load(os.fspath(model), load_external_data=False)
-    except Exception as e:  # OSError, protobuf's DecodeError, a checker ValidationError, ...
-        raise TcError(f"'{os.fspath(model)}' is not a readable ONNX model: {e}") from None
+        proto, name = model, "the ModelProto"
+    else:
+        model_file(model)
+        name = repr(os.fspath(model))
+        try:
+            # Only nodes are read: external data stays where it is (onnxruntime maps it).
+            proto = onnx.load(os.fspath(model), load_external_data=False)
+        except Exception as e:  # OSError, protobuf's DecodeError, a checker ValidationError
+            raise TcError(f"'{os.fspath(model)}' is not a readable ONNX model: {e}") from None
     if not proto.graph.output:
         # An empty file parses as an empty ModelProto.
-        raise TcError(f"{os.fspath(model)!r} is not an ONNX model: it has no graph outputs")
+        raise TcError(f"{name} is not an ONNX model: it has no graph outputs")
     return proto
 
 

@@ -96,6 +96,8 @@ def test_the_command_line_refuses_a_dimension_pinned_twice(
     argv = ["optimize", str(tmp_path / "in.onnx"), "-o", str(tmp_path / "out.onnx"), "--force"]
     assert cli_main([*argv, "--fix-shape", "batch=3", "--fix-shape", "batch=4"]) == 1
     assert "--fix-shape names 'batch' twice" in capsys.readouterr().err
+    assert cli_main([*argv, "--shape", "batch=3", "--shape", "batch=4,8"]) == 1
+    assert "--shape names 'batch' twice" in capsys.readouterr().err
     assert not (tmp_path / "out.onnx").exists()
 
 

@@ -234,3 +234,11 @@ def test_a_directory_is_no_model_file(entry, tmp_path: Path) -> None:
     """Found by fuzzing the API: a directory was reported as a file that does not exist."""
     with pytest.raises(tg.TcError, match="is a directory, not an ONNX model file"):
         entry(tmp_path)
+
+
+@pytest.mark.parametrize("entry", [tg.prepare, tg.InferenceSession])
+def test_an_empty_model_proto_is_no_model(entry) -> None:
+    """A review found prepare of onnx.ModelProto() succeeding silently, and
+    InferenceSession letting onnxruntime's own error escape."""
+    with pytest.raises(tg.TcError, match="is not an ONNX model: it has no graph outputs"):
+        entry(onnx.ModelProto())
