@@ -87,6 +87,25 @@ def _lgamma(x: np.ndarray) -> np.ndarray:
     return np.where(np.isneginf(x), np.inf, g).astype(g.dtype)
 
 
+def _erfcinv(x: np.ndarray) -> np.ndarray:
+    """SciPy's erfcinv, except below the normal doubles, where it loses digits (inf at
+    5e-324, where the value is 27.21): there Newton steps on log erfc(y) = log x, as the
+    C helper takes them (codegen/expr.py), log erfc(y) = log erfcx(y) - y^2."""
+    x = np.asarray(x)
+    y = np.asarray(sp.erfcinv(x))
+    tiny = (x > 0) & (x < np.finfo(np.float64).tiny)
+    if not tiny.any():
+        return y
+    t = -np.log(x[tiny].astype(np.float64))
+    z = np.sqrt(t - 0.5 * np.log(np.pi * t))
+    for _ in range(4):
+        e = sp.erfcx(z)
+        z = z + (np.log(e) - z * z + t) * e * (np.sqrt(np.pi) / 2)
+    y = y.copy()
+    y[tiny] = z
+    return y
+
+
 def _at_infinity(f: Callable[[np.ndarray], np.ndarray], ends: str) -> Callable[..., np.ndarray]:
     """A Bessel function as C (and CUDA) define it: 0, its limit, at the infinities in
     `ends` ("both", or "+" for y0 and y1, NaN at -inf), where SciPy gives NaN."""
@@ -103,12 +122,12 @@ _FUNCTIONS: dict[str, Callable[..., np.ndarray]] = {
     "acos": np.arccos, "acosh": np.arccosh, "asin": np.arcsin, "asinh": np.arcsinh,
     "atan": np.arctan, "atanh": np.arctanh, "cbrt": np.cbrt, "ceil": np.ceil, "cos": np.cos,
     "cosh": np.cosh, "cospi": lambda x: np.cos(np.pi * np.fmod(x, 2)), "erf": sp.erf, "erfc": sp.erfc,
-    "erfcinv": sp.erfcinv, "erfcx": sp.erfcx, "erfinv": sp.erfinv, "exp": np.exp,
+    "erfcinv": _erfcinv, "erfcx": sp.erfcx, "erfinv": sp.erfinv, "exp": np.exp,
     "exp10": sp.exp10, "exp2": np.exp2, "expm1": np.expm1, "fabs": np.abs, "floor": np.floor,
     "j0": _at_infinity(sp.j0, "both"), "j1": _at_infinity(sp.j1, "both"), "lgamma": _lgamma,
     "log": np.log, "log10": np.log10,
     "log1p": np.log1p, "log2": np.log2, "logb": _logb, "nearbyint": np.rint,
-    "normcdf": sp.ndtr, "normcdfinv": sp.ndtri, "rcbrt": lambda x: 1 / np.cbrt(x),
+    "normcdf": sp.ndtr, "normcdfinv": lambda x: -np.sqrt(2) * _erfcinv(2 * np.asarray(x)), "rcbrt": lambda x: 1 / np.cbrt(x),
     "rint": np.rint, "round": _round_half_away, "rsqrt": lambda x: 1 / np.sqrt(x),
     "sin": np.sin, "sinh": np.sinh, "sinpi": lambda x: np.sin(np.pi * np.fmod(x, 2)), "sqrt": np.sqrt,
     "tan": np.tan, "tanh": np.tanh, "tgamma": sp.gamma, "trunc": np.trunc,
