@@ -106,13 +106,13 @@ def _erfcinv(x: np.ndarray) -> np.ndarray:
     return y
 
 
-def _at_infinity(f: Callable[[np.ndarray], np.ndarray], ends: str) -> Callable[..., np.ndarray]:
-    """A Bessel function as C (and CUDA) define it: 0, its limit, at the infinities in
-    `ends` ("both", or "+" for y0 and y1, NaN at -inf), where SciPy gives NaN."""
+def _at_infinity(f: Callable[[np.ndarray], np.ndarray], *, both: bool) -> Callable[..., np.ndarray]:
+    """A Bessel function as C (and CUDA) define it: 0, its limit, at +inf and, where
+    `both`, at -inf (y0 and y1 are NaN there), where SciPy gives NaN."""
 
     def bessel(x: np.ndarray) -> np.ndarray:
         v = f(x)
-        at = np.isinf(x) if ends == "both" else np.isposinf(x)
+        at = np.isinf(x) if both else np.isposinf(x)
         return np.where(at, 0, v).astype(v.dtype)
 
     return bessel
@@ -124,14 +124,14 @@ _FUNCTIONS: dict[str, Callable[..., np.ndarray]] = {
     "cosh": np.cosh, "cospi": lambda x: np.cos(np.pi * np.fmod(x, 2)), "erf": sp.erf, "erfc": sp.erfc,
     "erfcinv": _erfcinv, "erfcx": sp.erfcx, "erfinv": sp.erfinv, "exp": np.exp,
     "exp10": sp.exp10, "exp2": np.exp2, "expm1": np.expm1, "fabs": np.abs, "floor": np.floor,
-    "j0": _at_infinity(sp.j0, "both"), "j1": _at_infinity(sp.j1, "both"), "lgamma": _lgamma,
+    "j0": _at_infinity(sp.j0, both=True), "j1": _at_infinity(sp.j1, both=True), "lgamma": _lgamma,
     "log": np.log, "log10": np.log10,
     "log1p": np.log1p, "log2": np.log2, "logb": _logb, "nearbyint": np.rint,
     "normcdf": sp.ndtr, "normcdfinv": lambda x: -np.sqrt(2) * _erfcinv(2 * np.asarray(x)), "rcbrt": lambda x: 1 / np.cbrt(x),
     "rint": np.rint, "round": _round_half_away, "rsqrt": lambda x: 1 / np.sqrt(x),
     "sin": np.sin, "sinh": np.sinh, "sinpi": lambda x: np.sin(np.pi * np.fmod(x, 2)), "sqrt": np.sqrt,
     "tan": np.tan, "tanh": np.tanh, "tgamma": sp.gamma, "trunc": np.trunc,
-    "y0": _at_infinity(sp.y0, "+"), "y1": _at_infinity(sp.y1, "+"),
+    "y0": _at_infinity(sp.y0, both=False), "y1": _at_infinity(sp.y1, both=False),
     "atan2": np.arctan2, "copysign": np.copysign, "fdim": _fdim,
     "fmax": np.fmax, "fmin": np.fmin, "fmod": np.fmod, "hypot": np.hypot,
     "nextafter": np.nextafter, "pow": np.power, "remainder": _ieee_remainder,

@@ -451,14 +451,17 @@ class _GpuPrinter(StatementPrinter):
         else:
             self.out(depth, f"if ({test}) {t.name}[tc_i] = {glob_text};")
 
+    def first(self, dims: Sequence[tuple[Unit, int]]) -> str:
+        """The condition that this is id 0 along each of `dims` ("" for none)."""
+        return " && ".join(f"{self.ident(k, d)} == 0" for k, d in dims)
+
     def ident(self, unit: Unit, d: int) -> str:
         return f"tc_{'t' if unit is Unit.THREAD else 'b'}{_DIMS[d]}"
 
     def node(self, node: isl.AstNode, depth: int, marks: frozenset[Loop] = frozenset()) -> None:
         guarded = self.guard(node)
         if guarded:
-            cond = " && ".join(f"{self.ident(k, d)} == 0" for k, d in guarded)
-            self.out(depth, f"if ({cond}) {{")
+            self.out(depth, f"if ({self.first(guarded)}) {{")
             self.active |= set(guarded)
             self.node(node, depth + 1, marks)
             self.active -= set(guarded)
@@ -632,7 +635,7 @@ class _GpuPrinter(StatementPrinter):
         # Its statements ran on id 0 of the dims no loop maps (a sibling's mapped loop
         # left the block itself unguarded), and so does its store: the other threads'
         # tc_v was never set.
-        alone = " && ".join(f"{self.ident(k, d)} == 0" for k, d in self.unmapped())
+        alone = self.first(self.unmapped())
         self.out(depth + 1, f"{f'if ({alone}) ' if alone else ''}{target} = tc_v;")
         self.out(depth, "}")
 

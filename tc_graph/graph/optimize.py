@@ -226,8 +226,8 @@ def optimize(
     sample size and serves every size (docs/onnx.md, "Symbolic dimensions")."""
     measuring = replace(_measuring(sess_options, threads, min_speedup, remeasure),
                         budget_s=budget_s)  # fmt: skip
-    fixed = dict(_mapping("fix_shapes", fix_shapes, "sizes"))
-    samples = dict(_mapping("shapes", shapes, "lists of sizes"))
+    fixed = dict(_mapping("fix_shapes", fix_shapes, "sizes", "8"))
+    samples = dict(_mapping("shapes", shapes, "lists of sizes", "[1, 8]"))
     token = _MEASURING.set(measuring)
     budget = _DEADLINE.set(_deadline(budget_s))
     try:
@@ -238,7 +238,7 @@ def optimize(
         _MEASURING.reset(token)
 
 
-def _mapping(name: str, value: object, of: str) -> Mapping[str, Any]:
+def _mapping(name: str, value: object, of: str, example: str) -> Mapping[str, Any]:
     """A by-name argument (shapes, fix_shapes), checked to be a mapping (TcError
     otherwise); its entries are checked where they are used."""
     if value is None:
@@ -246,7 +246,7 @@ def _mapping(name: str, value: object, of: str) -> Mapping[str, Any]:
     if not isinstance(value, Mapping):
         raise TcError(
             f"{name} must be a mapping of dimension names to {of}, not {type(value).__name__}",
-            hint=f'e.g. {name}={{"batch": {"[1, 8]" if "lists" in of else "8"}}}',
+            hint=f'e.g. {name}={{"batch": {example}}}',
         )
     return value
 

@@ -9,7 +9,7 @@ Oracles: NumPy, and onnxruntime running the original model.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -207,7 +207,9 @@ def test_agreeing_annotations_still_propagate_through_unknown_ops() -> None:
 # Found by fuzzing the API: each raised TypeError or AttributeError from inside.
 @pytest.mark.parametrize("entry", [tg.optimize, tg.prepare, tg.InferenceSession])
 @pytest.mark.parametrize("model", [5, b"\x08\x07", None])
-def test_a_model_of_the_wrong_type_is_a_tc_error(entry, model: object) -> None:
+def test_a_model_of_the_wrong_type_is_a_tc_error(
+    entry: Callable[..., object], model: object
+) -> None:
     with pytest.raises(tg.TcError, match=r"a path .* or an onnx.ModelProto, not "):
         entry(model)
 
@@ -230,14 +232,14 @@ def test_bad_session_arguments_are_a_tc_error(kw: dict, message: str) -> None:
 
 
 @pytest.mark.parametrize("entry", [tg.optimize, tg.prepare])
-def test_a_directory_is_no_model_file(entry, tmp_path: Path) -> None:
+def test_a_directory_is_no_model_file(entry: Callable[..., object], tmp_path: Path) -> None:
     """Found by fuzzing the API: a directory was reported as a file that does not exist."""
     with pytest.raises(tg.TcError, match="is a directory, not an ONNX model file"):
         entry(tmp_path)
 
 
 @pytest.mark.parametrize("entry", [tg.prepare, tg.InferenceSession])
-def test_an_empty_model_proto_is_no_model(entry) -> None:
+def test_an_empty_model_proto_is_no_model(entry: Callable[..., object]) -> None:
     """A review found prepare of onnx.ModelProto() succeeding silently, and
     InferenceSession letting onnxruntime's own error escape."""
     with pytest.raises(tg.TcError, match="is not an ONNX model: it has no graph outputs"):
