@@ -396,7 +396,8 @@ def _optimize(g: Graph, *, force: bool, report: bool, progress: bool) -> onnx.Mo
     composed = None if force or chosen else _composed_alone(g, deadline)
     # The summary names why nodes were not translated only where there is no group.
     left = untranslated(g, translatable) if report or not decisions else []
-    line = summary(decisions, left, whole=whole, force=force) + _pin_hint(g, left)
+    nodes = len(g.model.graph.node)
+    line = summary(decisions, left, whole=whole, force=force, nodes=nodes) + _pin_hint(g, left)
     if composed is not None:
         line += (
             f"; its Gemms composed (linear.py): {composed:.2f} times faster on the sample inputs"
@@ -1692,6 +1693,7 @@ def summary(
     *,
     whole: float | None,
     force: bool = False,
+    nodes: int = 0,
 ) -> str:
     """One line: how many groups were fused and how much faster the whole model ran on
     the sample inputs, or, when none was, the most common reason. A group split before
@@ -1711,6 +1713,9 @@ def summary(
     elif untranslated:
         kinds = Counter(reason for _, reason in untranslated)
         total = _plural(len(untranslated), "node")
+    elif nodes:
+        return (f"nothing fused: no group computes anything ({_plural(nodes, 'node')}: "
+                "copies and constants only)")  # fmt: skip
     else:
         return "nothing fused: the model has no nodes"
     reason, count = kinds.most_common(1)[0]

@@ -221,6 +221,14 @@ def test_summary_of_a_model_with_nothing_to_translate(capsys: pytest.CaptureFixt
     assert summary == line
 
 
+def test_summary_of_a_model_of_identities(capsys: pytest.CaptureFixture[str]) -> None:
+    """Found by fuzzing: the summary said "the model has no nodes" of an Identity."""
+    nodes = [helper.make_node("Identity", ["x"], ["y"], name="id")]
+    tg.optimize(_model(nodes, {"x": (2, 3)}, ["y"], {}), force=True, report=True)
+    line = "nothing fused: no group computes anything (1 node: copies and constants only)"
+    assert capsys.readouterr().err.rstrip().splitlines()[-1] == line
+
+
 def test_report_counts_untranslated_nodes_of_one_reason_on_one_line(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
