@@ -107,3 +107,48 @@ def to_pw_aff(
         return None
 
     return go(e)
+
+
+def quasi_affine(e: ir.Expr) -> bool:
+    """Whether to_pw_aff makes a function of e for fixed sizes (sizes are numbers there):
+    what a subscript must be to be proven in bounds rather than checked on its values.
+    Read off the expression alone, so that the scop and the kernel agree on the checks."""
+
+    def free(x: ir.Expr) -> bool:  # no index variable: a number once the sizes are
+        return not ir.index_names(x) and not any(ir.reads(x))
+
+    def go(e: ir.Expr) -> bool:
+        if not is_integral(e.dtype):
+            return False
+        match e:
+            case ir.Const() | ir.Index() | ir.Size() | ir.DimSize():
+                return True
+            case ir.Unary(op="-", operand=x) | ir.Cast(operand=x):
+                return go(x)
+            case ir.Binary(op="+" | "-", left=x, right=y):
+                return go(x) and go(y)
+            case ir.Binary(op="*", left=x, right=y):
+                return go(x) and go(y) and (free(x) or free(y))
+            case ir.Binary(op="/", left=x, right=y):
+                return go(x) and _sign(y) is not None
+            case ir.Binary(op="%", left=x, right=y):
+                return go(x) and _sign(y) == 1
+            case ir.Call(fn="min" | "max", args=(x, y)):
+                return go(x) and go(y)
+        return False
+
+    return go(e)
+
+
+def _sign(e: ir.Expr) -> int | None:
+    """The sign of a divisor to_pw_aff takes: a nonzero literal or a size (1), negated
+    (-1); None for anything else (a product, an index: no quasi-affine division)."""
+    match e:
+        case ir.Const(value=v) if v != 0:
+            return 1 if v > 0 else -1
+        case ir.Size() | ir.DimSize():
+            return 1
+        case ir.Unary(op="-", operand=x) | ir.Cast(operand=x):
+            inner = _sign(x)
+            return None if inner is None else (-inner if isinstance(e, ir.Unary) else inner)
+    return None

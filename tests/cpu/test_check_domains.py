@@ -6,6 +6,7 @@ over its whole domain and reads nothing over an empty one.
 
 from __future__ import annotations
 
+import functools
 import json
 
 import numpy as np
@@ -88,3 +89,23 @@ def test_an_indirect_read_of_a_copy_is_checked(bad: int) -> None:
     assert _outcome(fn, args, "cpu") == want
     good = (args[0], np.array([0, 2, 1], np.int32))
     assert _outcome(fn, good, "cpu") == _outcome(fn, good, "reference")
+
+
+@pytest.mark.parametrize(
+    "sub", ["i * i", "i % -3", "i * i * 100000000", "abs(i - 7)", "(i * i) / 2"]
+)
+@pytest.mark.parametrize("parametric", [False, True])
+def test_a_non_affine_subscript_is_checked_on_its_values(sub: str, parametric: bool) -> None:
+    """Found by fuzzing: a subscript that is not quasi-affine but reads no tensor (i * i,
+    i % -3) was neither proven in bounds nor checked, and the kernel read outside A (a
+    segfault at i * i * 10^8). It is checked as an indirect one is, and its error is the
+    reference's."""
+    fn = tg.define(f"def f(float(N) A) -> (B) {{\n  B(i) = A(i) + A({sub})\n}}").f
+    a = np.arange(5, dtype=np.float32)
+    want = _outcome(fn, (a,), "reference")
+    assert "index out of bounds" in want
+    run = fn.compile(a, parametric=True) if parametric else functools.partial(fn, target="cpu")
+    with pytest.raises(tg.TcError, match=r"index out of bounds: A\(.*\) reads 'A' at"):
+        run(a)
+    ok = np.arange(1, dtype=np.float32)  # i = 0 only: A(0) but for abs(i - 7)
+    assert _outcome(fn, (ok,), "cpu") == _outcome(fn, (ok,), "reference")
