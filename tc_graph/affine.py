@@ -110,9 +110,11 @@ def to_pw_aff(
 
 
 def quasi_affine(e: ir.Expr) -> bool:
-    """Whether to_pw_aff makes a function of e for fixed sizes (sizes are numbers there):
-    what a subscript must be to be proven in bounds rather than checked on its values.
-    Read off the expression alone, so that the scop and the kernel agree on the checks."""
+    """Whether to_pw_aff makes a function of e for fixed sizes (sizes are numbers there:
+    a product by a size is affine, a remainder by a negative number is not): a subscript
+    that is not (`A(i * i)`, `A(i % -3)`) is checked on its values. Read off the
+    expression alone, the same with its sizes as numbers or as names, so that the scop
+    (which sees numbers) and the kernel's check table (names) agree."""
 
     def free(x: ir.Expr) -> bool:  # no index variable: a number once the sizes are
         return not ir.index_names(x) and not any(ir.reads(x))
