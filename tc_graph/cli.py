@@ -129,6 +129,8 @@ def _parse_shapes(text: str) -> dict[str, str]:
         name, sep, value = item.partition("=")
         if not sep or not name.strip() or not value.strip():
             raise TcError(f"--shapes item {item!r} is not NAME=SHAPE (e.g. A=128x64) or NAME=VALUE")
+        if name.strip() in out:
+            raise TcError(f"--shapes names '{name.strip()}' twice", hint="give each parameter once")
         out[name.strip()] = value.strip()
     return out
 

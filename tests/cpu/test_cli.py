@@ -110,7 +110,13 @@ def test_compile_emits_openmp_c(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("shapes", "message"),
-    [("A=16x8", "missing B"), ("A=16x8,B=12x8,Z=3", "unknown Z"), ("A=16y8,B=1", "cannot read")],
+    [
+        ("A=16x8", "missing B"),
+        ("A=16x8,B=12x8,Z=3", "unknown Z"),
+        ("A=16y8,B=1", "cannot read"),
+        # Found by fuzzing: the last of the two was kept silently.
+        ("A=16x8,B=12x8,A=4x8", "--shapes names 'A' twice"),
+    ],
 )
 def test_compile_rejects_bad_shapes(shapes: str, message: str) -> None:
     r = run("compile", "examples/paper.tc", "--entry", "tmm", "--shapes", shapes)
