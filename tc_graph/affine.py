@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 
 import islpy as isl
 
@@ -109,15 +109,20 @@ def to_pw_aff(
     return go(e)
 
 
-def quasi_affine(e: ir.Expr) -> bool:
-    """Whether to_pw_aff makes a function of e for fixed sizes (sizes are numbers there:
-    a product by a size is affine, a remainder by a negative number is not): a subscript
-    that is not (`A(i * i)`, `A(i % -3)`) is checked on its values. Read off the
-    expression alone, the same with its sizes as numbers or as names, so that the scop
-    (which sees numbers) and the kernel's check table (names) agree."""
+def quasi_affine(e: ir.Expr, constants: Collection[str] = ()) -> bool:
+    """Whether e is quasi-affine in the index variables and the sizes together, as range
+    inference reads subscripts (the sizes are parameters there, but those in
+    `constants`): products by numbers, quotients and remainders by positive ones. A
+    subscript that is not (`A(i * i)`, `A(M * i)`, `A(i % -3)`) is checked on its values,
+    no inference covering it. Read off the program's own expression, with its sizes as
+    names, by both the scop and the kernel's check table."""
 
-    def free(x: ir.Expr) -> bool:  # no index variable: a number once the sizes are
-        return not ir.index_names(x) and not any(ir.reads(x))
+    def number(x: ir.Expr) -> bool:
+        return all(
+            isinstance(n, ir.Const | ir.Unary | ir.Binary | ir.Cast)
+            or (isinstance(n, ir.Size) and n.name in constants)
+            for n in ir.walk(x)
+        )
 
     def go(e: ir.Expr) -> bool:
         if not is_integral(e.dtype):
@@ -130,11 +135,10 @@ def quasi_affine(e: ir.Expr) -> bool:
             case ir.Binary(op="+" | "-", left=x, right=y):
                 return go(x) and go(y)
             case ir.Binary(op="*", left=x, right=y):
-                return go(x) and go(y) and (free(x) or free(y))
-            case ir.Binary(op="/", left=x, right=y):
-                return go(x) and _sign(y) is not None
-            case ir.Binary(op="%", left=x, right=y):
-                return go(x) and _sign(y) == 1
+                return go(x) and go(y) and (number(x) or number(y))
+            case ir.Binary(op="/" | "%" as op, left=x, right=y):
+                sign = _sign(y) if number(y) else None
+                return go(x) and (sign == 1 or (op == "/" and sign == -1))
             case ir.Call(fn="min" | "max", args=(x, y)):
                 return go(x) and go(y)
         return False
@@ -143,12 +147,12 @@ def quasi_affine(e: ir.Expr) -> bool:
 
 
 def _sign(e: ir.Expr) -> int | None:
-    """The sign of a divisor to_pw_aff takes: a nonzero literal or a size (1), negated
-    (-1); None for anything else (a product, an index: no quasi-affine division)."""
+    """The sign of a number's text: a nonzero literal or a size (1), negated (-1); None
+    for anything else (a product, zero)."""
     match e:
         case ir.Const(value=v) if v != 0:
             return 1 if v > 0 else -1
-        case ir.Size() | ir.DimSize():
+        case ir.Size():
             return 1
         case ir.Unary(op="-", operand=x) | ir.Cast(operand=x):
             inner = _sign(x)

@@ -9,7 +9,7 @@ affine (an indirect one) becomes a may-access of the whole dimension.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property, reduce
 from typing import TypeVar
@@ -250,15 +250,17 @@ def _union(maps: Sequence[isl.Map]) -> isl.UnionMap:
     return out
 
 
-def checked_reads(rhs: ir.Expr) -> list[tuple[ir.Read, int]]:
-    """(read, dimension) of every subscript checked on its values: those that read a
-    tensor (indirect_reads) and those that are not quasi-affine (`A(i * i)`, `A(i % -3)`),
-    which no proof covers (they read outside A, unchecked: found by fuzzing)."""
+def checked_reads(rhs: ir.Expr, constants: Collection[str]) -> list[tuple[int, ir.Read, int]]:
+    """(position among the reads, read, dimension) of every subscript checked on its
+    values: those that read a tensor (indirect_reads) and those that are not quasi-affine
+    (`A(i * i)`, `A(M * i)`, `A(i % -3)`), which no inference covers (they read outside A,
+    unchecked: found by fuzzing). `rhs` is the program's own, its sizes names."""
     return [
-        (r, k)
-        for r in ir.reads(rhs)
+        (p, r, k)
+        for p, r in enumerate(ir.reads(rhs))
         for k, sub in enumerate(r.subscripts)
-        if any(isinstance(x, ir.Read) for x in ir.walk(sub)) or not affine.quasi_affine(sub)
+        if any(isinstance(x, ir.Read) for x in ir.walk(sub))
+        or not affine.quasi_affine(sub, constants)
     ]
 
 
@@ -282,7 +284,7 @@ def checked_accesses(program: ir.Program) -> list[tuple[ir.Read, int]]:
     early: list[tuple[ir.Read, int]] = []
     late: list[tuple[ir.Read, int]] = []
     for st in program.statements:
-        for r, k in checked_reads(st.rhs):
+        for _, r, k in checked_reads(st.rhs, program.constants):
             (early if _inputs_only(program, r.subscripts[k]) else late).append((r, k))
     return early + late
 
@@ -301,7 +303,11 @@ def _checks(
     nothing it reads is checked then, whatever the ranges of those variables)."""
     out = []
     sym = program if symbolic else None
-    for j, (r, k) in enumerate(checked_reads(st.rhs)):
+    # Decided on the program's statement (sizes as names, as checked_accesses sees
+    # them), checked on st's read at the same position (sizes substituted).
+    reads = list(ir.reads(st.rhs))
+    for j, (p, _, k) in enumerate(checked_reads(program.statements[n].rhs, program.constants)):
+        r = reads[p]
         sub = r.subscripts[k]
         used = [v for v in st.iterators if v in ir.index_names(sub)]
         cdom = _domain(f"K{n}_{j}", st, used, ranges, sym)

@@ -92,7 +92,7 @@ def test_an_indirect_read_of_a_copy_is_checked(bad: int) -> None:
 
 
 @pytest.mark.parametrize(
-    "sub", ["i * i", "i % -3", "i * i * 100000000", "abs(i - 7)", "(i * i) / 2"]
+    "sub", ["i * i", "i % -3", "i * i * 100000000", "abs(i - 7)", "(i * i) / 2", "N * i"]
 )
 @pytest.mark.parametrize("parametric", [False, True])
 def test_a_non_affine_subscript_is_checked_on_its_values(sub: str, parametric: bool) -> None:
