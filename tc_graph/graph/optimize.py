@@ -330,6 +330,7 @@ def _dynamic(
     """The model at its sample sizes where symbolic dimensions of its inputs are left
     unpinned (None where none is); `shapes` checked (TcError otherwise)."""
     names = input_symbols(g.model.graph)
+    given: dict[str, list[int]] = {}
     for name, sizes in shapes.items():
         if name in fixed:
             raise TcError(f"shapes: '{name}' is pinned by fix_shapes, so it has no sample sizes",
@@ -345,11 +346,11 @@ def _dynamic(
         if not wholes or any(n is None or not 1 <= n < 2**31 for n in wholes):
             raise TcError(f"shapes: the sample sizes of '{name}' must be positive integers, "
                           f"not {list(sizes)!r}", hint="sizes are 1 to 2^31 - 1")  # fmt: skip
+        given[name] = [n for n in wholes if n is not None]
     if not names:
         return None
-    shapes = {n: [whole(v) for v in sizes] for n, sizes in shapes.items()}
     samples = {
-        n: tuple(sorted(set(shapes.get(n) or rows.default_samples(g.model.graph, n)), reverse=True))
+        n: tuple(sorted(set(given.get(n) or rows.default_samples(g.model.graph, n)), reverse=True))
         for n in names
     }
 

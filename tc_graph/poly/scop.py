@@ -259,18 +259,18 @@ def checked_reads(rhs: ir.Expr, constants: Collection[str]) -> list[tuple[int, i
         (p, r, k)
         for p, r in enumerate(ir.reads(rhs))
         for k, sub in enumerate(r.subscripts)
-        if any(isinstance(x, ir.Read) for x in ir.walk(sub))
-        or not affine.quasi_affine(sub, constants)
+        if _reads_tensor(sub) or not affine.quasi_affine(sub, constants)
     ]
+
+
+def _reads_tensor(sub: ir.Expr) -> bool:
+    return any(isinstance(x, ir.Read) for x in ir.walk(sub))
 
 
 def indirect_reads(rhs: ir.Expr) -> list[tuple[ir.Read, int]]:
     """(read, dimension) of every subscript that reads a tensor, in a fixed order."""
     return [
-        (r, k)
-        for r in ir.reads(rhs)
-        for k, sub in enumerate(r.subscripts)
-        if any(isinstance(x, ir.Read) for x in ir.walk(sub))
+        (r, k) for r in ir.reads(rhs) for k, sub in enumerate(r.subscripts) if _reads_tensor(sub)
     ]
 
 

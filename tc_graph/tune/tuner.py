@@ -133,12 +133,13 @@ def _check_search(
         if n is None or n < 1:
             raise TcError(f"{name} must be a positive integer, not {value!r}")
         counts.append(n)
-    if seed is not None and whole(seed) is None:
+    start = None if seed is None else whole(seed)
+    if seed is not None and start is None:
         raise TcError(f"seed must be an integer or None, not {seed!r}")
-    if timeout_s is not None and seconds(timeout_s) is None:
+    limit = None if timeout_s is None else seconds(timeout_s)
+    if timeout_s is not None and limit is None:
         raise TcError(f"timeout_s must be a number of seconds >= 0 or None, not {timeout_s!r}")
-    return (counts[0], counts[1], None if seed is None else whole(seed),
-            None if timeout_s is None else seconds(timeout_s))  # fmt: skip
+    return counts[0], counts[1], start, limit
 
 
 def _finish(
