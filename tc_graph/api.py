@@ -63,7 +63,7 @@ class TcFunction:
         """A kernel specialized on these arguments' shapes, dtypes and integer scalars;
         with `parametric`, one for every shape (dtypes and integer scalars fixed) whose
         size-dependent choices are made at these arguments' sizes (docs/cpu.md)."""
-        target = _target(target)
+        target = checked_target(target)
         if target == "reference":
             raise TcError(
                 "the reference target interprets; it has nothing to compile",
@@ -104,7 +104,7 @@ class TcFunction:
         out: Sequence[np.ndarray] | np.ndarray | None = None,
         unchecked: bool = False,
     ) -> np.ndarray | tuple[np.ndarray, ...]:
-        target = _target(target)
+        target = checked_target(target)
         if target != "reference":
             return self.compile(*args, target=target, options=options)(
                 *args, out=out, unchecked=unchecked
@@ -123,7 +123,9 @@ class TcFunction:
         return results[0] if len(results) == 1 else results
 
 
-def _target(target: str | None) -> str:
+def checked_target(target: str | None) -> str:
+    """The target a call names (None: the default), refused unless it is one of TARGETS:
+    the API and the tuner check it the same way."""
     target = target or DEFAULT_TARGET
     if target not in TARGETS:
         raise TcError(f"unknown target '{target}'", hint=f"use one of {', '.join(TARGETS)}")

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import compiler
-from ..api import TcFunction, _target
+from ..api import TcFunction, checked_target
 from ..arguments import seconds, whole
 from ..errors import TcError
 from ..lang.canonical import canonical
@@ -74,7 +74,7 @@ def tune(
     """Like `autotune`, with the whole story: runtimes, history per generation, failures."""
     if not isinstance(fn, TcFunction):
         raise TcError(f"autotune takes a TcFunction (module.name), got {type(fn).__name__}")
-    target = _target(target)
+    target = checked_target(target)
     if target == "reference":
         raise TcError("the reference target has no mapping options to tune", hint="use 'cpu'")
     generations, population, seed, timeout_s = _check_search(

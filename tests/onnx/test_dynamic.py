@@ -20,6 +20,9 @@ from tc_graph.graph import rows
 from tc_graph.onnx_domain import IR_VERSION, OPSET, TC_OP
 
 MODELS = Path(__file__).resolve().parents[2] / "models"
+# The exports' forced tests pass budget_s=None: they test what forcing fuses, and cold
+# compiles of a whole encoder layer on a loaded 2-core machine ran past the default budget
+# (a group then stays with onnxruntime, "not measured within the budget").
 
 
 def _model(nodes: list[onnx.NodeProto], out_shape: list[int | str]) -> onnx.ModelProto:
@@ -189,7 +192,7 @@ def test_a_group_of_a_product_of_symbols_stays() -> None:
 
 def test_the_dlrm_export_with_a_dynamic_batch_fuses_and_matches() -> None:
     path = MODELS / "torch_dlrm_dyn.onnx"
-    out = tg.optimize(path, force=True)
+    out = tg.optimize(path, force=True, budget_s=None)
     assert len(_tc_nodes(out)) >= 1
     _same_at(out, path, [{"batch": n} for n in (1, 3, 8, 64)])
 
@@ -198,7 +201,7 @@ def test_the_bert_export_fuses_over_batch_and_sequence() -> None:
     """Every group, its attention's included (a softmax over the sequence, Reshapes whose
     targets are the batch and sequence): forced, each becomes a node for every size."""
     path = MODELS / "torch_bert_dyn.onnx"
-    out = tg.optimize(path, force=True, shapes={"batch": [2, 1], "seq": [8]})
+    out = tg.optimize(path, force=True, shapes={"batch": [2, 1], "seq": [8]}, budget_s=None)
     nodes = _tc_nodes(out)
     assert nodes and not any(n.op_type == "MatMul" for n in out.graph.node)
     kinds = {a.name for n in nodes for a in n.attribute if a.name in ("every_size", "row_sizes")}
@@ -211,7 +214,7 @@ def test_the_bert_export_fuses_whole_with_its_sequence_pinned() -> None:
     """Every computing node, its attention's Reshapes (targets computed from the batch)
     included; only the Shape arithmetic that feeds them stays."""
     path = MODELS / "torch_bert_dyn.onnx"
-    out = tg.optimize(path, force=True, fix_shapes={"seq": 16})
+    out = tg.optimize(path, force=True, fix_shapes={"seq": 16}, budget_s=None)
     left = {n.op_type for n in out.graph.node} - {TC_OP}
     assert left <= {"Shape", "Concat", "Gather", "Unsqueeze", "Constant", "Slice", "Squeeze"}
     assert not any(n.op_type == "MatMul" for n in out.graph.node)
