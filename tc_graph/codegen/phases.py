@@ -22,7 +22,7 @@ from ..poly.marks import Loop
 from ..poly.proof import ast_nodes, children
 from ..poly.scop import Scop
 from .expr import cname
-from .sizes import c_list, c_string, size_function
+from .sizes import SIZES_ABI_VERSION, c_list, c_string, tc_shapes
 from .stmt import user_exprs
 
 
@@ -186,9 +186,8 @@ def phase_kernel(printer: PhasePrinter, ast: isl.AstNode | None) -> str:
     printer.out(0, "done:")
     printer.out(1, "return code;")
     printer.out(0, "}")
-    if printer.scop.symbolic is not None:
-        return size_function(printer, plans, _check_texts(printer))
-    return phase_metadata(printer, [int(plan.trips) for plan in plans])
+    shapes = [] if printer.scop.symbolic is None else [*tc_shapes(printer, plans), ""]
+    return "\n".join([*_metadata(printer, plans), "", *shapes, *printer.lines])
 
 
 def _check_texts(printer: PhasePrinter) -> list[str]:
@@ -203,34 +202,40 @@ def _check_texts(printer: PhasePrinter) -> list[str]:
     return out
 
 
-def phase_metadata(printer: PhasePrinter, trips: list[int]) -> str:
-    """The exported metadata of docs/onnx.md, then tc_phase (already in printer.lines)."""
-    p = printer.program
+def _metadata(printer: PhasePrinter, plans: list[PhasePlan]) -> list[str]:
+    """The exported metadata of docs/onnx.md: with fixed sizes (ABI 1) the dimensions,
+    temporaries' bytes and phases' iterations; for every size (ABI 2, whose tc_shapes
+    computes those) the fewest iterations worth a parallel run and the number of sizes."""
+    p, shapes, sym = printer.program, printer.scop.shapes, printer.scop.symbolic
+    fixed = sym is None
     temps = printer.shared_temps()
     checks = _check_texts(printer)
     signature = [*p.inputs, *p.outputs]
     meta = [
-        ("int32_t", "tc_abi_version", [ABI_VERSION]),
+        ("int32_t", "tc_abi_version", [ABI_VERSION if fixed else SIZES_ABI_VERSION]),
         ("int32_t", "tc_num_inputs", [len(p.inputs)]),
         ("int32_t", "tc_num_outputs", [len(p.outputs)]),
         ("int32_t", "tc_dtypes[]", [ONNX_TYPES[p.tensors[n].dtype] for n in signature]),
-        ("int32_t", "tc_ranks[]", [len(printer.scop.shapes[n]) for n in signature]),
-        ("int64_t", "tc_dims[]", [d for n in signature for d in printer.scop.shapes[n]]),
+        ("int32_t", "tc_ranks[]", [p.tensors[n].rank for n in signature]),
+        ("int64_t", "tc_dims[]", [d for n in signature for d in shapes[n]] if fixed else None),
         ("int32_t", "tc_output_zero[]", [int(p.tensors[n].zero_fill) for n in p.outputs]),
         ("int32_t", "tc_num_temps", [len(temps)]),
-        ("int64_t", "tc_temp_bytes[]", [_bytes(printer.scop.shapes[n], p.tensors[n].dtype)
-                                        for n in temps]),
+        ("int64_t", "tc_temp_bytes[]", [_bytes(shapes[n], p.tensors[n].dtype) for n in temps]
+                                       if fixed else None),
         ("int32_t", "tc_temp_zero[]", [int(p.tensors[n].zero_fill) for n in temps]),
-        ("int32_t", "tc_num_phases", [len(trips)]),
-        ("int64_t", "tc_phase_trips[]", trips),
+        ("int32_t", "tc_num_phases", [len(plans)]),
+        ("int64_t", "tc_phase_trips[]", [int(plan.trips) for plan in plans] if fixed else None),
+        ("int64_t", "tc_phase_least[]", None if fixed else [plan.least for plan in plans]),
+        ("int32_t", "tc_num_sizes", None if sym is None else [len(sym.params)]),
     ]  # fmt: skip
     lines = [
         f"const {c} {name} = {c_list(values, scalar=not name.endswith('[]'))};"
         for c, name, values in meta
+        if values is not None
     ]
     lines.append(f"const int32_t tc_num_checks = {len(checks)};")
     lines.append(f"const char *const tc_check_text[] = {{{', '.join(checks) or '0'}}};")
-    return "\n".join([*lines, "", *printer.lines])
+    return lines
 
 
 def _one_nest(node: isl.AstNode) -> bool:

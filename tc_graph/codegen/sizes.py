@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import islpy as isl
 
 from ..errors import TcError
-from ..lang.types import ONNX_TYPES, SCALARS
+from ..lang.types import SCALARS
 
 if TYPE_CHECKING:
     from .phases import PhasePlan, PhasePrinter
@@ -47,37 +47,7 @@ def c_string(text: str) -> str:
     return '"' + "".join(out) + '"'
 
 
-def size_function(printer: PhasePrinter, plans: Sequence[PhasePlan], checks: list[str]) -> str:
-    """The metadata of ABI 2, tc_shapes, then tc_phase (already in printer.lines)."""
-    trips = [plan.trips for plan in plans]
-    p = printer.program
-    sym = printer.scop.symbolic
-    assert sym is not None
-    signature = [*p.inputs, *p.outputs]
-    temps = printer.shared_temps()
-    meta = [
-        ("int32_t", "tc_abi_version", [SIZES_ABI_VERSION]),
-        ("int32_t", "tc_num_inputs", [len(p.inputs)]),
-        ("int32_t", "tc_num_outputs", [len(p.outputs)]),
-        ("int32_t", "tc_dtypes[]", [ONNX_TYPES[p.tensors[n].dtype] for n in signature]),
-        ("int32_t", "tc_ranks[]", [p.tensors[n].rank for n in signature]),
-        ("int32_t", "tc_output_zero[]", [int(p.tensors[n].zero_fill) for n in p.outputs]),
-        ("int32_t", "tc_num_temps", [len(temps)]),
-        ("int32_t", "tc_temp_zero[]", [int(p.tensors[n].zero_fill) for n in temps]),
-        ("int32_t", "tc_num_phases", [len(trips)]),
-        ("int64_t", "tc_phase_least[]", [plan.least for plan in plans]),
-        ("int32_t", "tc_num_sizes", [len(sym.params)]),
-    ]
-    lines = [
-        f"const {c} {name} = {c_list(values, scalar=not name.endswith('[]'))};"
-        for c, name, values in meta
-    ]
-    lines.append(f"const int32_t tc_num_checks = {len(checks)};")
-    lines.append(f"const char *const tc_check_text[] = {{{', '.join(checks) or '0'}}};")
-    return "\n".join([*lines, "", *_shapes(printer, trips), "", *printer.lines])
-
-
-def _shapes(printer: PhasePrinter, trips: Sequence[int | str]) -> list[str]:
+def tc_shapes(printer: PhasePrinter, plans: Sequence[PhasePlan]) -> list[str]:
     """tc_shapes: 0, or 1 (a dimension) or 2 (a precondition) with the message in why."""
     p = printer.program
     sym = printer.scop.symbolic
@@ -98,7 +68,7 @@ def _shapes(printer: PhasePrinter, trips: Sequence[int | str]) -> list[str]:
         if name in p.params:
             head.append(f"  const int64_t {name} = {value}; (void){name};")
     return [*head, *_dimension_checks(printer, dims, sources), *_precondition_checks(printer),
-            *_results(printer, trips), "  return 0;", "}"]  # fmt: skip
+            *_results(printer, [plan.trips for plan in plans]), "  return 0;", "}"]  # fmt: skip
 
 
 def _dimension_checks(
