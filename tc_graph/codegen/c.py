@@ -1,13 +1,8 @@
-"""The C + OpenMP target: what a CPU kernel prints beyond the shared statement printer.
-
-Statements, index checks and the AST walk are `StatementPrinter`'s (codegen/stmt.py),
-expressions `ExprPrinter`'s (codegen/expr.py), with the C + OpenMP dialect; this module
-adds OpenMP loops (folded where a kernel for every size has parallel loops nested in its
-parallel loop), and prints the forms codegen/forms.py decided for the marked loops:
-vector reductions and vector loops, register tiles with prefetches of rows found through
-an index tensor, and dot tiles and contraction kernels (codegen/dots.py,
-codegen/outer.py); then the local arrays that poly/local.py decided, and the kernel
-function. The onnxruntime phase entry point is codegen/phases.py's.
+"""The C + OpenMP target: what a CPU kernel prints beyond the shared statement printer
+(codegen/stmt.py): OpenMP loops (folded where a kernel for every size has parallel loops
+nested in its parallel loop), the forms codegen/forms.py decided for the marked loops
+(dot tiles and contraction kernels by codegen/dots.py and codegen/outer.py), the local
+arrays poly/local.py decided, and the kernel function (tc_phase is codegen/phases.py's).
 """
 
 from __future__ import annotations
@@ -26,7 +21,7 @@ from ..poly.marks import Local, Loop, LoopMark, Mark, in_tree, is_loop, of_node
 from ..poly.proof import annotated_ast, children, refuse
 from ..poly.scop import Scop, ScopStmt
 from .dots import contraction, contraction_trips, inner_dot
-from .expr import C_OPENMP, Dialect, acc_start, cname, combine, identity
+from .expr import C_OPENMP, acc_start, cname, combine, identity
 from .forms import (
     Chooser,
     ContractionKernel,
@@ -55,15 +50,8 @@ from .stmt import (
 
 
 class _Printer(StatementPrinter):
-    def __init__(
-        self,
-        scop: Scop,
-        options: MappingOptions,
-        dialect: Dialect,
-        *,
-        unit: VectorUnit = AVX512,
-    ) -> None:
-        super().__init__(scop, dialect)
+    def __init__(self, scop: Scop, options: MappingOptions, unit: VectorUnit) -> None:
+        super().__init__(scop, C_OPENMP)
         self.options = options
         self.unit = unit
         # "omp": parallel loops are OpenMP loops (tc_kernel). "chunk": the one parallel
@@ -186,12 +174,10 @@ class _Printer(StatementPrinter):
         for e, names_r in zip(envs, accs, strict=True):
             for acc, at in zip(names_r, lanes, strict=True):
                 self.out(depth, f"tc_vf {acc} = *(const tc_vfu *)&{out}[{row(e, at)}];")
-        reds = list(nest.reds)
 
         def prefetch(d: int, *, first: bool = False) -> None:
             for e in envs:
-                self.prefetch(st, {**e, **names}, reds, nest.ranges, nest.prefetched, "j0",
-                              width * vectors, d, first=first)  # fmt: skip
+                self.prefetch(nest, {**e, **names}, width * vectors, d, first=first)
 
         with self.reduction_loops(nest, depth, lambda d: prefetch(d, first=True)) as d:
             prefetch(d)
@@ -219,13 +205,11 @@ class _Printer(StatementPrinter):
             self.vector_tile(nest, 1, depth + 2)
             self.out(depth + 1, "}")
         self.out(depth + 1, f"for (int _c = j0; _c < {hi}; _c++) {{")
-        src = nest.st.source
         for e in nest.envs:
-            at = [("_c" if v == j else e[v]) for v in src.lhs]
-            target = f"{cname(src.tensor)}[{self.linear(src.tensor, at)}]"
+            target = self.target(nest.st, {**e, j: "_c"})
             self.out(depth + 2, f"{{ float t0 = {target};")
             with self.reduction_loops(nest, depth + 3) as d:
-                rhs = self.expr(src.rhs, {**e, j: "_c", **nest.names})
+                rhs = self.expr(nest.st.source.rhs, {**e, j: "_c", **nest.names})
                 self.out(d, f"t0 += (float)({rhs});")
             self.out(depth + 2, f"{target} = t0; }}")
         self.out(depth + 1, "}")
@@ -242,10 +226,7 @@ class _Printer(StatementPrinter):
         chains = [(e, c) for e in nest.envs for c in range(start, nest.ranges[j][1])]
         for first in range(0, len(chains), _TAIL_CHAINS):
             group = chains[first : first + _TAIL_CHAINS]
-            targets = [
-                f"{cname(src.tensor)}[{self.linear(src.tensor, [str(c) if v == j else e[v] for v in src.lhs])}]"
-                for e, c in group
-            ]
+            targets = [self.target(nest.st, {**e, j: str(c)}) for e, c in group]
             self.out(depth, "{")
             for k, target in enumerate(targets):
                 self.out(depth + 1, f"float t{k} = {target};")
@@ -267,36 +248,24 @@ class _Printer(StatementPrinter):
         self.register_tile(rows.tile, depth + 1)
         self.out(depth, "} else {")
         self.out(depth + 1, self.for_header(node) + " {")
-        self.loops_open += 1
-        self.node(node.for_get_body(), depth + 2)
-        self.loops_open -= 1
-        self.out(depth + 1, "}")
+        self.loop_body(node, depth + 1)
         self.out(depth, "}")
 
     def prefetch(
-        self,
-        st: ScopStmt,
-        env: dict[str, str],
-        reds: list[str],
-        ranges: Mapping[str, tuple[int | str, int | str]],
-        prefetched: Sequence[ir.Read],
-        lane_at: str,
-        width: int,
-        depth: int,
-        *,
-        first: bool = False,
+        self, nest: TileNest, env: Mapping[str, str], width: int, depth: int, *, first: bool
     ) -> None:
-        """Rows found through an index tensor are fetched a few reduction steps ahead;
-        `first`: the rows of the first steps, before the reduction loop starts (without
-        them every bag's first rows were demand misses: 2LUT 9% slower)."""
+        """The rows the nest finds through an index tensor, for the `width` columns at j0,
+        fetched a few reduction steps ahead; `first`: the rows of the first steps, before
+        the reduction loop starts (without them every bag's first rows were demand misses:
+        2LUT 9% slower)."""
         ahead = self.options.prefetch_distance
-        if not prefetched:
+        if not nest.prefetched:
             return
-        r = reds[-1]
-        lo, hi = ranges[r]
+        r = nest.reds[-1]
+        lo, hi = nest.ranges[r]
         step = "_p" if first else f"({env[r]} + {ahead})"
-        fenv = {**env, r: step, st.source.lhs[-1]: lane_at}
-        for read in prefetched:
+        fenv = {**env, r: step, nest.st.source.lhs[-1]: "j0"}
+        for read in nest.prefetched:
             idx = self.linear(read.tensor, [self.expr(s, fenv) for s in read.subscripts])
             if first:
                 self.out(depth, f"for (int _p = {lo}; _p < {lo} + {ahead} && _p < {hi}; _p++) {{")
@@ -318,7 +287,7 @@ class _Printer(StatementPrinter):
         width = self.options.vector_width
         vec = [self.vector_rhs(st, env, r, f"(r0 + {q * width})") for q in range(4)]
         lo, hi = box_text(self.scop, st, r)
-        target = f"{cname(src.tensor)}[{self.linear(src.tensor, [env[v] for v in src.lhs])}]"
+        target = self.target(st, env)
         tail = self.expr(src.rhs, {**env, r: "r0"})
         if src.op == "+":
             start, step, merge = "{0}", "{a} += {v}", "(a0 + a1) + (a2 + a3)"
@@ -730,25 +699,24 @@ def emit(
     options: MappingOptions,
     *,
     name: str = "tc_kernel",
-    dialect: Dialect = C_OPENMP,
     unit: VectorUnit = AVX512,
 ) -> str:
     """The C source of one kernel: `int name(void *const *args, int check, int64_t *err)`,
     args = inputs then outputs; returns 0, or k > 0 when check k failed (value in *err);
     and `name`_in, its temporaries in a scratch block its caller passes (_Printer.kernel).
     `unit` is the target CPU's (runtime/cc.vector_unit)."""
-    printer, ast = _printer(scop, schedule, options, dialect, unit)
+    printer, ast = _printer(scop, schedule, options, unit)
     main = printer.kernel(ast, name)
     return f"{prelude(options.vector_width)}\n\n{main}\n\n{phase_kernel(printer, ast)}\n"
 
 
 def _printer(
-    scop: Scop, schedule: isl.Schedule, options: MappingOptions, dialect: Dialect, unit: VectorUnit
+    scop: Scop, schedule: isl.Schedule, options: MappingOptions, unit: VectorUnit
 ) -> tuple[_Printer, isl.AstNode | None]:
     """A printer of the schedule, knowing its local arrays, and the AST it prints (with
     isl's proofs; None without statements)."""
     ast = annotated_ast(scop, schedule) if scop.statements else None
-    printer = _Printer(scop, options, dialect, unit=unit)
+    printer = _Printer(scop, options, unit)
     printer.locals = frozenset(m.tensor for m in in_tree(schedule) if isinstance(m, Local))
     return printer, ast
 
@@ -758,6 +726,6 @@ def loop_forms(
 ) -> str:
     """Each loop of the kernel (tc_kernel, in the order printed) with its form, or why it
     keeps isl's (`tc-graph compile --emit forms`)."""
-    printer, ast = _printer(scop, schedule, options, C_OPENMP, unit)
+    printer, ast = _printer(scop, schedule, options, unit)
     printer.kernel(ast, "tc_kernel")
     return "".join(f"{it}: {describe(form)}\n" for it, form in printer.decided)

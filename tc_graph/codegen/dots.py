@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING
 
 from ..poly.contraction import Contraction, window
 from ..poly.scop import ScopStmt
-from .expr import cname
 from .forms import ContractionKernel, DotTile, box, box_text, loop_box
 from .outer import OuterKernel, outer_items, print_kernel
 from .prelude import shuffle
@@ -432,7 +431,7 @@ class _Tiles:
         tail) and store it (the first part of a `!` reduction starts from 0, any other
         from the stored value; `first` may be a C condition)."""
         p, src, env = self.p, self.st.source, self.at(i, j)
-        target = f"{cname(src.tensor)}[{p.linear(src.tensor, [env[v] for v in src.lhs])}]"
+        target = p.target(self.st, env)
         tail = p.expr(src.rhs, {**env, self.plan.red: "_t"})
         start = target
         if src.init and isinstance(first, str):

@@ -443,11 +443,8 @@ def _run(p: _Printer, k: OuterKernel, d: int, *, staged: bool) -> None:
 
 def _target(p: _Printer, k: OuterKernel, i: int, col: str) -> str:
     """The output element at row a0 + i, column `col`."""
-    plan = k.plan
-    assert plan.rows is not None
-    src = k.st.source
-    env = {**k.env, plan.rows: f"(a0 + {i})", **k.at(col)}
-    return f"{cname(src.tensor)}[{p.linear(src.tensor, [env[v] for v in src.lhs])}]"
+    assert k.plan.rows is not None
+    return p.target(k.st, {**k.env, k.plan.rows: f"(a0 + {i})", **k.at(col)})
 
 
 def _block(p: _Printer, k: OuterKernel, rows: int, d: int, *, staged: bool) -> None:
