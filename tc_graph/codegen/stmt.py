@@ -201,10 +201,10 @@ def reduced(scop: Scop, node: isl.AstNode) -> tuple[ScopStmt, dict[str, str]] | 
         return "the loop's body is not one statement"
     st, exprs = user_exprs(scop, body)
     it = node.for_get_iterator().to_C_str()
-    env = {v: e.to_C_str() for v, e in zip(st.iterators, exprs, strict=True)}
-    if st.kind != "update" or any(it in env[v] for v in st.source.lhs):
+    args = dict(zip(st.iterators, exprs, strict=True))
+    if st.kind != "update" or any(mentions(args[v], it) for v in st.source.lhs):
         return f"loop {it} runs over no reduction index of an update"
-    return st, env
+    return st, {v: e.to_C_str() for v, e in args.items()}
 
 
 def _loop_bounds(node: isl.AstNode) -> tuple[isl.AstExpr, isl.AstExpr, int, int] | None:
