@@ -244,11 +244,9 @@ class Chooser:
         """The kernel of the perfect nest under a `contract` mark."""
         found = band_exprs(self.scop, node)
         assert found is not None, "a contraction is one perfect nest"
-        st, exprs, loops = found
+        st, _, env = found
         plan = st.contraction
         assert plan is not None
-        args = [a.to_C_str() for a in exprs]
-        env = {v: a for v, a in zip(st.iterators, args, strict=True) if a not in loops}
         inside = (plan.rows, plan.cols, plan.span)
         outer = tuple(v for v in st.source.lhs if v not in env and v not in inside)
         blocked = None if plan.packed is None else self.outer_blocking(st)
@@ -297,13 +295,11 @@ class Chooser:
         found = band_exprs(self.scop, node)
         if found is None:
             return NoForm("a register tile needs a perfect nest")
-        st, exprs, loops = found
-        args = [a.to_C_str() for a in exprs]
-        inner = [v for v, a in zip(st.iterators, args, strict=True) if a in loops]
+        st, exprs, env = found
+        inner = [v for v in st.iterators if v not in env]
         j = st.source.lhs[-1]
         if set(inner) != {j, *(v for v in inner if v in st.source.reduction_vars)}:
             return NoForm(f"the nest runs other loops than {j} and reduction loops")
-        env = {v: a for v, a in zip(st.iterators, args, strict=True) if v not in inner}
         envs = [env]
         if rows is not None:
             envs = row_envs(st, exprs, env, rows)
@@ -354,11 +350,9 @@ class Chooser:
         found = band_exprs(self.scop, node)
         if found is None:
             return NoForm("a dot tile needs a perfect nest")
-        st, exprs, loops = found
+        st, _, env = found
         plan = st.contraction
         assert plan is not None
-        args = [a.to_C_str() for a in exprs]
-        env = {v: a for v, a in zip(st.iterators, args, strict=True) if a not in loops}
         if set(st.iterators) - set(env) != {plan.cols, plan.red}:
             return NoForm("the nest runs other loops than the output and reduction loops")
         cap = 2 * max(1, min(self.options.register_tile, 4))
@@ -456,9 +450,10 @@ def row_envs(
 
 def band_exprs(
     scop: Scop, node: isl.AstNode
-) -> tuple[ScopStmt, list[isl.AstExpr], list[str]] | None:
+) -> tuple[ScopStmt, list[isl.AstExpr], dict[str, str]] | None:
     """The statement under a perfect nest of loops, its arguments as isl's expressions,
-    and the loops' iterators; None where the nest is not perfect."""
+    and the C values of its iterators that no loop of the nest runs; None where the nest
+    is not perfect."""
     loops: list[str] = []
     while node.get_type() == isl.ast_node_type.for_:
         loops.append(node.for_get_iterator().to_C_str())
@@ -466,7 +461,8 @@ def band_exprs(
     if node.get_type() != isl.ast_node_type.user:
         return None
     st, args = user_exprs(scop, node)
-    return st, args, loops
+    texts = (a.to_C_str() for a in args)
+    return st, args, {v: a for v, a in zip(st.iterators, texts, strict=True) if a not in loops}
 
 
 def indirect_rows(scop: Scop, st: ScopStmt, r: str) -> tuple[ir.Read, ...]:
