@@ -41,9 +41,6 @@ class OuterKernel:
     packing: Packing  # how its panels of P are had (contraction.packing)
     window: int  # panel rows per step of the first reduction index (contraction.window)
 
-    def extent(self, v: str) -> tuple[Bound, Bound]:
-        return self.ranges[v]
-
     @property
     def columns(self) -> tuple[Bound, Bound]:
         return outer_columns(self.plan, self.ranges)
@@ -173,8 +170,8 @@ def print_kernel(p: _Printer, k: OuterKernel, outer: list[str], depth: int) -> N
     plan, block = k.plan, k.block
     assert plan.rows is not None
     total, bands, panels = outer_items(block, k.ranges, outer, plan)
-    (alo, ahi), (blo, _) = k.extent(plan.rows), k.columns
-    rlo, rhi = k.extent(plan.red)
+    (alo, ahi), (blo, _) = k.ranges[plan.rows], k.columns
+    rlo, rhi = k.ranges[plan.red]
     d = depth
     p.out(d, "{")
     if p.options.parallel_depth:
@@ -184,7 +181,7 @@ def print_kernel(p: _Printer, k: OuterKernel, outer: list[str], depth: int) -> N
     d += 2
     stride = _times(bands, panels)
     for v in outer:
-        lo, hi = k.extent(v)
+        lo, hi = k.ranges[v]
         p.out(d, f"const int {k.env[v]} = {lo} + _w / {stride} % {_extent(lo, hi)};")
         stride = _times(stride, _extent(lo, hi))
     p.out(d, f"const int b0 = {blo} + _w % {panels} * {block.panel};")
@@ -417,7 +414,7 @@ def _run(p: _Printer, k: OuterKernel, d: int, *, staged: bool) -> None:
     """The register blocks down the band: full ones, then the last rows."""
     plan, block = k.plan, k.block
     assert plan.rows is not None
-    alo, ahi = k.extent(plan.rows)
+    alo, ahi = k.ranges[plan.rows]
     p.out(d, "int a0 = a_lo;")
     p.out(d, f"for (; a0 + {block.rows} <= a_hi; a0 += {block.rows}) {{")
     _block(p, k, block.rows, d + 1, staged=staged)
@@ -489,7 +486,6 @@ def _block(p: _Printer, k: OuterKernel, rows: int, d: int, *, staged: bool) -> N
     p.out(d, "}")
     if staged:
         _store(p, k, accs, d, "_c")
-        bhi = k.columns[1]
         for i in range(rows):
             p.out(
                 d,
@@ -497,12 +493,12 @@ def _block(p: _Printer, k: OuterKernel, rows: int, d: int, *, staged: bool) -> N
                 f"{_target(p, k, i, '(b0 + _l)')} = _c[{i * n} + _l];",
             )
         if plan.end is not None:
-            p.out(d, f"if (k0 + kn == {k.extent(plan.red)[1]}) {{")
+            p.out(d, f"if (k0 + kn == {k.ranges[plan.red][1]}) {{")
             _end(p, k, rows, d + 1, staged=True, held="_c" if plan.end_on_block else None)
             p.out(d, "}")
     elif plan.end_on_block:
         # the final sums go through the block's buffer, which the end reads by vectors
-        p.out(d, f"if (k0 + kn == {k.extent(plan.red)[1]}) {{")
+        p.out(d, f"if (k0 + kn == {k.ranges[plan.red][1]}) {{")
         p.out(d + 1, f"float _e[{rows * n}] {_aligned(block)};")
         _store(p, k, accs, d + 1, "_e")
         if plan.keep:
@@ -514,7 +510,7 @@ def _block(p: _Printer, k: OuterKernel, rows: int, d: int, *, staged: bool) -> N
     else:
         _store(p, k, accs, d, None)
         if plan.end is not None:
-            p.out(d, f"if (k0 + kn == {k.extent(plan.red)[1]}) {{")
+            p.out(d, f"if (k0 + kn == {k.ranges[plan.red][1]}) {{")
             _end(p, k, rows, d + 1, staged=False, held=None)
             p.out(d, "}")
 
