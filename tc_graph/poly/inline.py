@@ -24,6 +24,7 @@ import numpy as np
 from .. import affine, ir
 from ..lang.types import compute_type, is_float, promote
 from ..reference import identity
+from .scop import indirect_reads
 
 
 def inline_copies(program: ir.Program, sizes: Mapping[str, int]) -> ir.Program:
@@ -72,13 +73,11 @@ def _candidate(program: ir.Program, point: isl.Set) -> int | None:
         )
         if not whole:
             continue
-        if _has_indirect(st.rhs) and not all(
-            _reads_all(program, stmts[j], t, point) for j in readers
-        ):
+        if indirect_reads(st.rhs) and not all(_reads_all(stmts[j], t, point) for j in readers):
             continue
         # A reader's indirect subscript of the copy would vanish with it (a dimension the
         # source does not read), or be checked against the source's extent, not the copy's.
-        if any(_has_indirect_subscript(stmts[j], t.name) for j in readers):
+        if any(r.tensor == t.name for j in readers for r, _ in indirect_reads(stmts[j].rhs)):
             continue
         # Nothing it reads may change before its last reader has read it.
         sources = {r.tensor for r in ir.reads(st.rhs)}
@@ -88,24 +87,7 @@ def _candidate(program: ir.Program, point: isl.Set) -> int | None:
     return None
 
 
-def _has_indirect_subscript(st: ir.Statement, tensor: str) -> bool:
-    """Whether st reads `tensor` at a subscript that reads a tensor (an index value)."""
-    return any(
-        isinstance(x, ir.Read)
-        for r in ir.reads(st.rhs)
-        if r.tensor == tensor
-        for sub in r.subscripts
-        for x in ir.walk(sub)
-    )
-
-
-def _has_indirect(e: ir.Expr) -> bool:
-    return any(
-        isinstance(x, ir.Read) for r in ir.reads(e) for sub in r.subscripts for x in ir.walk(sub)
-    )
-
-
-def _reads_all(program: ir.Program, reader: ir.Statement, t: ir.Tensor, point: isl.Set) -> bool:
+def _reads_all(reader: ir.Statement, t: ir.Tensor, point: isl.Set) -> bool:
     """Whether reader reads every element of t: each read is t(v1, ..., vn) with distinct
     index variables whose ranges are t's whole extents, and no range of reader is empty.
     A gather inlined into a reader that reads fewer elements would have its index values

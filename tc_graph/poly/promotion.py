@@ -51,6 +51,7 @@ from __future__ import annotations
 import math
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
+from functools import reduce
 
 import islpy as isl
 
@@ -58,7 +59,7 @@ from .. import ir
 from ..options import MappingOptions
 from .marks import Kernel, Mapped, NoSharedTiles, Shared, SharedTiles, Tile, Unit, annotate, parse
 from .proof import ast_build, ast_nodes
-from .scop import Scop, ScopStmt, access_map
+from .scop import Scop, ScopStmt, access_map, maps_of, reads_tensor, union_of
 
 _CTX = isl.DEFAULT_CONTEXT
 
@@ -177,22 +178,16 @@ def references(st: ScopStmt) -> list[ir.Read]:
 
 
 def _indirect(r: ir.Read) -> bool:
-    return any(isinstance(x, ir.Read) for s in r.subscripts for x in ir.walk(s))
+    return any(map(reads_tensor, r.subscripts))
 
 
 def indirect_form(r: ir.Read) -> tuple[ir.Read, tuple[ir.Expr, ...]] | None:
     """`T(I(a..), b..)` with affine a.. and b..: the index read and the subscripts of the
     virtual tensor V(a.., b..) = T(I(a..), b..) whose tile holds the reached rows."""
     first, *rest = r.subscripts
-    if not isinstance(first, ir.Read) or any(_indirect_expr(x) for x in first.subscripts):
-        return None
-    if any(_indirect_expr(x) for x in rest):
+    if not isinstance(first, ir.Read) or _indirect(first) or any(map(reads_tensor, rest)):
         return None
     return first, (*first.subscripts, *rest)
-
-
-def _indirect_expr(e: ir.Expr) -> bool:
-    return any(isinstance(x, ir.Read) for x in ir.walk(e))
 
 
 def _coalesced(r: ir.Read, x: str | None) -> bool:
@@ -202,16 +197,6 @@ def _coalesced(r: ir.Read, x: str | None) -> bool:
     return x in ir.index_names(r.subscripts[-1]) and not any(
         x in ir.index_names(s) for s in r.subscripts[:-1]
     )
-
-
-def _per_stmt(prefix: isl.UnionMap) -> dict[str, isl.Map]:
-    out: dict[str, isl.Map] = {}
-
-    def add(m: isl.Map) -> None:
-        out[m.get_tuple_name(isl.dim_type.in_)] = m
-
-    prefix.foreach_map(add)
-    return out
 
 
 def _to_params(fp: isl.Map, depth: int, keep: Collection[int]) -> isl.Set:
@@ -294,7 +279,7 @@ def plan_tiles(
     (isl may print a site once per statement), given the loop iterators defined there,
     within `budget` bytes: what `max_shared_memory` leaves after the tiles the kernel's
     earlier copies of the site declared (the limit holds per kernel, not per copy)."""
-    every = _per_stmt(site.prefix)
+    every = {m.get_tuple_name(isl.dim_type.in_): m for m in maps_of(site.prefix)}
     # Written anywhere in the site (not only in this printed part): not read-only.
     written = {scop.statement(n).source.tensor for n in every if scop.statement(n).kind != "check"}
     per = {n: m for n, m in every.items() if n in present}
@@ -314,18 +299,12 @@ def plan_tiles(
     tiles: list[Tile] = []
     for key, g in groups:
         tensor, _, index = key.partition("@")
-        fp = g[0].footprint
-        for r in g[1:]:
-            fp = fp.union(r.footprint)
-        params = _to_params(fp, site.depth, keep)
+        params = _to_params(reduce(isl.Map.union, (r.footprint for r in g)), site.depth, keep)
         box = _box(params)
         if box is None:
             continue
         offsets, sizes = box
-        inj = isl.UnionMap.from_map(g[0].tagged)
-        for r in g[1:]:
-            inj = inj.union(isl.UnionMap.from_map(r.tagged))
-        reused = not inj.is_injective()
+        reused = not union_of(r.tagged for r in g).is_injective()
         coalesced = all(_coalesced(r.ref, site.thread_x.get(r.stmt.name)) for r in g)
         load = True
         if tensor in written:
@@ -448,10 +427,7 @@ def _copy_out_exact(
     (tails: the box within bounds), every tile value the site visits writes, and distinct
     tile values write disjoint elements (distinct blocks, or sequential tile iterations,
     never store over each other's results)."""
-    writes = [r.footprint for r in g if r.writes]
-    full = writes[0]
-    for w in writes[1:]:
-        full = full.union(w)
+    full = reduce(isl.Map.union, (r.footprint for r in g if r.writes))
     if not full.reverse().is_single_valued():
         return False
     done = _to_params(full, site.depth, keep)
@@ -480,16 +456,8 @@ def _exposed_reads(g: Sequence[_Ref], schedule: isl.Schedule) -> bool:
     """Whether the tile must be copied in: some read of the group (an update reads its
     target) is not preceded by a write of the same element in the same tile (isl's flow
     analysis on the accesses tagged with their tile value)."""
-    sinks = [r.tagged for r in g if r.reads]
-    if not sinks:
-        return False
-    sink = isl.UnionMap.from_map(sinks[0])
-    for m in sinks[1:]:
-        sink = sink.union(isl.UnionMap.from_map(m))
-    source = isl.UnionMap.empty(sink.get_space())
-    for r in g:
-        if r.writes:
-            source = source.union(isl.UnionMap.from_map(r.tagged))
+    sink = union_of(r.tagged for r in g if r.reads)
+    source = union_of(r.tagged for r in g if r.writes)
     info = isl.UnionAccessInfo.from_sink(sink).set_must_source(source).set_schedule(schedule)
     return not info.compute_flow().get_may_no_source().is_empty()
 

@@ -9,7 +9,7 @@ affine (an indirect one) becomes a may-access of the whole dimension.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property, reduce
 from typing import TypeVar
@@ -20,6 +20,31 @@ from .. import affine, ir
 from .contraction import Contraction, inner_plan, plan
 
 _CTX = isl.DEFAULT_CONTEXT
+_NO_PARAMS = isl.Space.params_alloc(_CTX, 0)
+
+
+def maps_of(u: isl.UnionMap) -> list[isl.Map]:
+    """A union map's pieces, one per pair of spaces (isl hands them over by callback)."""
+    out: list[isl.Map] = []
+    u.foreach_map(out.append)
+    return out
+
+
+def sets_of(u: isl.UnionSet) -> list[isl.Set]:
+    """A union set's pieces, one per space."""
+    out: list[isl.Set] = []
+    u.foreach_set(out.append)
+    return out
+
+
+def union_of(pieces: Iterable[isl.Map | isl.UnionMap]) -> isl.UnionMap:
+    """The union of maps in any spaces (a Map's union needs one space); empty for none."""
+    return reduce(isl.UnionMap.union, pieces, isl.UnionMap.empty(_NO_PARAMS))
+
+
+def union_set_of(pieces: Iterable[isl.Set]) -> isl.UnionSet:
+    """The union of sets in any spaces; empty for none."""
+    return reduce(isl.UnionSet.union, pieces, isl.UnionSet.empty(_NO_PARAMS))
 
 
 @dataclass(frozen=True)
@@ -60,32 +85,24 @@ class Scop:
 
     @property
     def domain(self) -> isl.UnionSet:
-        out = isl.UnionSet.empty(isl.Space.params_alloc(_CTX, 0))
-        for s in self.statements:
-            out = out.union(isl.UnionSet.from_set(s.domain))
-        return out
+        return union_set_of(s.domain for s in self.statements)
 
     def statement(self, name: str) -> ScopStmt:
         return self._by_name[name]
 
     def accesses_of(self, tensor: str) -> isl.UnionMap:
         """Every read and write of `tensor`: statement instance -> element."""
-        empty = isl.UnionMap.empty(isl.Space.params_alloc(_CTX, 0))
-        return self._accesses.get(ir.isl_name(tensor), empty)
+        return self._accesses.get(ir.isl_name(tensor), union_of(()))
 
     @cached_property
     def _accesses(self) -> dict[str, isl.UnionMap]:
         """Each tensor's accesses, gathered in one pass (local arrays ask per temporary
         and per copy of their marks)."""
-        out: dict[str, isl.UnionMap] = {}
+        out: dict[str, list[isl.Map]] = {}
         for st in self.statements:
-            maps: list[isl.Map] = []
-            st.reads.union(st.writes).foreach_map(maps.append)
-            for m in maps:
-                name = m.get_tuple_name(isl.dim_type.out)
-                um = isl.UnionMap.from_map(m)
-                out[name] = um if name not in out else out[name].union(um)
-        return out
+            for m in maps_of(st.reads.union(st.writes)):
+                out.setdefault(m.get_tuple_name(isl.dim_type.out), []).append(m)
+        return {name: union_of(ms) for name, ms in out.items()}
 
     @cached_property
     def _by_name(self) -> dict[str, ScopStmt]:
@@ -243,13 +260,6 @@ def access_map(
     return out.intersect_domain(domain)
 
 
-def _union(maps: Sequence[isl.Map]) -> isl.UnionMap:
-    out = isl.UnionMap.empty(isl.Space.params_alloc(_CTX, 0))
-    for m in maps:
-        out = out.union(isl.UnionMap.from_map(m))
-    return out
-
-
 def checked_reads(rhs: ir.Expr, constants: Collection[str]) -> list[tuple[int, ir.Read, int]]:
     """(position among the reads, read, dimension) of every subscript checked on its
     values: those that read a tensor (indirect_reads) and those that are not quasi-affine
@@ -259,18 +269,19 @@ def checked_reads(rhs: ir.Expr, constants: Collection[str]) -> list[tuple[int, i
         (p, r, k)
         for p, r in enumerate(ir.reads(rhs))
         for k, sub in enumerate(r.subscripts)
-        if _reads_tensor(sub) or not affine.quasi_affine(sub, constants)
+        if reads_tensor(sub) or not affine.quasi_affine(sub, constants)
     ]
 
 
-def _reads_tensor(sub: ir.Expr) -> bool:
-    return any(isinstance(x, ir.Read) for x in ir.walk(sub))
+def reads_tensor(e: ir.Expr) -> bool:
+    """e reads a tensor: as a subscript, an indirect one (its values come from memory)."""
+    return any(isinstance(x, ir.Read) for x in ir.walk(e))
 
 
 def indirect_reads(rhs: ir.Expr) -> list[tuple[ir.Read, int]]:
     """(read, dimension) of every subscript that reads a tensor, in a fixed order."""
     return [
-        (r, k) for r in ir.reads(rhs) for k, sub in enumerate(r.subscripts) if _reads_tensor(sub)
+        (r, k) for r in ir.reads(rhs) for k, sub in enumerate(r.subscripts) if reads_tensor(sub)
     ]
 
 
@@ -324,8 +335,8 @@ def _checks(
                 st,
                 tuple(used),
                 cdom,
-                _union(creads),
-                _union([]),
+                union_of(creads),
+                union_of(()),
                 checked=r,
                 checked_dim=k,
             )
@@ -539,7 +550,9 @@ def build_scop(
         if st.init and contract is None:
             dom = _lhs_box(f"S{n}_init", st, sym, ranges)
             w = access_map(dom, st.lhs, st.tensor, [ir.Index(v) for v in st.lhs], shape, sym)
-            body.append(ScopStmt(f"S{n}_init", "init", st, st.lhs, dom, _union([]), _union([w])))
+            body.append(
+                ScopStmt(f"S{n}_init", "init", st, st.lhs, dom, union_of(()), union_of([w]))
+            )
         name = f"S{n}"
         dom = _domain(name, st, st.iterators, ranges, sym)
         lhs_idx = [ir.Index(v) for v in st.lhs]
@@ -572,8 +585,8 @@ def build_scop(
                 st,
                 st.iterators,
                 dom,
-                _union(reads),
-                _union([write, *([ends] if end is not None and end.tensor != st.tensor else [])]),
+                union_of(reads),
+                union_of([write, *([ends] if end is not None and end.tensor != st.tensor else [])]),
                 contraction=contract or inner,
             )
         )
@@ -608,7 +621,7 @@ def symbolic_for(program: ir.Program, sample: Mapping[str, int]) -> Symbolic:
 def original_order(statements: Sequence[ScopStmt]) -> isl.UnionMap:
     """The sequential order: statement after statement, each in lexicographic order."""
     depth = max((len(s.iterators) for s in statements), default=0)
-    maps = []
+    out = []
     for pos, s in enumerate(statements):
         sp = s.domain.get_space()
         terms = [affine.constant(sp, pos)]
@@ -617,8 +630,8 @@ def original_order(statements: Sequence[ScopStmt]) -> isl.UnionMap:
         m = terms[0].as_map()
         for t in terms[1:]:
             m = m.flat_range_product(t.as_map())
-        maps.append(m.intersect_domain(s.domain))
-    return _union(maps)
+        out.append(m.intersect_domain(s.domain))
+    return union_of(out)
 
 
 def _may_flow(sink: isl.UnionMap, source: isl.UnionMap, order: isl.UnionMap) -> isl.UnionMap:
@@ -628,23 +641,15 @@ def _may_flow(sink: isl.UnionMap, source: isl.UnionMap, order: isl.UnionMap) -> 
 
 def _accesses(statements: Sequence[ScopStmt]) -> tuple[isl.UnionMap, isl.UnionMap]:
     """Every read, and every write, of the statements."""
-    empty = _union([])
-    reads = reduce(isl.UnionMap.union, (s.reads for s in statements), empty)
-    return reads, reduce(isl.UnionMap.union, (s.writes for s in statements), empty)
-
-
-def flow_dependences(statements: Sequence[ScopStmt]) -> isl.UnionMap:
-    """The read-after-write dependences alone (`Scop.dependences` adds the anti and output
-    ones); read-only, for tests that compare them as data."""
-    return _may_flow(*_accesses(statements), original_order(statements))
+    return union_of(s.reads for s in statements), union_of(s.writes for s in statements)
 
 
 def _dependences(statements: Sequence[ScopStmt]) -> isl.UnionMap:
     """Flow, anti and output dependences under the original order (validity for every
     transformation)."""
     if not statements:
-        return _union([])
+        return union_of(())
     order = original_order(statements)
     reads, writes = _accesses(statements)
     pairs = ((reads, writes), (writes, reads), (writes, writes))  # flow, anti, output
-    return reduce(isl.UnionMap.union, (_may_flow(a, b, order) for a, b in pairs)).coalesce()
+    return union_of(_may_flow(a, b, order) for a, b in pairs).coalesce()
