@@ -21,16 +21,14 @@ import islpy as isl
 from ..options import MappingOptions, outer_product
 from .local import localize
 from .marks import Loop, LoopMark, insert
-from .scop import Scop, ScopStmt, sampled
+from .scop import Scop, ScopStmt, maps_of, sampled, sets_of
 
 _CTX = isl.DEFAULT_CONTEXT
 _BAND = isl.schedule_node_type.band
 
 
 def _names(node: isl.ScheduleNode) -> set[str]:
-    out: set[str] = set()
-    node.get_domain().foreach_set(lambda s: out.add(s.get_tuple_name()))
-    return out
+    return {s.get_tuple_name() for s in sets_of(node.get_domain())}
 
 
 def _has_band_below(node: isl.ScheduleNode) -> bool:
@@ -39,13 +37,6 @@ def _has_band_below(node: isl.ScheduleNode) -> bool:
         if c.get_type() == _BAND or _has_band_below(c):
             return True
     return False
-
-
-def _band_maps(node: isl.ScheduleNode) -> list[isl.Map]:
-    """The band's partial schedule, one map per statement."""
-    maps: list[isl.Map] = []
-    node.band_get_partial_schedule_union_map().foreach_map(maps.append)
-    return maps
 
 
 def _counts(m: isl.Map, member: int, pos: int) -> bool:
@@ -60,7 +51,7 @@ def _counts(m: isl.Map, member: int, pos: int) -> bool:
 def _member_iterators(node: isl.ScheduleNode, scop: Scop) -> tuple[ScopStmt, list[str]] | None:
     """For a band over one statement: the statement, and the iterator each member counts."""
     names = _names(node)
-    maps = _band_maps(node)
+    maps = maps_of(node.band_get_partial_schedule_union_map())
     if len(names) != 1 or len(maps) != 1:
         return None
     st = scop.statement(next(iter(names)))
@@ -77,7 +68,7 @@ def _member_iterators(node: isl.ScheduleNode, scop: Scop) -> tuple[ScopStmt, lis
 def _counts_product_rows(node: isl.ScheduleNode, scop: Scop) -> bool:
     """The band's first member counts the rows (the output's next-to-last index) of an
     outer-product update statement under it."""
-    for m in _band_maps(node):
+    for m in maps_of(node.band_get_partial_schedule_union_map()):
         st = scop.statement(m.get_tuple_name(isl.dim_type.in_))
         if st.kind == "update" and outer_product(st.source):
             if _counts(m, 0, st.iterators.index(st.source.lhs[-2])):
@@ -256,13 +247,7 @@ def _trip_count(node: isl.ScheduleNode, scop: Scop, member: int = 0) -> int:
     schedule = node.band_get_partial_schedule().get_at(member)
     domain = sampled(scop, node.get_domain())
     values = isl.UnionMap.from_union_pw_aff(schedule).intersect_domain(domain).range()
-    return max((_extent(s, 0) for s in _sets(values)), default=0)
-
-
-def _sets(u: isl.UnionSet) -> list[isl.Set]:
-    sets: list[isl.Set] = []
-    u.foreach_set(sets.append)
-    return sets
+    return max((_extent(s, 0) for s in sets_of(values)), default=0)
 
 
 def _extent(s: isl.Set, k: int) -> int:
@@ -312,7 +297,7 @@ def _least_work(node: isl.ScheduleNode, scop: Scop) -> int:
 def _work(node: isl.ScheduleNode, scop: Scop) -> int:
     """The statement instances at and below node (each statement's box; in a scop for
     every size, at its sample)."""
-    return sum(_box(s) for s in _sets(sampled(scop, node.get_domain())))
+    return sum(_box(s) for s in sets_of(sampled(scop, node.get_domain())))
 
 
 def _tile(node: isl.ScheduleNode, sizes: tuple[int, ...]) -> isl.ScheduleNode:

@@ -24,7 +24,7 @@ import islpy as isl
 
 from ..lang.types import SCALARS
 from .marks import Local, Loop, LoopMark, insert, parse
-from .scop import Scop
+from .scop import Scop, maps_of
 
 _CTX = isl.DEFAULT_CONTEXT
 _BAND = isl.schedule_node_type.band
@@ -125,12 +125,6 @@ def _without(schedule: isl.Schedule, tensors: set[str]) -> isl.Schedule:
     return schedule.map_schedule_node_bottom_up(drop)
 
 
-def _maps(umap: isl.UnionMap) -> list[isl.Map]:
-    out: list[isl.Map] = []
-    umap.foreach_map(out.append)
-    return out
-
-
 def _deepest(
     node: isl.ScheduleNode, accesses: isl.UnionMap, scop: Scop, tensor: str, ceiling: int
 ) -> tuple[isl.ScheduleNode, int, tuple[int, ...], isl.UnionMap] | None:
@@ -201,7 +195,7 @@ def _footprint(
 def _box(prefix: isl.UnionMap, accesses: isl.UnionMap) -> _Box | None:
     """The box of the elements per value of the loops: per dimension the least index (a
     function of the loop values) and the largest extent; None if one is unbounded."""
-    maps = _maps(prefix.reverse().apply_range(accesses))
+    maps = maps_of(prefix.reverse().apply_range(accesses))
     if len(maps) != 1:
         return None
     (fp,) = maps

@@ -26,19 +26,14 @@ import islpy as isl
 
 from .. import ir
 from .local import annotate
-from .scop import Scop
+from .scop import Scop, maps_of, union_of
 
 _CTX = isl.DEFAULT_CONTEXT
 
 
 def _flat(umap: isl.UnionMap) -> isl.UnionMap:
     """The build's schedule with its nested ranges flattened (one tuple of loop values)."""
-    maps: list[isl.Map] = []
-    umap.foreach_map(maps.append)
-    out = isl.UnionMap.empty(umap.get_space())
-    for m in maps:
-        out = out.union(isl.UnionMap.from_map(m.flatten_range()))
-    return out
+    return union_of(m.flatten_range() for m in maps_of(umap))
 
 
 def carries_nothing(schedule: isl.UnionMap, deps: isl.UnionMap) -> bool:
@@ -48,24 +43,24 @@ def carries_nothing(schedule: isl.UnionMap, deps: isl.UnionMap) -> bool:
     inside = deps.intersect_domain(dom).intersect_range(dom)
     if inside.is_empty():
         return True
-    pairs: list[isl.Map] = []
-    inside.apply_domain(schedule).apply_range(schedule).foreach_map(pairs.append)
-    for m in pairs:
-        n = m.dim(isl.dim_type.in_)
-        same = isl.Map.universe(m.get_space())
-        for k in range(n - 1):
-            same = same.equate(isl.dim_type.in_, k, isl.dim_type.out, k)
-        lt = same.order_lt(isl.dim_type.in_, n - 1, isl.dim_type.out, n - 1)
-        gt = same.order_gt(isl.dim_type.in_, n - 1, isl.dim_type.out, n - 1)
-        if not m.intersect(lt.union(gt)).is_empty():
-            return False
-    return True
+    pairs = maps_of(inside.apply_domain(schedule).apply_range(schedule))
+    return all(
+        m.intersect(crossing(m.get_space(), m.dim(isl.dim_type.in_) - 1)).is_empty() for m in pairs
+    )
+
+
+def crossing(space: isl.Space, at: int) -> isl.Map:
+    """The pairs of `space` ({ [x] -> [y] }) equal before dimension `at` and not at it:
+    the dependences that loop `at` carries."""
+    same = isl.Map.universe(space)
+    for k in range(at):
+        same = same.equate(isl.dim_type.in_, k, isl.dim_type.out, k)
+    lt = same.order_lt(isl.dim_type.in_, at, isl.dim_type.out, at)
+    return lt.union(same.order_gt(isl.dim_type.in_, at, isl.dim_type.out, at))
 
 
 def _depth(schedule: isl.Schedule) -> int:
-    maps: list[isl.Map] = []
-    schedule.get_map().foreach_map(maps.append)
-    return max((m.dim(isl.dim_type.out) for m in maps), default=0)
+    return max((m.dim(isl.dim_type.out) for m in maps_of(schedule.get_map())), default=0)
 
 
 def ast_build(schedule: isl.Schedule, context: isl.Set | None = None) -> isl.AstBuild:

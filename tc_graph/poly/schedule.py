@@ -25,7 +25,8 @@ import islpy as isl
 from .. import affine, ir
 from ..errors import TcWarning
 from ..options import MappingOptions
-from .scop import Scop, ScopStmt
+from .proof import crossing
+from .scop import Scop, ScopStmt, maps_of, range_product, union_of, union_set_of
 
 _CTX = isl.DEFAULT_CONTEXT
 
@@ -108,33 +109,17 @@ class _Scheduler:
         """{ S[iterators] -> [the first `depth` loops] }"""
         s = self.by_name[name]
         sp = s.domain.get_space()
-        order = self.order[name]
-        m = None
-        for v in order[:depth]:
-            piece = affine.var(sp, s.iterators.index(v)).as_map()
-            m = piece if m is None else m.flat_range_product(piece)
-        if m is None:
-            m = isl.Map.from_domain_and_range(
-                isl.Set.universe(sp), isl.Set.universe(isl.Space.create_from_names(_CTX, set=[]))
-            )
-        return m.intersect_domain(s.domain)
+        loops = [affine.var(sp, s.iterators.index(v)).as_map() for v in self.order[name][:depth]]
+        return range_product(sp, loops).intersect_domain(s.domain)
 
     def prefix_union(self, names: Sequence[str], depth: int) -> isl.UnionMap:
-        out = isl.UnionMap.empty(isl.Space.params_alloc(_CTX, 0))
-        for n in names:
-            out = out.union(isl.UnionMap.from_map(self.prefix(n, depth)))
-        return out
+        return union_of(self.prefix(n, depth) for n in names)
 
     def deps_among(self, names: Sequence[str]) -> isl.UnionMap:
         """The dependences between statements of names: the pieces of `deps` indexed by
         source statement, so the cost follows the dependences among names, not all."""
         among = set(names)
-        out = isl.UnionMap.empty(isl.Space.params_alloc(_CTX, 0))
-        for n in among:
-            for sink, m in self.deps_from.get(n, ()):
-                if sink in among:
-                    out = out.union(isl.UnionMap.from_map(m))
-        return out
+        return union_of(m for n in among for sink, m in self.deps_from.get(n, ()) if sink in among)
 
     def distances(self, names: Sequence[str], depth: int) -> isl.UnionMap:
         """Dependences among names as pairs of loop prefixes of length `depth`."""
@@ -152,7 +137,7 @@ class _Scheduler:
     def carried_free(self, names: Sequence[str], depth: int, at: int) -> bool:
         """No dependence among names with equal first `at` loops differs at loop `at`."""
         pairs = self.distances(names, depth)
-        return pairs.intersect(_equal_prefix_differs(depth, at)).is_empty()
+        return pairs.intersect(isl.UnionMap.from_map(crossing(_pairs(depth), at))).is_empty()
 
     def nonnegative(self, names: Sequence[str], depth: int, outer: int, at: int) -> bool:
         """Loop `at` has non-negative distance for deps not carried by the first `outer` loops."""
@@ -276,10 +261,8 @@ class _Scheduler:
 
 def _by_source(deps: isl.UnionMap) -> dict[str, list[tuple[str, isl.Map]]]:
     """Each dependence map under the name of its source statement, with its sink's."""
-    maps: list[isl.Map] = []
-    deps.foreach_map(maps.append)
     out: dict[str, list[tuple[str, isl.Map]]] = {}
-    for m in maps:
+    for m in maps_of(deps):
         source = m.get_tuple_name(isl.dim_type.in_)
         out.setdefault(source, []).append((m.get_tuple_name(isl.dim_type.out), m))
     return out
@@ -297,24 +280,15 @@ def _lex_gt(n: int) -> isl.UnionMap:
     return isl.UnionMap.from_map(isl.Map.lex_gt(sp))
 
 
-def _equal_prefix_differs(n: int, at: int) -> isl.UnionMap:
-    sp = isl.Space.create_from_names(
+def _pairs(n: int) -> isl.Space:
+    """The space { [x] -> [y] } of pairs of n-tuples."""
+    return isl.Space.create_from_names(
         _CTX, in_=[f"x{k}" for k in range(n)], out=[f"y{k}" for k in range(n)]
     )
-    m = isl.Map.universe(sp)
-    for k in range(at):
-        m = m.equate(isl.dim_type.in_, k, isl.dim_type.out, k)
-    ne = isl.Map.universe(sp)
-    lt = ne.order_lt(isl.dim_type.in_, at, isl.dim_type.out, at)
-    gt = ne.order_gt(isl.dim_type.in_, at, isl.dim_type.out, at)
-    return isl.UnionMap.from_map(m.intersect(lt.union(gt)))
 
 
 def _equal_prefix_negative(n: int, outer: int, at: int) -> isl.UnionMap:
-    sp = isl.Space.create_from_names(
-        _CTX, in_=[f"x{k}" for k in range(n)], out=[f"y{k}" for k in range(n)]
-    )
-    m = isl.Map.universe(sp)
+    m = isl.Map.universe(_pairs(n))
     for k in range(outer):
         m = m.equate(isl.dim_type.in_, k, isl.dim_type.out, k)
     return isl.UnionMap.from_map(m.order_gt(isl.dim_type.in_, at, isl.dim_type.out, at))
@@ -332,10 +306,7 @@ def to_isl(node: Node, scop: Scop, order: dict[str, tuple[str, ...]]) -> isl.Sch
     sched = isl.Schedule.from_domain(scop.domain)
 
     def filter_of(names: Sequence[str]) -> isl.UnionSet:
-        out = isl.UnionSet.empty(isl.Space.params_alloc(_CTX, 0))
-        for n in names:
-            out = out.union(isl.UnionSet.from_set(stmts[n].domain))
-        return out
+        return union_set_of(stmts[n].domain for n in names)
 
     def band_schedule(b: Band) -> isl.MultiUnionPwAff:
         cols = []
@@ -404,26 +375,24 @@ def isl_schedule(scop: Scop, options: MappingOptions) -> isl.Schedule:
     sc = isl.ScheduleConstraints.on_domain(scop.domain)
     sc = sc.set_validity(deps.union(_checks_first(scop))).set_proximity(deps)
     sc = sc.set_coincidence(deps)
-    ctx = _CTX
-    saved = (
-        ctx.get_schedule_serialize_sccs(),
-        ctx.get_schedule_whole_component(),
-        ctx.get_schedule_max_constant_term(),
-        ctx.get_max_operations(),
-    )
+    settings = {
+        "schedule_serialize_sccs": int(options.fusion == "min"),
+        "schedule_whole_component": int(options.fusion == "max"),
+        "schedule_max_constant_term": SKEW_MAX_CONSTANT,
+        "max_operations": SCHEDULE_MAX_OPERATIONS,
+    }
+
+    def apply(values: dict[str, int]) -> None:
+        for name, value in values.items():
+            getattr(_CTX, f"set_{name}")(value)
+        _CTX.reset_operations()
+
+    saved = {name: getattr(_CTX, f"get_{name}")() for name in settings}
     try:
-        ctx.set_schedule_serialize_sccs(int(options.fusion == "min"))
-        ctx.set_schedule_whole_component(int(options.fusion == "max"))
-        ctx.set_schedule_max_constant_term(SKEW_MAX_CONSTANT)
-        ctx.reset_operations()
-        ctx.set_max_operations(SCHEDULE_MAX_OPERATIONS)
+        apply(settings)
         return sc.compute_schedule()
     finally:
-        ctx.set_max_operations(saved[3])
-        ctx.reset_operations()
-        ctx.set_schedule_serialize_sccs(saved[0])
-        ctx.set_schedule_whole_component(saved[1])
-        ctx.set_schedule_max_constant_term(saved[2])
+        apply(saved)
 
 
 def _checks_first(scop: Scop) -> isl.UnionMap:
@@ -433,38 +402,34 @@ def _checks_first(scop: Scop) -> isl.UnionMap:
     a check of index values the program computes follows their writers (a flow
     dependence), and ordering it before every statement, as the seeds did, made a cycle
     that isl's scheduler reported as "unable to carry dependences"."""
-    out = isl.UnionMap.empty(scop.domain.get_space())
-    for n, k in enumerate(scop.statements):
-        if k.kind != "check":
-            continue
-        for s in scop.statements[n + 1 :]:
-            if s.kind != "check":
-                out = out.union(
-                    isl.UnionMap.from_map(isl.Map.from_domain_and_range(k.domain, s.domain))
-                )
-    return out
+    stmts = scop.statements
+    return union_of(
+        isl.Map.from_domain_and_range(k.domain, s.domain)
+        for n, k in enumerate(stmts)
+        if k.kind == "check"
+        for s in stmts[n + 1 :]
+        if s.kind != "check"
+    )
 
 
 def _has_negative_coefficient(schedule: isl.Schedule) -> bool:
-    found = False
+    affs: list[isl.Aff] = []
 
     def visit(node: isl.ScheduleNode) -> bool:
-        nonlocal found
         if node.get_type() == isl.schedule_node_type.band:
             mupa = node.band_get_partial_schedule()
             for k in range(mupa.dim(isl.dim_type.out)):
-
-                def piece(_dom: isl.Set, aff: isl.Aff) -> None:
-                    nonlocal found
-                    for i in range(aff.dim(isl.dim_type.in_)):
-                        if aff.get_coefficient_val(isl.dim_type.in_, i).is_neg():
-                            found = True
-
-                mupa.get_at(k).foreach_pw_aff(lambda pa: pa.foreach_piece(piece))
+                mupa.get_at(k).foreach_pw_aff(
+                    lambda pa: pa.foreach_piece(lambda _dom, aff: affs.append(aff))
+                )
         return True
 
     schedule.get_root().foreach_descendant_top_down(visit)
-    return found
+    return any(
+        a.get_coefficient_val(isl.dim_type.in_, i).is_neg()
+        for a in affs
+        for i in range(a.dim(isl.dim_type.in_))
+    )
 
 
 def build_schedule(scop: Scop, options: MappingOptions) -> isl.Schedule:

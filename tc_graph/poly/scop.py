@@ -42,6 +42,14 @@ def union_of(pieces: Iterable[isl.Map | isl.UnionMap]) -> isl.UnionMap:
     return reduce(isl.UnionMap.union, pieces, isl.UnionMap.empty(_NO_PARAMS))
 
 
+def range_product(sp: isl.Space, pieces: Sequence[isl.Map]) -> isl.Map:
+    """{ sp -> [the pieces' ranges side by side] } (a zero-dimensional range for none)."""
+    if not pieces:
+        zero = isl.Set.universe(isl.Space.create_from_names(_CTX, set=[]))
+        return isl.Map.from_domain_and_range(isl.Set.universe(sp), zero)
+    return reduce(isl.Map.flat_range_product, pieces)
+
+
 def union_set_of(pieces: Iterable[isl.Set]) -> isl.UnionSet:
     """The union of sets in any spaces; empty for none."""
     return reduce(isl.UnionSet.union, pieces, isl.UnionSet.empty(_NO_PARAMS))
@@ -243,20 +251,15 @@ def access_map(
     """{ S[iters] -> T[subscripts] }; non-affine subscripts cover the whole dimension.
     Given the program, subscripts and extents are over its sizes (a scop for every size)."""
     sp = domain.get_space()
-    out: isl.Map | None = None
+    pieces = []
     for k, sub in enumerate(subs):
         pa = _pa(sub, sp, iters, program)
         if pa is not None:
-            m = pa.as_map()
+            pieces.append(pa.as_map())
         else:
             whole = _whole(k, shape, None if program is None else program.tensors[tensor])
-            m = isl.Map.from_domain_and_range(isl.Set.universe(sp), whole)
-        out = m if out is None else out.flat_range_product(m)
-    if out is None:
-        out = isl.Map.from_domain_and_range(
-            isl.Set.universe(sp), isl.Set.universe(isl.Space.create_from_names(_CTX, set=[]))
-        )
-    out = out.set_tuple_name(isl.dim_type.out, ir.isl_name(tensor))
+            pieces.append(isl.Map.from_domain_and_range(isl.Set.universe(sp), whole))
+    out = range_product(sp, pieces).set_tuple_name(isl.dim_type.out, ir.isl_name(tensor))
     return out.intersect_domain(domain)
 
 
@@ -627,10 +630,7 @@ def original_order(statements: Sequence[ScopStmt]) -> isl.UnionMap:
         terms = [affine.constant(sp, pos)]
         terms += [affine.var(sp, k) for k in range(len(s.iterators))]
         terms += [affine.constant(sp, 0)] * (depth - len(s.iterators))
-        m = terms[0].as_map()
-        for t in terms[1:]:
-            m = m.flat_range_product(t.as_map())
-        out.append(m.intersect_domain(s.domain))
+        out.append(range_product(sp, [t.as_map() for t in terms]).intersect_domain(s.domain))
     return union_of(out)
 
 
