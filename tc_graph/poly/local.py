@@ -193,18 +193,19 @@ def _footprint(
 
 
 def _box(prefix: isl.UnionMap, accesses: isl.UnionMap) -> _Box | None:
-    """The box of the elements per value of the loops: per dimension the least index (a
-    function of the loop values) and the largest extent; None if one is unbounded."""
+    """The box of the elements per value of the loops (None for several tensors)."""
     maps = maps_of(prefix.reverse().apply_range(accesses))
-    if len(maps) != 1:
-        return None
-    (fp,) = maps
-    n = fp.dim(isl.dim_type.out)
+    return footprint_box(maps[0]) if len(maps) == 1 else None
+
+
+def footprint_box(fp: isl.Map | isl.Set) -> _Box | None:
+    """The box of a map's range (a set's elements) per value of its domain (a set's
+    parameters): per dimension the least index, a function of those values, and the
+    largest extent, a constant; None when one is unbounded."""
     offsets, sizes = [], []
-    for k in range(n):
-        one = fp.project_out(isl.dim_type.out, k + 1, n - k - 1).project_out(isl.dim_type.out, 0, k)
-        lo = one.lexmin_pw_multi_aff().get_pw_aff(0)
-        extent = one.lexmax_pw_multi_aff().get_pw_aff(0).sub(lo).max_val()
+    for k in range(fp.dim(isl.dim_type.out)):
+        lo = fp.dim_min(k)
+        extent = fp.dim_max(k).sub(lo).max_val()
         if not extent.is_int():
             return None
         offsets.append(lo)

@@ -198,29 +198,28 @@ Mark = (
 _MAPPED = re.compile(r"map:(block|thread):(\d+):c(\d+):(\d+)")
 _KERNEL = re.compile(r"kernel:(\d+)")
 _LOOPS = {k.value: k for k in Loop}
-_PRIVATE = "private"  # the decision is the id's user (a name cannot hold a tuple of loops)
-_LOCAL = "local"  # the id's user too
-_SHARED = "shared"
+# The marks an id holds as its user (a name cannot hold a tuple of loops): its name, the
+# types it holds and what they are, for parse's errors. A `shared` id holding none is Shared.
+_HOLDING: dict[str, tuple[tuple[type, ...], str]] = {
+    "shared": ((SharedTiles, NoSharedTiles), "a shared-tile decision"),
+    "private": ((PrivateTile, NoPrivateTile), "a private-tile decision"),
+    "local": ((Local,), "a local array"),
+}
 
 
 def to_id(mark: Mark) -> isl.Id:
     """The isl id of a mark (its name spells the mark; a loop mark's depth is its user)."""
     if isinstance(mark, LoopMark):
-        if mark.depth is None:
-            return isl.Id(mark.kind.value, context=_CTX)
         return isl.Id(mark.kind.value, user=mark.depth, context=_CTX)
     if isinstance(mark, Mapped):
         name = f"map:{mark.unit.value}:{mark.dim}:{mark.iterator}:{mark.step}"
         return isl.Id(name, context=_CTX)
     if isinstance(mark, Kernel):
         return isl.Id(f"kernel:{mark.index}", context=_CTX)
-    if isinstance(mark, PrivateTile | NoPrivateTile):
-        return isl.Id(_PRIVATE, user=mark, context=_CTX)
-    if isinstance(mark, Local):
-        return isl.Id(_LOCAL, user=mark, context=_CTX)
-    if isinstance(mark, SharedTiles | NoSharedTiles):
-        return isl.Id(_SHARED, user=mark, context=_CTX)
-    return isl.Id(_SHARED, context=_CTX)
+    for name, (types, _) in _HOLDING.items():
+        if isinstance(mark, types):
+            return isl.Id(name, user=mark, context=_CTX)
+    return isl.Id("shared", context=_CTX)
 
 
 def parse(ident: isl.Id) -> Mark:
@@ -231,21 +230,14 @@ def parse(ident: isl.Id) -> Mark:
         if depth is not None and not isinstance(depth, int):
             raise ValueError(f"mark '{name}' holds {depth!r}, not a schedule depth")
         return LoopMark(_LOOPS[name], depth)
-    if name == _SHARED:
-        decision = ident.get_user()
-        if decision is not None and not isinstance(decision, SharedTiles | NoSharedTiles):
-            raise ValueError(f"mark '{name}' holds {decision!r}, not a shared-tile decision")
-        return Shared() if decision is None else decision
-    if name == _PRIVATE:
-        decision = ident.get_user()
-        if not isinstance(decision, PrivateTile | NoPrivateTile):
-            raise ValueError(f"mark '{name}' holds {decision!r}, not a private-tile decision")
-        return decision
-    if name == _LOCAL:
-        local = ident.get_user()
-        if not isinstance(local, Local):
-            raise ValueError(f"mark '{name}' holds {local!r}, not a local array")
-        return local
+    if name in _HOLDING:
+        types, what = _HOLDING[name]
+        held = ident.get_user()
+        if held is None and name == "shared":
+            return Shared()
+        if not isinstance(held, types):
+            raise ValueError(f"mark '{name}' holds {held!r}, not {what}")
+        return held
     if m := _MAPPED.fullmatch(name):
         return Mapped(Unit(m[1]), int(m[2]), int(m[3]), int(m[4]))
     if m := _KERNEL.fullmatch(name):

@@ -1,49 +1,28 @@
 """Shared-memory promotion: array tiles per block, read and written (TC paper 5.5, A.3).
 
 The mapping (poly/gpu.py) marks one place per kernel, `shared`, below the block-mapped
-(and sequential) tile loops and above the thread-mapped ones, and records a `SharedSite`:
-the prefix schedule there (statement instance -> the enclosing tile loops c0..c<d-1>),
-the iterator each statement maps to thread x and the mapped tree (statement order).
-`promoted_ast` builds the AST and plans each copy isl prints of the mark as isl builds it
-(an isl_ast_build callback), because only then is it known which of c0..c<d-1> isl prints
-as loops (a loop isl leaves out takes one value given the outer ones, so it is projected
-out) and which statements the copy holds; the decision, `SharedTiles` or `NoSharedTiles`
-with its reason, is the copy's annotation, which the printer prints.
+(and sequential) tile loops and above the thread-mapped ones, and records a `SharedSite`.
+`promoted_ast` plans each copy isl prints of the mark as isl builds it (an isl_ast_build
+callback), because only then is it known which tile loops c0..c<d-1> isl prints (one it
+leaves out takes one value given the outer ones, so it is projected out) and which
+statements the copy holds; the decision, `SharedTiles` or `NoSharedTiles` with its
+reason, is the copy's annotation, which the printer prints.
 
-An array tile is the box over-approximating what one reference group touches for one
-value of the tile loops: per tensor dimension the least accessed index (an expression of
-the tile loops, the offset) and the largest extent over all tiles (constant, the size).
-References to a read-only tensor whose footprints overlap, or whose common box is no
-larger than their separate ones, form one group. A group is promoted when an element is
-reached by several instances within one tile (reuse: the prefix-and-element map is not
-injective) or when one of its references is not coalesced (its last subscript does not
-follow thread x), and when it still fits `max_shared_memory` (greedy, in order of first
-use; the budget holds per kernel: each copy of the site gets what the kernel's earlier
-copies left). A reference with an indirect first subscript, `LUT(I(a..), b..)` (paper 5.5, 2LUT),
-is tiled as the virtual tensor V(a.., b..): its box is affine in a.. and b.., and the
-copy-in reads the row `LUT[I(a..)]` (the index clamped) for each element, so the rows a
-block reaches sit in shared memory, copied with coalesced reads along b...
+An array tile is the box over-approximating what one reference group (`_group`) touches
+for one value of the tile loops: per tensor dimension the least accessed index (an
+expression of the tile loops, the offset) and the largest extent over all tiles (the
+size). A group is promoted when an element is reached by several instances within one
+tile (reuse) or when one of its references is not coalesced (its last subscript does not
+follow thread x), while it fits `max_shared_memory` (`_fit`). A reference with an
+indirect first subscript, `LUT(I(a..), b..)` (paper 5.5, 2LUT), is tiled as a virtual
+tensor (`indirect_form`): the copy-in reads the rows a block reaches, coalesced along b...
 
-A tensor the kernel writes is one group of all its references (reads and writes; paper
-5.5: overlapping references to a written array are promoted together). The printer copies
-it in before the body, computes on the tile and copies the whole box out after a barrier,
-so it is promoted only where isl proves that copy-out exact (`_copy_out_exact`): for each
-value of the tile loops the written elements are the box (within the tensor's bounds:
-tails), every tile value the site visits writes, and distinct tile values write disjoint
-elements, so no copy-out stores over another block's or another statement's results
-(overlap across sequential tile loops, such as a tiled reduction dimension below the
-site, is refused too). Every statement touching it must be printed in this copy of the
-site and read it directly (no indirect subscript into it, no use as an index). It is
-copied in only when some read (an update `+=` reads its target) has no write of the same
-element before it in the same tile (isl's flow analysis on accesses tagged with the tile
-value): `+=!` and a later statement reading what an earlier one wrote need no copy-in,
-`+=` without `!` accumulating into `out=` does.
-
-Registers and shared memory: with `use_private_memory` the private forms (accumulator,
-private tile, private element) keep a thread's reused outputs in registers, so reuse alone
-does not promote a written group; it is promoted when a reference is not coalesced, and
-the registers are then written back to the shared tile, whose copy-out is coalesced.
-Without private memory, reuse promotes it too (the tile holds the accumulators).
+A tensor the kernel writes is one group of all its references (paper 5.5), computed on in
+the tile and copied out whole after a barrier: it needs `_writable` and `_copy_out_exact`,
+and is copied in only where some read is exposed (`_exposed_reads`). With
+`use_private_memory` registers keep a thread's reused outputs, so reuse alone does not
+promote a written group; a reference that is not coalesced does, and the registers are
+then written back to the shared tile, whose copy-out is coalesced.
 """
 
 from __future__ import annotations
@@ -57,6 +36,7 @@ import islpy as isl
 
 from .. import ir
 from ..options import MappingOptions
+from .local import footprint_box
 from .marks import Kernel, Mapped, NoSharedTiles, Shared, SharedTiles, Tile, Unit, annotate, parse
 from .proof import ast_build, ast_nodes
 from .scop import Scop, ScopStmt, access_map, maps_of, reads_tensor, union_of
@@ -211,22 +191,6 @@ def _to_params(fp: isl.Map, depth: int, keep: Collection[int]) -> isl.Set:
     return fp.move_dims(isl.dim_type.param, 0, isl.dim_type.in_, 0, n).range()
 
 
-def _box(fp: isl.Set) -> tuple[list[isl.PwAff], list[int]] | None:
-    """Offsets (least index, per tile) and constant sizes (largest extent), or None
-    when some extent is unbounded."""
-    offsets, sizes = [], []
-    ctx = fp.params()
-    for k in range(fp.dim(isl.dim_type.set)):
-        lo = fp.dim_min(k)
-        hi = fp.dim_max(k)
-        ext = hi.sub(lo).max_val()
-        if not ext.is_int():
-            return None
-        offsets.append(lo.gist(ctx))
-        sizes.append(int(ext.to_python()) + 1)
-    return offsets, sizes
-
-
 def _site_references(
     stmts: Sequence[ScopStmt],
     scop: Scop,
@@ -287,23 +251,21 @@ def plan_tiles(
     keep = {k for k in range(site.depth) if f"c{k}" in defined}
     bad: set[str] = {t for t in written if not _writable(t, every, present, scop)}
     refs, spaces = _site_references(stmts, scop, per, written, bad)
-    groups: list[tuple[str, list[_Ref]]] = []
-    for key, rs in refs.items():
-        if key in bad:
-            continue
-        if key in written:
-            groups.append((key, rs))  # all references of a written tensor together
-            continue
-        for g in _group(rs, site.depth, keep):
-            groups.append((key, g))
+    groups = [  # all references of a written tensor together
+        (key, g)
+        for key, rs in refs.items()
+        if key not in bad
+        for g in ([rs] if key in written else _group(rs, site.depth, keep))
+    ]
     tiles: list[Tile] = []
     for key, g in groups:
         tensor, _, index = key.partition("@")
         params = _to_params(reduce(isl.Map.union, (r.footprint for r in g)), site.depth, keep)
-        box = _box(params)
+        box = footprint_box(params)
         if box is None:
             continue
-        offsets, sizes = box
+        offsets = [o.gist(params.params()) for o in box[0]]
+        sizes = box[1]
         reused = not union_of(r.tagged for r in g).is_injective()
         coalesced = all(_coalesced(r.ref, site.thread_x.get(r.stmt.name)) for r in g)
         load = True
@@ -317,13 +279,12 @@ def plan_tiles(
             load = _exposed_reads(g, site.schedule)
         elif not reused and coalesced:
             continue
-        dtype = scop.program.tensors[tensor].dtype
         tile = Tile(
             f"{prefix_name}{len(tiles)}",
             tensor,
-            dtype,
+            scop.program.tensors[tensor].dtype,
             tuple(_c_expr(o) for o in offsets),
-            tuple(sizes),
+            sizes,
             frozenset((r.stmt.name, r.ref) for r in g),
             reused,
             coalesced,
@@ -397,11 +358,7 @@ def _writable(
         st = scop.statement(n)
         touches = st.kind != "check" and st.source.tensor == tensor
         for r in references(st):
-            if any(
-                isinstance(x, ir.Read) and x.tensor == tensor
-                for s in r.subscripts
-                for x in ir.walk(s)
-            ):
+            if any(x.tensor == tensor for s in r.subscripts for x in ir.reads(s)):
                 return False
             if r.tensor == tensor:
                 if _indirect(r):
@@ -473,7 +430,7 @@ def _group(rs: Sequence[_Ref], depth: int, keep: Collection[int]) -> list[list[_
         return i
 
     def size(fp: isl.Map) -> int | None:
-        box = _box(_to_params(fp, depth, keep))
+        box = footprint_box(_to_params(fp, depth, keep))
         return None if box is None else math.prod(box[1])
 
     for i in range(len(rs)):
