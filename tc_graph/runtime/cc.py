@@ -22,6 +22,7 @@ import contextvars
 import ctypes
 import errno
 import fcntl
+import functools
 import hashlib
 import json
 import logging
@@ -37,35 +38,15 @@ import tempfile
 import threading
 import time
 import weakref
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import TypedDict
+from typing import TypedDict, TypeVar
 
 from ..errors import TcError
 from ..options import VectorUnit
 
 log = logging.getLogger(__name__)
-
-__all__ = [
-    "CacheInfo",
-    "Library",
-    "active_target_flags",
-    "adopt",
-    "build",
-    "cache_clear",
-    "cache_dir",
-    "cache_info",
-    "cache_key",
-    "compilations",
-    "compiler",
-    "compiler_identity",
-    "cpu_features",
-    "load",
-    "lookup",
-    "meta_json",
-    "target_flags",
-    "verified_bytes",
-]
+_T = TypeVar("_T")
 
 DEFAULT_CC = "cc"
 _CC_HINT = (
@@ -129,10 +110,6 @@ _X86_FEATURES: dict[str, str] = {
 _target: contextvars.ContextVar[tuple[str, ...]] = contextvars.ContextVar(
     "tc_graph_target_flags", default=()
 )
-_MemoKey = tuple[str | None, str | None, tuple[str, ...]]
-_identity_memo: dict[_MemoKey, str] = {}
-_macro_memo: dict[_MemoKey, frozenset[str]] = {}
-_gcc_memo: dict[_MemoKey, bool] = {}
 _load_lock = threading.Lock()
 
 
@@ -212,8 +189,19 @@ def active_target_flags() -> tuple[str, ...]:
     return _target.get()
 
 
-def _memo_key() -> _MemoKey:
-    return (os.environ.get("CC"), os.environ.get("TC_GRAPH_CFLAGS"), _target.get())
+def _per_compiler(fn: Callable[[], _T]) -> Callable[[], _T]:
+    """fn memoized per (CC, TC_GRAPH_CFLAGS, target flags): what the compiler says for them
+    does not change, and asking it costs ~10 ms."""
+    memo: dict[tuple[str | None, str | None, tuple[str, ...]], _T] = {}
+
+    @functools.wraps(fn)
+    def memoized() -> _T:
+        key = (os.environ.get("CC"), os.environ.get("TC_GRAPH_CFLAGS"), _target.get())
+        if key not in memo:
+            memo[key] = fn()
+        return memo[key]
+
+    return memoized
 
 
 def _cc_argv() -> list[str]:
@@ -226,58 +214,39 @@ def _cc_argv() -> list[str]:
     if not argv:
         argv = [DEFAULT_CC]
     if shutil.which(argv[0]) is None:
-        raise TcError(
-            f"no C compiler found (tried {argv[0]!r})",
-            hint=_CC_HINT,
-        )
+        raise TcError(f"no C compiler found (tried {argv[0]!r})", hint=_CC_HINT)
     return argv
 
 
+@_per_compiler
 def compiler_identity() -> str:
     """Compiler command, its ``--version`` first line, flags and CPU: part of every cache key.
 
     An upgraded compiler, other flags or another CPU (``-march=native``) must not reuse old
-    objects. Memoized per (CC, TC_GRAPH_CFLAGS, target flags) because running ``--version``
-    costs ~10 ms.
+    objects.
     """
-    memo_key = _memo_key()
-    cached = _identity_memo.get(memo_key)
-    if cached is not None:
-        return cached
     cc, args = compiler()
     proc = _ask_compiler("--version")  # CC's own arguments may pick the compiler (ccache gcc)
     lines = (proc.stdout or proc.stderr).strip().splitlines()
     version = lines[0].strip() if lines else "unknown version"
     resolved = shutil.which(cc) or cc
-    identity = " | ".join([resolved, version, shlex.join(args), _cpu_identity()])
-    _identity_memo[memo_key] = identity
-    return identity
+    return " | ".join([resolved, version, shlex.join(args), _cpu_identity()])
 
 
+@_per_compiler
 def _is_gcc() -> bool:
     """Whether CC is GCC, which alone takes GCC_CFLAGS: its ``--version`` names the Free
     Software Foundation (``cc`` is often gcc under another name) and not clang."""
-    memo_key = _memo_key()
-    if memo_key not in _gcc_memo:
-        proc = _ask_compiler("--version")
-        text = f"{proc.stdout}{proc.stderr}"
-        _gcc_memo[memo_key] = "Free Software Foundation" in text and "clang" not in text
-    return _gcc_memo[memo_key]
+    proc = _ask_compiler("--version")
+    text = f"{proc.stdout}{proc.stderr}"
+    return "Free Software Foundation" in text and "clang" not in text
 
 
 def _ask_compiler(*args: str) -> subprocess.CompletedProcess[str]:
     """CC run with these arguments for what it prints (its version, its macros)."""
     argv = _cc_argv()
     try:
-        return subprocess.run(
-            [*argv, *args],
-            capture_output=True,
-            text=True,
-            errors="replace",
-            timeout=_VERSION_TIMEOUT_S,
-            stdin=subprocess.DEVNULL,
-            check=False,
-        )
+        return _run([*argv, *args], _VERSION_TIMEOUT_S)
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise TcError(f"cannot run the C compiler {argv[0]!r}: {exc}", hint=_CC_HINT) from None
 
@@ -301,19 +270,12 @@ def cpu_features() -> tuple[str, ...]:
     return tuple(sorted(name for macro, name in _X86_FEATURES.items() if macro in macros))
 
 
+@_per_compiler
 def _predefined_macros() -> frozenset[str]:
-    """The names the compiler predefines with its flags. Memoized like compiler_identity."""
-    memo_key = _memo_key()
-    macros = _macro_memo.get(memo_key)
-    if macros is not None:
-        return macros
+    """The names the compiler predefines with its flags."""
     _, args = compiler()
     proc = _ask_compiler(*args, "-dM", "-E", "-x", "c", os.devnull)
-    macros = frozenset(
-        ln.split()[1] for ln in proc.stdout.splitlines() if ln.startswith("#define ")
-    )
-    _macro_memo[memo_key] = macros
-    return macros
+    return frozenset(ln.split()[1] for ln in proc.stdout.splitlines() if ln.startswith("#define "))
 
 
 def _cpu_identity() -> str:
@@ -391,9 +353,9 @@ def adopt(key: str, library: Path, *, stamp: str) -> Path:
     with _writing(entry), _locked(entry / _LOCK_NAME):
         _write_atomic(entry / SOURCE_NAME, c_bytes)
         _write_atomic(entry / SO_NAME, so_bytes)
-        _write_meta(
-            entry, so_bytes, _sha256(c_bytes), stamp=stamp, features=meta.get("cpu_features")
-        )
+        features = meta.get("cpu_features")
+        meta_bytes = meta_json(key, so_bytes, _sha256(c_bytes), stamp=stamp, features=features)
+        _write_atomic(entry / META_NAME, meta_bytes)
     return entry / SO_NAME
 
 
@@ -416,7 +378,7 @@ def verified_bytes(library: Path) -> tuple[dict[str, object], bytes, bytes]:
 
 
 def meta_json(
-    key: str, so_bytes: bytes, source_sha: str, *, stamp: str | None, features: object
+    key: str, so_bytes: bytes, source_sha: str, *, stamp: str | None = None, features: object = None
 ) -> bytes:
     """The meta.json of an entry ``key`` holding ``so_bytes`` (see the module docstring).
     ``cpu_features`` is a space-separated string (ort_op.c reads it before loading the
@@ -518,17 +480,6 @@ def _is_valid(entry: Path, source_sha: str | None, stamp: str | None = None) -> 
     return meta.get("sha256") == _sha256(so_bytes)
 
 
-def _write_meta(
-    entry: Path,
-    so_bytes: bytes,
-    source_sha: str,
-    stamp: str | None = None,
-    features: object = None,
-) -> None:
-    data = meta_json(entry.name, so_bytes, source_sha, stamp=stamp, features=features)
-    _write_atomic(entry / META_NAME, data)
-
-
 def _compile(
     c_source: str,
     entry: Path,
@@ -556,10 +507,7 @@ def _compile(
                 hint="try smaller unroll factors or tile sizes in the MappingOptions",
             ) from None
         except OSError as exc:
-            raise TcError(
-                f"cannot run the C compiler {cc!r}: {exc}",
-                hint=_CC_HINT,
-            ) from None
+            raise TcError(f"cannot run the C compiler {cc!r}: {exc}", hint=_CC_HINT) from None
         compilations += 1
         if proc.returncode != 0:
             _check_toolchain(cc, args, entry)
@@ -579,7 +527,7 @@ def _compile(
     finally:
         with contextlib.suppress(OSError):
             tmp_so.unlink()
-    _write_meta(entry, so_bytes, source_sha)
+    _write_atomic(entry / META_NAME, meta_json(entry.name, so_bytes, source_sha))
     log.debug("compiled %s in %.2f s", so_path, time.perf_counter() - start)
 
 
@@ -623,11 +571,12 @@ def _probe(cc: str, args: Sequence[str], entry: Path, source: str) -> str | None
     return f"command: {shlex.join(cmd)}\n{_trim(proc.stderr or proc.stdout)}"
 
 
-def _run(cmd: Sequence[str]) -> subprocess.CompletedProcess[str]:
-    """The compiler run to completion (or COMPILE_TIMEOUT_S), its output captured."""
+def _run(
+    cmd: Sequence[str], timeout: float = COMPILE_TIMEOUT_S
+) -> subprocess.CompletedProcess[str]:
+    """The compiler run to completion (or the timeout), its output captured."""
     return subprocess.run(cmd, capture_output=True, text=True, errors="replace",
-                          timeout=COMPILE_TIMEOUT_S, stdin=subprocess.DEVNULL,
-                          check=False)  # fmt: skip
+                          timeout=timeout, stdin=subprocess.DEVNULL, check=False)  # fmt: skip
 
 
 def _trim(text: str) -> str:
