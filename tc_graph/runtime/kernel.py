@@ -183,10 +183,8 @@ class InputPointers:
 
 class Scratch:
     """Each calling thread's block for a kernel's temporaries (its library's `tc_kernel_in`
-    takes it), kept from one call to the next and grown as needed: allocated per call, a
-    temporary over glibc's mmap threshold was mapped afresh every time and its pages
-    faulted in again (an attention's scores over 2 x 2100 x 2100: 27 ms a call, 12 ms
-    with a block kept). Freed with the kernel object."""
+    takes it), kept from one call to the next and grown as needed (why: the kernel method
+    in codegen/c.py). Freed with the kernel object."""
 
     def __init__(self) -> None:
         self._local = threading.local()
@@ -206,7 +204,59 @@ class Scratch:
         return int(local.at)
 
 
-class Kernel:
+def output_makers(
+    program: ir.Program, shapes: Mapping[str, tuple[int, ...]]
+) -> list[tuple[Callable[..., np.ndarray], tuple[int, ...], np.dtype[Any]]]:
+    """How a call allocates each output: zeroed where the kernel accumulates into it."""
+    tensors = program.tensors
+    return [
+        (np.zeros if tensors[n].zero_fill else np.empty, shapes[n], np.dtype(tensors[n].dtype))
+        for n in program.outputs
+    ]
+
+
+class Native:
+    """What both kinds of compiled CPU kernel (Kernel, ParametricKernel) hold: the library's
+    entry point, the state of its calls and the generated source."""
+
+    checked: CheckedDef
+    options: MappingOptions
+    target: str
+    library: Path
+
+    def _load(self, program: ir.Program) -> cc.Library:
+        """The library, loaded, with the state its calls keep."""
+        self.program = program
+        self._checks = checked_accesses(program)
+        self._scratch = Scratch()
+        self._pointers = InputPointers()
+        self._ptr_array = ctypes.c_void_p * (len(program.inputs) + len(program.outputs))
+        return cc.load(self.library)
+
+    def _enter(self, functions: cc.Library, *sizes: Any) -> None:
+        """Type the entry point: the data pointers, `sizes`, the scratch block, whether to
+        check the indices, and where the index of a failed check goes. The function pointer
+        holds its library: the kernel is unloaded with this object."""
+        self._fn = functions[f"{ENTRY}_in"]
+        self._fn.restype = ctypes.c_int
+        self._fn.argtypes = [
+            ctypes.POINTER(ctypes.c_void_p),
+            *sizes,
+            ctypes.c_void_p,
+            ctypes.c_int,
+            ctypes.POINTER(ctypes.c_int64),
+        ]
+
+    @property
+    def source(self) -> str:
+        """The generated C text (kept beside the object in the cache)."""
+        return (self.library.parent / cc.SOURCE_NAME).read_text(encoding="utf-8")
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.checked.name} target={self.target} {self.options}>"
+
+
+class Kernel(Native):
     """A TC function compiled for fixed input shapes, dtypes and integer scalars.
 
     Calling it re-checks shapes and dtypes (cheap), allocates the outputs, and
@@ -225,45 +275,17 @@ class Kernel:
         library: Path,
     ) -> None:
         self.checked = checked
-        self.program = program
         self.options = options
         self.target = target
         self.library = library
-        self._checks = checked_accesses(program)
         self._sizes = dict(sizes)
         self._shapes = dict(shapes)
-        # The function pointer holds its library: the kernel is unloaded with this object.
-        functions = cc.load(library)
-        self._fn = functions[f"{ENTRY}_in"]
-        self._fn.restype = ctypes.c_int
-        self._fn.argtypes = [
-            ctypes.POINTER(ctypes.c_void_p),
-            ctypes.c_void_p,
-            ctypes.c_int,
-            ctypes.POINTER(ctypes.c_int64),
-        ]
+        functions = self._load(program)
+        self._enter(functions)
         self._scratch_bytes = ctypes.c_int64.in_dll(functions, f"{ENTRY}_scratch_bytes").value
-        self._scratch = Scratch()
         self._expected = [(np.dtype(checked.tensors[n].dtype), shapes[n]) for n in program.inputs]
         self._out_shapes = {n: shapes[n] for n in program.outputs}
-        self._fresh = [
-            (
-                np.zeros if program.tensors[n].zero_fill else np.empty,
-                shapes[n],
-                np.dtype(program.tensors[n].dtype),
-            )
-            for n in program.outputs
-        ]
-        self._pointers = InputPointers()
-        self._ptr_array = ctypes.c_void_p * (len(program.inputs) + len(program.outputs))
-
-    @property
-    def source(self) -> str:
-        """The generated C text (kept beside the object in the cache)."""
-        return (self.library.parent / "kernel.c").read_text(encoding="utf-8")
-
-    def __repr__(self) -> str:
-        return f"<Kernel {self.checked.name} target={self.target} {self.options}>"
+        self._fresh = output_makers(program, shapes)
 
     def __reduce__(self) -> tuple[Any, ...]:
         """Pickled as what loads it again from its library (the autotuner's sandbox

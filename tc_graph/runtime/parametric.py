@@ -22,9 +22,7 @@ from ..codegen.sizes import SIZES_ABI_VERSION
 from ..errors import TcError
 from ..lang.sema import CheckedDef
 from ..options import MappingOptions
-from ..poly.scop import checked_accesses
-from . import cc
-from .kernel import ENTRY, InputPointers, Scratch, address
+from .kernel import ENTRY, Native, address, output_makers
 
 
 class _At:
@@ -42,17 +40,10 @@ class _At:
         self.scratch_bytes = scratch(self.values)
         self.shapes = binding.tensor_shapes(program, sizes)
         self.outputs = {n: self.shapes[n] for n in program.outputs}
-        self.fresh = [
-            (
-                np.zeros if program.tensors[n].zero_fill else np.empty,
-                self.shapes[n],
-                np.dtype(program.tensors[n].dtype),
-            )
-            for n in program.outputs
-        ]
+        self.fresh = output_makers(program, self.shapes)
 
 
-class ParametricKernel:
+class ParametricKernel(Native):
     """A TC function compiled once for every size (`fn.compile(..., parametric=True)`):
     the dtypes and the integer scalars are fixed, the shapes are not."""
 
@@ -67,47 +58,26 @@ class ParametricKernel:
         library: Path,
     ) -> None:
         self.checked = checked
-        self.program = program
         self.options = options
         self.target = "cpu"
         self.library = library
         self._params = params
         self._scalars = dict(scalars)
-        self._checks = checked_accesses(program)
         self._at: dict[tuple[int, ...], _At] = {}
-        functions = cc.load(library)
+        functions = self._load(program)
         version = ctypes.c_int32.in_dll(functions, "tc_abi_version").value
         if version != SIZES_ABI_VERSION:
             raise TcError(
                 f"internal: {library} has kernel ABI {version}, not {SIZES_ABI_VERSION}",
                 hint="clear the kernel cache: tc-graph cache clear",
             )
-        # The function pointer holds its library: the kernel is unloaded with this object.
-        self._fn = functions[f"{ENTRY}_in"]
-        self._fn.restype = ctypes.c_int
-        self._fn.argtypes = [
-            ctypes.POINTER(ctypes.c_void_p),
-            ctypes.POINTER(ctypes.c_int64),
-            ctypes.c_void_p,
-            ctypes.c_int,
-            ctypes.POINTER(ctypes.c_int64),
-        ]
+        self._enter(functions, ctypes.POINTER(ctypes.c_int64))
         self._scratch_bytes = functions[f"{ENTRY}_scratch"]
         self._scratch_bytes.restype = ctypes.c_int64
         self._scratch_bytes.argtypes = [ctypes.POINTER(ctypes.c_int64)]
-        self._scratch = Scratch()
-        self._ptr_array = ctypes.c_void_p * (len(program.inputs) + len(program.outputs))
         self._dtypes = [np.dtype(checked.tensors[n].dtype) for n in program.inputs]
         # Points of sizes by the shapes of arguments that need no binding (`_seen`).
         self._by_shapes: dict[tuple[tuple[int, ...], ...], _At] = {}
-        self._pointers = InputPointers()
-
-    @property
-    def source(self) -> str:
-        return (self.library.parent / "kernel.c").read_text(encoding="utf-8")
-
-    def __repr__(self) -> str:
-        return f"<ParametricKernel {self.checked.name} target=cpu {self.options}>"
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (
