@@ -360,11 +360,11 @@ def _note_device_providers() -> None:
     """Where this onnxruntime offers a GPU provider, say that TcKernels run on the CPU."""
     import onnxruntime as onnxrt
 
-    from .runtime.ort import cpu_only_note, device_providers
+    from .runtime.ort import cpu_only_note
 
-    device = device_providers(onnxrt.get_available_providers())
-    if device:
-        print(f"warning: {cpu_only_note(device)}", file=sys.stderr)
+    note = cpu_only_note(onnxrt.get_available_providers())
+    if note:
+        print(f"warning: {note}", file=sys.stderr)
 
 
 def _write_dot(optimized: onnx.ModelProto, path: str) -> None:

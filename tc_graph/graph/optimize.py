@@ -2186,9 +2186,9 @@ def InferenceSession(
     import onnxruntime as onnxrt
 
     _checked_session_options(sess_options)
-    device = ort.device_providers(_providers(providers))
-    if device:
-        warnings.warn(TcWarning(ort.cpu_only_note(device)), stacklevel=2)
+    note = ort.cpu_only_note(_providers(providers))
+    if note:
+        warnings.warn(TcWarning(note), stacklevel=2)
     proto = read_model(model)
     prepare(proto)
     so = sess_options if sess_options is not None else onnxrt.SessionOptions()

@@ -189,9 +189,9 @@ def active_target_flags() -> tuple[str, ...]:
     return _target.get()
 
 
-def _per_compiler(fn: Callable[[], _T]) -> Callable[[], _T]:
+def per_compiler(fn: Callable[[], _T]) -> Callable[[], _T]:
     """fn memoized per (CC, TC_GRAPH_CFLAGS, target flags): what the compiler says for them
-    does not change, and asking it costs ~10 ms."""
+    (or a probe built with them measures) does not change, and asking costs ~10 ms or more."""
     memo: dict[tuple[str | None, str | None, tuple[str, ...]], _T] = {}
 
     @functools.wraps(fn)
@@ -218,7 +218,7 @@ def _cc_argv() -> list[str]:
     return argv
 
 
-@_per_compiler
+@per_compiler
 def compiler_identity() -> str:
     """Compiler command, its ``--version`` first line, flags and CPU: part of every cache key.
 
@@ -233,7 +233,7 @@ def compiler_identity() -> str:
     return " | ".join([resolved, version, shlex.join(args), _cpu_identity()])
 
 
-@_per_compiler
+@per_compiler
 def _is_gcc() -> bool:
     """Whether CC is GCC, which alone takes GCC_CFLAGS: its ``--version`` names the Free
     Software Foundation (``cc`` is often gcc under another name) and not clang."""
@@ -270,7 +270,7 @@ def cpu_features() -> tuple[str, ...]:
     return tuple(sorted(name for macro, name in _X86_FEATURES.items() if macro in macros))
 
 
-@_per_compiler
+@per_compiler
 def _predefined_macros() -> frozenset[str]:
     """The names the compiler predefines with its flags."""
     _, args = compiler()

@@ -58,8 +58,6 @@ double tc_fma_rate(int chains, int threads, long steps) {{
 }}
 """
 
-_chains_memo: dict[tuple[str, ...], int] = {}
-
 
 def fma_rate(chains: int, threads: int = 1, steps: int = 500_000) -> float:
     """Vector FMAs per second (each `vector_unit().floats` lanes wide) of `threads`
@@ -74,13 +72,11 @@ def fma_rate(chains: int, threads: int = 1, steps: int = 500_000) -> float:
     return float(rate(chains, threads, steps))
 
 
+@cc.per_compiler
 def fma_chains() -> int:
     """The fewest independent FMA chains (of CHAINS) that keep one core's FMA pipes busy,
     measured once per process and compiler setting."""
-    key = (cc.compiler_identity(),)
-    if key not in _chains_memo:
-        _chains_memo[key] = fewest_chains({n: fma_rate(n) for n in CHAINS})
-    return _chains_memo[key]
+    return fewest_chains({n: fma_rate(n) for n in CHAINS})
 
 
 def fewest_chains(rates: Mapping[int, float]) -> int:

@@ -24,16 +24,6 @@ from . import cc
 if TYPE_CHECKING:
     import onnxruntime
 
-__all__ = [
-    "KERNEL_DIR_CONFIG",
-    "KERNEL_DIR_ENV",
-    "api_versions",
-    "cpu_only_note",
-    "device_providers",
-    "library_path",
-    "register",
-]
-
 # Where a deployed library finds kernels instead of the cache (docs/onnx.md "Deploying"):
 # a session config entry, else this environment variable. ort_op.c spells both too.
 KERNEL_DIR_CONFIG = "tc_graph.kernel_dir"
@@ -118,19 +108,17 @@ def register(so: onnxruntime.SessionOptions) -> None:
 _REGISTERED: weakref.WeakSet[onnxruntime.SessionOptions] = weakref.WeakSet()
 
 
-def device_providers(providers: Iterable[str | tuple[str, object]]) -> list[str]:
-    """The device (GPU, NPU) execution providers among `providers`, as onnxruntime takes
-    them: names, or (name, options) pairs."""
+def cpu_only_note(providers: Iterable[str | tuple[str, object]]) -> str | None:
+    """What a session with device (GPU, NPU) execution providers among `providers` (names,
+    or (name, options) pairs, as onnxruntime takes them) should know, None without any:
+    the native library registers TcKernel for the CPU only, so onnxruntime places every
+    TcKernel there."""
     names = [p if isinstance(p, str) else p[0] for p in providers]
-    return [n for n in names if n in _DEVICE_PROVIDERS]
-
-
-def cpu_only_note(device: Iterable[str]) -> str:
-    """What a session with device providers should know: the native library registers
-    TcKernel for the CPU only, so onnxruntime places every TcKernel there."""
-    names = ", ".join(device)
+    device = ", ".join(n for n in names if n in _DEVICE_PROVIDERS)
+    if not device:
+        return None
     return (
-        f"TcKernel nodes run on the CPU, not on {names}: in such a session each TcKernel "
+        f"TcKernel nodes run on the CPU, not on {device}: in such a session each TcKernel "
         "copies its inputs from the device to the host and its outputs back, on every run. "
         "tc_graph measured its fusions against onnxruntime on the CPU; for a GPU session, "
         "compare with the original model"

@@ -4,10 +4,11 @@ here once before timing it in its own process; a compile under optimize's deadli
 built in one, runtime/kernel.py).
 
 The child is a new interpreter that calls `main()` (not multiprocessing: its spawn would
-re-run the caller's script, and a fork cannot run OpenMP code once the parent has). Messages are pickles over the child's stdin and a duplicate of its stdout;
-its own stdout goes to stderr, so nothing a kernel prints can corrupt a reply. Values
-`put` once (large arrays) are kept in the child and named by `Stored` in later calls;
-after a crash a new child gets them again.
+re-run the caller's script, and a fork cannot run OpenMP code once the parent has).
+Messages are pickles over the child's stdin and a duplicate of its stdout; its own stdout
+goes to stderr, so nothing a kernel prints can corrupt a reply. Values `put` once (large
+arrays) are kept in the child and named by `Stored` in later calls; after a crash a new
+child gets them again.
 """
 
 from __future__ import annotations
@@ -95,10 +96,8 @@ class Sandbox:
             # Its OpenMP threads sleep when idle: spinning, they would take the cores from
             # the caller's timings right after each check.
             env = {**os.environ, "OMP_WAIT_POLICY": "PASSIVE"}
-            root = str(Path(__file__).resolve().parents[2])
-            env["PYTHONPATH"] = os.pathsep.join([root, env.get("PYTHONPATH", "")]).rstrip(
-                os.pathsep
-            )
+            path = [str(Path(__file__).resolve().parents[2]), env.get("PYTHONPATH", "")]
+            env["PYTHONPATH"] = os.pathsep.join(path).rstrip(os.pathsep)
             self._proc = subprocess.Popen(
                 [sys.executable, "-c", "from tc_graph.runtime import sandbox; sandbox.main()"],
                 stdin=subprocess.PIPE,
@@ -116,7 +115,7 @@ class Sandbox:
     def _await_ready(self, proc: subprocess.Popen[bytes]) -> None:
         """Wait until the child has started and loaded the stored values, so that a call's
         timeout covers only the call (a slow start on a busy machine is not a hang)."""
-        self._write(pickle.dumps(("call", _ready, ()), protocol=pickle.HIGHEST_PROTOCOL))
+        self._send(("call", _ready, ()))
         assert proc.stdout is not None
         ready, _, _ = select.select([proc.stdout], [], [], START_TIMEOUT_S)
         if ready:
@@ -155,10 +154,6 @@ def shared() -> Sandbox:
     return _SHARED
 
 
-def _resolve(value: Any, stored: dict[str, Any]) -> Any:
-    return stored[value.key] if isinstance(value, Stored) else value
-
-
 def _serve(requests: BinaryIO, replies: BinaryIO) -> None:
     stored: dict[str, Any] = {}
     while True:
@@ -173,7 +168,8 @@ def _serve(requests: BinaryIO, replies: BinaryIO) -> None:
                 stored[key] = value
             case ("call", fn, args):
                 try:
-                    reply = ("ok", fn(*(_resolve(a, stored) for a in args)))
+                    given = [stored[a.key] if isinstance(a, Stored) else a for a in args]
+                    reply = ("ok", fn(*given))
                 except Exception as e:
                     reply = ("raised", f"{type(e).__name__}: {e}")
                 pickle.dump(reply, replies, protocol=pickle.HIGHEST_PROTOCOL)
