@@ -223,6 +223,7 @@ class Native:
     options: MappingOptions
     target: str
     library: Path
+    _made_with: dict[str, Any]  # the keyword arguments it was made with
 
     def _load(self, program: ir.Program) -> cc.Library:
         """The library, loaded, with the state its calls keep."""
@@ -255,6 +256,11 @@ class Native:
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.checked.name} target={self.target} {self.options}>"
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled as what loads it again from its library (the autotuner's sandbox
+        process runs candidates this way, without compiling them again)."""
+        return (functools.partial(type(self), **self._made_with), ())
+
 
 class Kernel(Native):
     """A TC function compiled for fixed input shapes, dtypes and integer scalars.
@@ -280,24 +286,15 @@ class Kernel(Native):
         self.library = library
         self._sizes = dict(sizes)
         self._shapes = dict(shapes)
+        self._made_with = dict(checked=checked, program=program, sizes=self._sizes,
+                               shapes=self._shapes, options=options, target=target,
+                               library=library)  # fmt: skip
         functions = self._load(program)
         self._enter(functions)
         self._scratch_bytes = ctypes.c_int64.in_dll(functions, f"{ENTRY}_scratch_bytes").value
         self._expected = [(np.dtype(checked.tensors[n].dtype), shapes[n]) for n in program.inputs]
         self._out_shapes = {n: shapes[n] for n in program.outputs}
         self._fresh = output_makers(program, shapes)
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        """Pickled as what loads it again from its library (the autotuner's sandbox
-        process runs candidates this way, without compiling them again)."""
-        return (
-            functools.partial(
-                Kernel, checked=self.checked, program=self.program, sizes=self._sizes,
-                shapes=self._shapes, options=self.options, target=self.target,
-                library=self.library,
-            ),
-            (),
-        )  # fmt: skip
 
     def _inputs(self, args: Sequence[Any]) -> Sequence[np.ndarray]:
         if len(args) == len(self._expected):

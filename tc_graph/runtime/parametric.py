@@ -10,7 +10,6 @@ calls at those sizes look them up. Nothing is compiled again.
 from __future__ import annotations
 
 import ctypes
-import functools
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -63,6 +62,8 @@ class ParametricKernel(Native):
         self.library = library
         self._params = params
         self._scalars = dict(scalars)
+        self._made_with = dict(checked=checked, program=program, params=params,
+                               scalars=self._scalars, options=options, library=library)  # fmt: skip
         self._at: dict[tuple[int, ...], _At] = {}
         functions = self._load(program)
         version = ctypes.c_int32.in_dll(functions, "tc_abi_version").value
@@ -76,18 +77,8 @@ class ParametricKernel(Native):
         self._scratch_bytes.restype = ctypes.c_int64
         self._scratch_bytes.argtypes = [ctypes.POINTER(ctypes.c_int64)]
         self._dtypes = [np.dtype(checked.tensors[n].dtype) for n in program.inputs]
-        # Points of sizes by the shapes of arguments that need no binding (`_seen`).
+        # Points of sizes by the shapes of arguments that need no binding (`_as_given`).
         self._by_shapes: dict[tuple[tuple[int, ...], ...], _At] = {}
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (
-            functools.partial(
-                ParametricKernel, checked=self.checked, program=self.program,
-                params=self._params, scalars=self._scalars, options=self.options,
-                library=self.library,
-            ),
-            (),
-        )  # fmt: skip
 
     def at(self, sizes: Mapping[str, int]) -> _At:
         """The sizes argument and shapes at these sizes, found once per point."""
@@ -114,25 +105,19 @@ class ParametricKernel(Native):
                 return False
         return True
 
-    def _seen(self, args: Sequence[Any]) -> _At | None:
-        """The point of sizes of arguments bound before at the same shapes, which need no
-        binding again; None otherwise."""
-        if not self._as_given(args):
-            return None
-        return self._by_shapes.get(tuple(a.shape for a in args))
-
     def __call__(
         self,
         *args: Any,
         out: Sequence[np.ndarray] | np.ndarray | None = None,
         unchecked: bool = False,
     ) -> np.ndarray | tuple[np.ndarray, ...]:
-        at = self._seen(args)
+        plain = self._as_given(args)
+        at = self._by_shapes.get(tuple(a.shape for a in args)) if plain else None
         if at is None:
             arrays, sizes = binding.bind_inputs(self.checked, args)
             at = self.at(sizes)
             inputs: Sequence[np.ndarray] = [arrays[n] for n in self.program.inputs]
-            if self._as_given(args):
+            if plain:
                 self._by_shapes[tuple(a.shape for a in args)] = at
         else:
             inputs = args
