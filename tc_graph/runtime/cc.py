@@ -312,11 +312,7 @@ def cache_key(*parts: str) -> str:
 
 
 def build(
-    c_source: str,
-    key: str,
-    *,
-    extra_flags: Sequence[str] = (),
-    extra_libs: Sequence[str] = (),
+    c_source: str, key: str, *, extra_flags: Sequence[str] = (), extra_libs: Sequence[str] = ()
 ) -> Path:
     """Path of a verified ``<cache>/<key>/kernel.so`` for ``c_source``, compiling on a miss.
 

@@ -263,11 +263,8 @@ class Native:
 
 
 class Kernel(Native):
-    """A TC function compiled for fixed input shapes, dtypes and integer scalars.
-
-    Calling it re-checks shapes and dtypes (cheap), allocates the outputs, and
-    runs the native code; no Python runs inside the kernel.
-    """
+    """A TC function compiled for fixed input shapes, dtypes and integer scalars. Calling it
+    re-checks shapes and dtypes (cheap), allocates the outputs, and runs the native code."""
 
     def __init__(
         self,
