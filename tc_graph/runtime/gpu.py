@@ -9,7 +9,6 @@ the text is run, behind one hook (`GpuKernel._run`): OpenCL through pyopencl
 
 from __future__ import annotations
 
-import json
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -35,11 +34,6 @@ class GpuSource:
     program: ir.Program
     sizes: Mapping[str, int]
     shapes: Mapping[str, tuple[int, ...]]
-
-    @property
-    def geometry(self) -> str:
-        """The launches as JSON (kept with the kernel so a runtime can launch it)."""
-        return json.dumps([lc.to_json() for lc in self.launches])
 
 
 @dataclass(frozen=True)
