@@ -36,14 +36,13 @@ import islpy as isl
 from .. import ir
 from ..options import MappingOptions
 from . import private
-from .cpu import _has_band_below, _is_reduction_member, _sink_below_sequence
+from .cpu import _has_band_below, _is_reduction_member, _tile
 from .cpu import _member_iterators as _band_iterators
 from .marks import Kernel, Loop, LoopMark, Mapped, Shared, Unit, insert
 from .promotion import SharedSite
 from .schedule import _Scheduler, to_isl
 from .scop import Scop, ScopStmt
 
-_CTX = isl.DEFAULT_CONTEXT
 _BAND = isl.schedule_node_type.band
 _SEQ = isl.schedule_node_type.sequence
 # No schedule depth: the GPU printer proves no loops (poly/proof.py); it finds the nest itself.
@@ -57,9 +56,6 @@ class Launch:
     name: str
     grid: tuple[int, ...]
     block: tuple[int, ...]
-
-    def to_json(self) -> dict[str, object]:
-        return {"name": self.name, "grid": list(self.grid), "block": list(self.block)}
 
 
 @dataclass(frozen=True)
@@ -197,16 +193,7 @@ def _map_component(
         block_dims.append(min(options.block[j], sizes[k], hi - lo + 1))
     launch = Launch(name, tuple(grid_dims), tuple(block_dims))
     thread_x = _member_iterators(node, threads[-1], scop)
-    if ntile < n:
-        node = node.band_split(ntile)
-    mv = isl.MultiVal.zero(node.band_get_space())
-    for k in range(ntile):
-        mv = mv.set_val(k, isl.Val.int_from_si(_CTX, sizes[k]))
-    node = node.band_tile(mv)
-    point = node.child(0)
-    if point.child(0).get_type() == _SEQ:
-        point = _sink_below_sequence(point)
-    node = point.parent()
+    node = _tile(node, tuple(sizes))
 
     def label(
         unit: Unit, members: list[int], k: int, sizes_: Sequence[int]
