@@ -10,7 +10,6 @@ on OpenCL: inputs copied in, outputs copied in and back, temporaries zero-filled
 from __future__ import annotations
 
 import functools
-import os
 import shutil
 import subprocess
 import tempfile
@@ -22,7 +21,7 @@ import numpy as np
 from ..errors import TcError
 from ..lang.sema import CheckedDef
 from ..options import MappingOptions
-from .cc import cache_dir, cache_key
+from .cc import _write_atomic, cache_dir, cache_key
 from .gpu import GpuBuffers, GpuKernel, GpuSource
 
 _HINT = (
@@ -95,11 +94,7 @@ def _cubin(text: str, arch: str) -> bytes:
         if done.returncode != 0:
             raise TcError(f"nvcc rejected a generated kernel:\n{done.stderr[-4000:]}")
         data = made.read_bytes()
-    # Written aside and renamed, so that concurrent processes never read half of it.
-    fd, aside = tempfile.mkstemp(dir=path.parent)
-    with os.fdopen(fd, "wb") as f:
-        f.write(data)
-    os.replace(aside, path)
+    _write_atomic(path, data)
     return data
 
 
