@@ -39,9 +39,22 @@ _HALF = SCALARS["float16"]  # stored as the target's own half type
 
 @dataclass(frozen=True)
 class GpuDialect(Dialect):
-    """Hooks of a GPU target; the base class's pragmas have no GPU meaning."""
+    """A GPU target's spelling of what kernels need (format strings and qualifiers); the
+    base class's pragmas have no GPU meaning."""
 
-    name: str = ""
+    name: str
+    inline: str  # qualifies the prelude's functions
+    kernel: str  # a kernel's header, of {name}, {params} and {threads} (per block)
+    space: str  # qualifies a buffer parameter
+    restrict: str
+    thread_id: str  # a thread's id in its block along dim {d} (letter {x})
+    block_id: str  # a block's id along dim {d} (letter {x})
+    cas: str  # the atomic compare-and-swap
+    shared: str  # qualifies a block's tile
+    barrier_local: str  # synchronizes the block
+    barrier_global: str  # also makes its global stores visible to the block's threads
+    macros: tuple[str, ...] = ()  # the prelude's lines after floord
+    missing: frozenset[str] = frozenset()  # builtins with no equivalent
 
     def simd_pragma(self) -> str:
         return "// simd"
@@ -55,36 +68,42 @@ class GpuDialect(Dialect):
     def math_name(self, fn: str, dtype: str) -> str | None:
         return None  # the targets' own expf is fast
 
-    def prelude(self, double: bool, half: bool) -> str:
-        raise NotImplementedError
-
-    def kernel_header(self, name: str, params: Sequence[str], threads: int) -> str:
-        raise NotImplementedError
-
-    def pointer(self, ctype: str, name: str, *, const: bool) -> str:
-        raise NotImplementedError
-
-    def local_id(self, d: int) -> str:
-        raise NotImplementedError
-
-    def group_id(self, d: int) -> str:
-        raise NotImplementedError
-
     def record_error(self, code: int) -> str:
         """Keep the first failing check's code and value."""
+        return f"if ({self.cas}(tc_code, 0, {code}) == 0) *tc_value = v;"
+
+    def head(self, double: bool, half: bool) -> list[str]:
+        """The prelude's first lines: the target's types, extensions and headers."""
         raise NotImplementedError
 
-    def unsupported(self, fn: str) -> bool:
-        return False
+    def prelude(self, double: bool, half: bool) -> str:
+        """The text before the kernels: the target's own lines, then the shared helpers."""
+        q = self.inline
+        return "\n".join(
+            [
+                *self.head(double, half),
+                "#define floord(n, d) (((n) < 0) ? -((-(n) + (d) - 1) / (d)) : (n) / (d))",
+                *self.macros,
+                *_helpers(q, double),
+                f"{q} int tc_first(int init, int inc, int me, int n) "
+                "{ int r = (me - floord(init, inc)) % n; "
+                "return init + (r < 0 ? r + n : r) * inc; }",
+                f"{q} int64_t tc_clamp(int64_t v, int64_t hi) "
+                "{ return v < 0 ? 0 : v > hi ? hi : v; }",
+            ]
+        )
+
+    def pointer(self, ctype: str, name: str, *, const: bool) -> str:
+        return f"{self.space}{'const ' if const else ''}{ctype} *{self.restrict} {name}"
 
     def shared_array(self, ctype: str, name: str, size: int) -> str:
         """A block's fixed-size tile (declared at kernel scope, as OpenCL requires)."""
-        raise NotImplementedError
+        return f"{self.shared} {ctype} {name}[{size}];"
 
     def barrier(self, global_memory: bool = False) -> str:
         """Synchronize the block; `global_memory`: its global stores are also visible
         to the block's threads afterwards (a copy-out read back by a later copy-in)."""
-        raise NotImplementedError
+        return self.barrier_global if global_memory else self.barrier_local
 
 
 _DIMS = "xyz"
@@ -99,107 +118,61 @@ def _helpers(qualifier: str, double: bool) -> list[str]:
     ]
 
 
-@dataclass(frozen=True)
 class OpenCL(GpuDialect):
-    name: str = "opencl"
+    """OpenCL C: its integer types, extensions and 64-bit constants declared."""
 
-    def prelude(self, double: bool, half: bool) -> str:
+    def head(self, double: bool, half: bool) -> list[str]:
         lines = [f"typedef {SCALARS[t].opencl} {SCALARS[t].c};" for t in INT_TYPES]
         if double:
             lines.insert(0, "#pragma OPENCL EXTENSION cl_khr_fp64 : enable")
         if half:
             lines.insert(0, "#pragma OPENCL EXTENSION cl_khr_fp16 : enable")
             lines.append(f"#define {_HALF.c} {_HALF.opencl}")
-        lines += [
-            "#define INT64_C(c) c##L",
-            "#define INT64_MIN (-9223372036854775807L - 1)",
-            "#define floord(n, d) (((n) < 0) ? -((-(n) + (d) - 1) / (d)) : (n) / (d))",
-        ]
-        # OpenCL's math builtins are overloaded: the float names of C map onto them.
-        for fn in sorted(LIBM - _NO_OPENCL):
-            lines.append(f"#define {fn}f(...) {fn}(__VA_ARGS__)")
-        lines += _helpers("static inline", double)
-        lines.append(
-            "static inline int tc_first(int init, int inc, int me, int n) "
-            "{ int r = (me - floord(init, inc)) % n; return init + (r < 0 ? r + n : r) * inc; }"
-        )
-        return "\n".join(lines)
-
-    def kernel_header(self, name: str, params: Sequence[str], threads: int) -> str:
-        return f"__kernel void {name}({', '.join(params)})"
-
-    def pointer(self, ctype: str, name: str, *, const: bool) -> str:
-        return f"__global {'const ' if const else ''}{ctype} *restrict {name}"
-
-    def local_id(self, d: int) -> str:
-        return f"(int)get_local_id({d})"
-
-    def group_id(self, d: int) -> str:
-        return f"(int)get_group_id({d})"
-
-    def record_error(self, code: int) -> str:
-        return f"if (atomic_cmpxchg(tc_code, 0, {code}) == 0) *tc_value = v;"
-
-    def unsupported(self, fn: str) -> bool:
-        return fn in _NO_OPENCL
-
-    def shared_array(self, ctype: str, name: str, size: int) -> str:
-        return f"__local {ctype} {name}[{size}];"
-
-    def barrier(self, global_memory: bool = False) -> str:
-        if global_memory:
-            return "barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);"
-        return "barrier(CLK_LOCAL_MEM_FENCE);"
+        return [*lines, "#define INT64_C(c) c##L", "#define INT64_MIN (-9223372036854775807L - 1)"]
 
 
-_NO_OPENCL = frozenset({"j0", "j1", "y0", "y1", "nearbyint"})
-
-
-@dataclass(frozen=True)
 class Cuda(GpuDialect):
-    name: str = "cuda"
+    """CUDA C++: the C headers, and CUDA's half type where the program has one."""
 
-    def prelude(self, double: bool, half: bool) -> str:
+    def head(self, double: bool, half: bool) -> list[str]:
         lines = ["#include <stdint.h>", "#include <math.h>"]
         if half:
             # half storage, computed in float by the printer (nvcc's own _Float16 crashes it).
             lines += ["#include <cuda_fp16.h>", f"#define {_HALF.c} {_HALF.cuda}"]
-        lines += [
-            "#define floord(n, d) (((n) < 0) ? -((-(n) + (d) - 1) / (d)) : (n) / (d))",
-        ]
-        lines += _helpers("static __device__ __forceinline__", double)
-        lines.append(
-            "static __device__ __forceinline__ int tc_first(int init, int inc, int me, int n) "
-            "{ int r = (me - floord(init, inc)) % n; return init + (r < 0 ? r + n : r) * inc; }"
-        )
-        return "\n".join(lines)
-
-    def kernel_header(self, name: str, params: Sequence[str], threads: int) -> str:
-        return (
-            f'extern "C" __global__ void __launch_bounds__({threads}) {name}({", ".join(params)})'
-        )
-
-    def pointer(self, ctype: str, name: str, *, const: bool) -> str:
-        return f"{'const ' if const else ''}{ctype} *__restrict__ {name}"
-
-    def local_id(self, d: int) -> str:
-        return f"(int)threadIdx.{_DIMS[d]}"
-
-    def group_id(self, d: int) -> str:
-        return f"(int)blockIdx.{_DIMS[d]}"
-
-    def record_error(self, code: int) -> str:
-        return f"if (atomicCAS(tc_code, 0, {code}) == 0) *tc_value = v;"
-
-    def shared_array(self, ctype: str, name: str, size: int) -> str:
-        return f"__shared__ {ctype} {name}[{size}];"
-
-    def barrier(self, global_memory: bool = False) -> str:
-        return "__syncthreads();"  # orders the block's shared and global accesses alike
+        return lines
 
 
-OPENCL = OpenCL()
-CUDA = Cuda()
+_NO_OPENCL = frozenset({"j0", "j1", "y0", "y1", "nearbyint"})
+OPENCL = OpenCL(
+    name="opencl",
+    inline="static inline",
+    kernel="__kernel void {name}({params})",
+    space="__global ",
+    restrict="restrict",
+    thread_id="(int)get_local_id({d})",
+    block_id="(int)get_group_id({d})",
+    cas="atomic_cmpxchg",
+    shared="__local",
+    barrier_local="barrier(CLK_LOCAL_MEM_FENCE);",
+    barrier_global="barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);",
+    # OpenCL's math builtins are overloaded: the float names of C map onto them.
+    macros=tuple(f"#define {fn}f(...) {fn}(__VA_ARGS__)" for fn in sorted(LIBM - _NO_OPENCL)),
+    missing=_NO_OPENCL,
+)
+CUDA = Cuda(
+    name="cuda",
+    inline="static __device__ __forceinline__",
+    kernel='extern "C" __global__ void __launch_bounds__({threads}) {name}({params})',
+    space="",
+    restrict="__restrict__",
+    thread_id="(int)threadIdx.{x}",
+    block_id="(int)blockIdx.{x}",
+    cas="atomicCAS",
+    shared="__shared__",
+    # __syncthreads orders the block's shared and global accesses alike.
+    barrier_local="__syncthreads();",
+    barrier_global="__syncthreads();",
+)
 DIALECTS: Mapping[str, GpuDialect] = {"opencl": OPENCL, "cuda": CUDA}
 
 
@@ -262,7 +235,7 @@ class _GpuPrinter(StatementPrinter):
         return super().expr(e, env)
 
     def call(self, fn: str, args: list[str], dtype: str) -> str:
-        if self.dialect.unsupported(fn):
+        if fn in self.dialect.missing:
             raise TcError(
                 f"builtin '{fn}' has no {self.dialect.name} equivalent", hint="use target='cpu'"
             )
@@ -696,11 +669,16 @@ class _GpuPrinter(StatementPrinter):
             self.lines = []
             self.launch = launch
             threads = math.prod(launch.block)
-            self.out(0, self.dialect.kernel_header(launch.name, params, threads) + " {")
+            header = self.dialect.kernel.format(
+                name=launch.name, params=", ".join(params), threads=threads
+            )
+            self.out(0, header + " {")
             for d in range(len(launch.block)):
-                self.out(1, f"const int {self.ident(Unit.THREAD, d)} = {self.dialect.local_id(d)};")
+                tid = self.dialect.thread_id.format(d=d, x=_DIMS[d])
+                self.out(1, f"const int {self.ident(Unit.THREAD, d)} = {tid};")
             for d in range(len(launch.grid)):
-                self.out(1, f"const int {self.ident(Unit.BLOCK, d)} = {self.dialect.group_id(d)};")
+                bid = self.dialect.block_id.format(d=d, x=_DIMS[d])
+                self.out(1, f"const int {self.ident(Unit.BLOCK, d)} = {bid};")
             self.out(1, "(void)tc_code; (void)tc_value; (void)check;")
             self.active = set()
             self.decls = []
@@ -778,12 +756,9 @@ def emit_gpu(
     dtypes = program_dtypes(scop.program)
     double = "double" in body or "float64" in dtypes
     half = "float16" in dtypes
-    clamp = (
-        "static inline" if dialect.name == "opencl" else "static __device__ __forceinline__"
-    ) + " int64_t tc_clamp(int64_t v, int64_t hi) { return v < 0 ? 0 : v > hi ? hi : v; }"
     launches = "\n".join(
         f"// launch {lc.name}: grid {list(lc.grid)} block {list(lc.block)}"
         for lc in mapping.launches
     )
-    text = f"{dialect.prelude(double, half)}\n{clamp}\n\n{launches}\n\n{body}\n"
+    text = f"{dialect.prelude(double, half)}\n\n{launches}\n\n{body}\n"
     return text, mapping.launches
