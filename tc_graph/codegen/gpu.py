@@ -298,18 +298,25 @@ class _GpuPrinter(StatementPrinter):
         self.out(
             depth + 1, f"// acc: the thread's output element in a register over {len(chain)} loops"
         )
-        d = depth + 1
-        for c in chain:
-            self.out(d, self.loop_open(c))
-            d += 1
+        d = self.open_loops(chain, depth + 1)
         self.cur_stmt = st.name
         value = self.expr(src.rhs, env)
         self.out(d, f"acc = {combine(src.op, 'acc', f'({acc})({value})', acc)};")
-        for _ in chain:
-            d -= 1
-            self.out(d, "}")
+        self.close(d, depth + 1)
         self.out(depth + 1, store_acc)
         self.out(depth, "}")
+
+    def open_loops(self, loops: Sequence[isl.AstNode], depth: int) -> int:
+        """Open each of a chain of loops inside the one before; the depth inside them."""
+        for c in loops:
+            self.out(depth, self.loop_open(c))
+            depth += 1
+        return depth
+
+    def close(self, depth: int, outer: int) -> None:
+        """Close the blocks opened at depths `outer` to `depth - 1`, innermost first."""
+        for d in reversed(range(outer, depth)):
+            self.out(d, "}")
 
     # -- mapped loops and guards ------------------------------------------
     def guard(self, node: isl.AstNode) -> list[tuple[Unit, int]]:
@@ -489,25 +496,20 @@ class _GpuPrinter(StatementPrinter):
         if node.for_is_degenerate():
             self.out(depth, f"{{ const int {it} = {init};")
             self.out(depth + 1, f"if (tc_first({it}, {mark.step}, {me}, {count}) == {it}) {{")
-            self.active.add((kind, d))
-            self.loops.append((it, False))
-            self.node(node.for_get_body(), depth + 2)
-            self.loops.pop()
-            self.active.discard((kind, d))
-            self.out(depth + 1, "}")
-            self.out(depth, "}")
-            return
-        inc, cond = node.for_get_inc(), node.for_get_cond()
-        first = _first(node.for_get_init(), inc, me, count)
-        step = f"{count} * {inc.to_C_str()}"
-        self.out(depth, f"for (int {it} = {first}; {cond.to_C_str()}; {it} += {step}) {{")
+            inside, repeats = depth + 2, False
+        else:
+            inc, cond = node.for_get_inc(), node.for_get_cond()
+            first = _first(node.for_get_init(), inc, me, count)
+            step = f"{count} * {inc.to_C_str()}"
+            self.out(depth, f"for (int {it} = {first}; {cond.to_C_str()}; {it} += {step}) {{")
+            trips = _trips(node)
+            inside, repeats = depth + 1, trips is None or trips > count
         self.active.add((kind, d))
-        trips = _trips(node)
-        self.loops.append((it, trips is None or trips > count))
-        self.node(node.for_get_body(), depth + 1)
+        self.loops.append((it, repeats))
+        self.node(node.for_get_body(), inside)
         self.loops.pop()
         self.active.discard((kind, d))
-        self.out(depth, "}")
+        self.close(inside, depth)
 
     # -- private tiles -------------------------------------------------------
     def tile_nest(
@@ -559,37 +561,18 @@ class _GpuPrinter(StatementPrinter):
         self.out(depth, "{")
         held = f", held across {len(chain) - outer} of {len(chain)} loops" if outer else ""
         self.out(depth + 1, f"// private tile: {shape} outputs of {src.tensor} per thread{held}")
-        top = depth + 1
-        for c in chain[:outer]:
-            self.out(top, self.loop_open(c))
-            top += 1
+        top = self.open_loops(chain[:outer], depth + 1)
         self.out(top, f"{acc} tc_pv[{tile.size}];")
         start = acc_start(src.op, target, acc_t)
-        self.thread_loops(loops, top, lambda ix, d: self.out(d, f"tc_pv[{ix}] = {start};"))
-        d = top
-        for c in chain[outer:]:
-            self.out(d, self.loop_open(c))
-            d += 1
+        self.thread_loops(loops, top, lambda pv: f"{pv} = {start};")
+        d = self.open_loops(chain[outer:], top)
         value = self.expr(src.rhs, env)
         self.thread_loops(
-            loops,
-            d,
-            lambda ix, dd: self.out(
-                dd, f"tc_pv[{ix}] = {combine(src.op, f'tc_pv[{ix}]', f'({acc})({value})', acc)};"
-            ),
+            loops, d, lambda pv: f"{pv} = {combine(src.op, pv, f'({acc})({value})', acc)};"
         )
-        while d > top:
-            d -= 1
-            self.out(d, "}")
-        self.thread_loops(
-            loops,
-            top,
-            lambda ix, dd: self.out(dd, f"{target} = {store(f'tc_pv[{ix}]', tdt, acc_t)};"),
-        )
-        while top > depth + 1:
-            top -= 1
-            self.out(top, "}")
-        self.out(depth, "}")
+        self.close(d, top)
+        self.thread_loops(loops, top, lambda pv: f"{target} = {store(pv, tdt, acc_t)};")
+        self.close(top, depth)
 
     def private_element(
         self, node: isl.AstNode, held: HeldElement, depth: int, marks: frozenset[Loop]
@@ -616,10 +599,11 @@ class _GpuPrinter(StatementPrinter):
         self,
         loops: Sequence[tuple[str, str, str, int, int]],
         depth: int,
-        body: Callable[[str, int], None],
+        body: Callable[[str], str],
     ) -> None:
         """The thread's iterations as unrolled counted loops (constant private indices,
-        so the array stays in registers), each guarded by the loop's own bound."""
+        so the array stays in registers), each guarded by the loop's own bound; `body`
+        is the line that runs on the thread's element `tc_pv[...]`."""
         ix = ""
         for k, (it, first, cond, step, reps) in enumerate(loops):
             if reps == 1:
@@ -632,11 +616,8 @@ class _GpuPrinter(StatementPrinter):
                 ix = f"tc_r{k}" if not ix else f"({ix}) * {reps} + tc_r{k}"
             self.out(depth + 1, f"if ({cond}) {{")
             depth += 2
-        body(ix, depth)
-        for _ in loops:
-            depth -= 2
-            self.out(depth + 1, "}")
-            self.out(depth, "}")
+        self.out(depth, body(f"tc_pv[{ix}]"))
+        self.close(depth, depth - 2 * len(loops))
 
     # -- kernels -----------------------------------------------------------
     def params(self) -> list[str]:
