@@ -539,16 +539,6 @@ class _GpuPrinter(StatementPrinter):
         thread's outputs in a private array across the reduction loops, which move outside
         the thread's own loops, each output written back once (paper 5.4)."""
         fors, chain, user = self.tile_nest(node, tile)
-        loops = [
-            (
-                f.for_get_iterator().to_C_str(),
-                _owned(lp.first, lp.stride, self.ident(Unit.THREAD, lp.dim), lp.threads),
-                f.for_get_cond().to_C_str(),
-                lp.stride * lp.threads,
-                lp.per_thread,
-            )
-            for f, lp in zip(fors, tile.loops, strict=True)
-        ]
         st, args = self.user(user)
         src = st.source
         env = self.stmt_env(st, args)
@@ -564,14 +554,12 @@ class _GpuPrinter(StatementPrinter):
         top = self.open_loops(chain[:outer], depth + 1)
         self.out(top, f"{acc} tc_pv[{tile.size}];")
         start = acc_start(src.op, target, acc_t)
-        self.thread_loops(loops, top, lambda pv: f"{pv} = {start};")
+        self.thread_loops(fors, tile, top, lambda pv: f"{pv} = {start};")
         d = self.open_loops(chain[outer:], top)
-        value = self.expr(src.rhs, env)
-        self.thread_loops(
-            loops, d, lambda pv: f"{pv} = {combine(src.op, pv, f'({acc})({value})', acc)};"
-        )
+        value = f"({acc})({self.expr(src.rhs, env)})"
+        self.thread_loops(fors, tile, d, lambda pv: f"{pv} = {combine(src.op, pv, value, acc)};")
         self.close(d, top)
-        self.thread_loops(loops, top, lambda pv: f"{target} = {store(pv, tdt, acc_t)};")
+        self.thread_loops(fors, tile, top, lambda pv: f"{target} = {store(pv, tdt, acc_t)};")
         self.close(top, depth)
 
     def private_element(
@@ -597,7 +585,8 @@ class _GpuPrinter(StatementPrinter):
 
     def thread_loops(
         self,
-        loops: Sequence[tuple[str, str, str, int, int]],
+        fors: Sequence[isl.AstNode],
+        tile: PrivateTile,
         depth: int,
         body: Callable[[str], str],
     ) -> None:
@@ -605,19 +594,21 @@ class _GpuPrinter(StatementPrinter):
         so the array stays in registers), each guarded by the loop's own bound; `body`
         is the line that runs on the thread's element `tc_pv[...]`."""
         ix = ""
-        for k, (it, first, cond, step, reps) in enumerate(loops):
+        for k, (f, lp) in enumerate(zip(fors, tile.loops, strict=True)):
+            it, reps = f.for_get_iterator().to_C_str(), lp.per_thread
+            first = _owned(lp.first, lp.stride, self.ident(Unit.THREAD, lp.dim), lp.threads)
             if reps == 1:
                 self.out(depth, "{")
-                self.out(depth + 1, f"const int {it} = {first};")
             else:
                 self.out(depth, "#pragma unroll")
                 self.out(depth, f"for (int tc_r{k} = 0; tc_r{k} < {reps}; tc_r{k}++) {{")
-                self.out(depth + 1, f"const int {it} = {first} + tc_r{k} * {step};")
+                first += f" + tc_r{k} * {lp.stride * lp.threads}"
                 ix = f"tc_r{k}" if not ix else f"({ix}) * {reps} + tc_r{k}"
-            self.out(depth + 1, f"if ({cond}) {{")
+            self.out(depth + 1, f"const int {it} = {first};")
+            self.out(depth + 1, f"if ({f.for_get_cond().to_C_str()}) {{")
             depth += 2
         self.out(depth, body(f"tc_pv[{ix}]"))
-        self.close(depth, depth - 2 * len(loops))
+        self.close(depth, depth - 2 * len(fors))
 
     # -- kernels -----------------------------------------------------------
     def params(self) -> list[str]:
