@@ -123,19 +123,15 @@ def _split_and_mark(
     """Split a band into one band per member, with a mark above each labelled one (the
     label makes it from the member's schedule depth); returns the node at the original
     position."""
-    down = 0
+    top = node.get_tree_depth()
     for k, label in enumerate(labels):
         if k < len(labels) - 1:
             node = node.band_split(1)
         if label is not None:
             node = insert(node, label(node.get_schedule_depth())).child(0)
-            down += 1
         if k < len(labels) - 1:
             node = node.child(0)
-            down += 1
-    for _ in range(down):
-        node = node.parent()
-    return node
+    return node.ancestor(node.get_tree_depth() - top)
 
 
 def _point_bands(node: isl.ScheduleNode) -> list[isl.ScheduleNode]:
@@ -210,8 +206,7 @@ def _map_component(
         p = _split_and_mark(p, [label(Unit.THREAD, threads, k, [1] * ntile) for k in range(ntile)])
         node = _map_inner(p, scop, options, ntile)
         node = private.mark(node, scop, options, launch.block)
-        while node.get_tree_depth() > top:
-            node = node.parent()
+        node = node.ancestor(node.get_tree_depth() - top)
     node = _split_and_mark(node, [label(Unit.BLOCK, blocks, k, sizes) for k in range(ntile)])
     site = None
     if options.use_shared_memory and math.prod(block_dims) > 1:
@@ -252,18 +247,16 @@ def _shared_mark(
     node at the original position and the site."""
     want = options.shared_depth or ntile
     want = max(min(want, ntile), max(blocks) + 1)
-    down = 0
+    top = node.get_tree_depth()
     passed = 0
     while passed < want:
         if node.get_type() == _BAND:
             passed += 1
         node = node.child(0)
-        down += 1
     depth = node.get_schedule_depth()
     prefix = node.get_prefix_schedule_union_map()
     node = insert(node, Shared())
-    for _ in range(down):
-        node = node.parent()
+    node = node.ancestor(node.get_tree_depth() - top)
     return node, SharedSite(prefix, depth, thread_x, node.get_schedule())
 
 
@@ -272,17 +265,13 @@ def _map_inner(
 ) -> isl.ScheduleNode:
     """Below the mapped point loops (`skip` single-member bands from node on): private
     accumulators on innermost reduction loops. Returns the node at the same position."""
-    down = 0
+    top = node.get_tree_depth()
     for _ in range(skip):
         while node.get_type() != _BAND:
             node = node.child(0)
-            down += 1
         node = node.child(0)
-        down += 1
     node = _private(node, scop, options)
-    for _ in range(down):
-        node = node.parent()
-    return node
+    return node.ancestor(node.get_tree_depth() - top)
 
 
 def _private(node: isl.ScheduleNode, scop: Scop, options: MappingOptions) -> isl.ScheduleNode:
@@ -298,22 +287,18 @@ def _private(node: isl.ScheduleNode, scop: Scop, options: MappingOptions) -> isl
                 return insert(node, _REDUCE)
             node = node.band_split(k).child(0)
             return insert(node, _REDUCE).parent()
-    down = 0
+    top = node.get_tree_depth()
     if node.get_type() == _BAND and not _has_band_below(node):
         n = node.band_n_member()
         if n > 1:
             node = node.band_split(n - 1).child(0)
-            down += 1
         if not node.band_member_get_coincident(0) and _is_reduction_member(node, scop):
             lo, hi = _member_range(node, 0)
             if hi > lo:
                 node = insert(node, _REDUCE).child(0)
-                down += 1
     for i in range(node.n_children()):
         node = _private(node.child(i), scop, options).parent()
-    for _ in range(down):
-        node = node.parent()
-    return node
+    return node.ancestor(node.get_tree_depth() - top)
 
 
 def _reduce_start(node: isl.ScheduleNode, scop: Scop, depth: int) -> int | None:

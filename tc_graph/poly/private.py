@@ -60,15 +60,12 @@ def mark(
     run by several threads (none when no loop is); returns the node at the same position."""
     if not options.use_private_memory:
         return node
-    down = 0
+    top = node.get_tree_depth()
     while node.get_type() in (_BAND, _MARK) and _first_thread(node, block) is None:
         node = node.child(0)
-        down += 1
     if node.get_type() == _MARK:
         node = insert(node, decide(node, scop, options, block))
-    for _ in range(down):
-        node = node.parent()
-    return node
+    return node.ancestor(node.get_tree_depth() - top)
 
 
 def _first_thread(node: isl.ScheduleNode, block: Sequence[int]) -> Mapped | None:
