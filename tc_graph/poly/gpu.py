@@ -36,7 +36,7 @@ import islpy as isl
 from .. import ir
 from ..options import MappingOptions
 from . import private
-from .cpu import _has_band_below, _is_reduction_member, _tile
+from .cpu import _has_band_below, _is_reduction_member, _sets, _tile
 from .cpu import _member_iterators as _band_iterators
 from .marks import Kernel, Loop, LoopMark, Mapped, Shared, Unit, insert
 from .promotion import SharedSite
@@ -106,15 +106,11 @@ def gpu_schedule(scop: Scop, options: MappingOptions) -> isl.Schedule:
 def _member_range(node: isl.ScheduleNode, k: int) -> tuple[int, int]:
     """[lo, hi] of member k of a band over its domain."""
     umap = node.band_get_partial_schedule_union_map().intersect_domain(node.get_domain())
-    sets: list[isl.Set] = []
-    umap.range().foreach_set(sets.append)
-    lo, hi = math.inf, -math.inf
-    for s in sets:
-        lo = min(lo, s.dim_min_val(k).to_python())
-        hi = max(hi, s.dim_max_val(k).to_python())
-    if lo == math.inf:
+    sets = _sets(umap.range())
+    if not sets:
         return 0, -1
-    return int(lo), int(hi)
+    lo = min(s.dim_min_val(k).to_python() for s in sets)
+    return int(lo), int(max(s.dim_max_val(k).to_python() for s in sets))
 
 
 def _split_and_mark(
@@ -148,20 +144,15 @@ def _map_component(
 ) -> tuple[isl.ScheduleNode, Launch, SharedSite | None]:
     """Map one kernel's subtree; returns its (marked) root, its launch geometry and where
     its shared tiles go."""
-    single = Launch(name, (1,), (1,))
-    if node.get_type() != _BAND:
-        return _private(node, scop, options), single, None
-    n = node.band_n_member()
+    n = node.band_n_member() if node.get_type() == _BAND else 0
     nb = 0
     while nb < n and node.band_member_get_coincident(nb):
         nb += 1
-    if nb == 0:
-        return _private(node, scop, options), single, None
-    ranges = [_member_range(node, k) for k in range(n)]
+    ranges = [_member_range(node, k) for k in range(nb)]
     # Members that run at least twice; blocks on the first three, threads on the last ones.
     live = [k for k in range(nb) if ranges[k][1] > ranges[k][0]]
     if not live:
-        return _private(node, scop, options), single, None
+        return _private(node, scop, options), Launch(name, (1,), (1,)), None
     blocks = live[:3]
     threads = live[-min(3, len(options.block)) :]
     ntile = nb
@@ -191,23 +182,20 @@ def _map_component(
     thread_x = _member_iterators(node, threads[-1], scop)
     node = _tile(node, tuple(sizes))
 
-    def label(
-        unit: Unit, members: list[int], k: int, sizes_: Sequence[int]
-    ) -> Callable[[int], Mapped] | None:
+    def label(unit: Unit, members: list[int], k: int, step: int) -> Callable[[int], Mapped] | None:
         if k not in members:
             return None
-        dim = len(members) - 1 - members.index(k)
-        return partial(Mapped, unit, dim, step=sizes_[k])
+        return partial(Mapped, unit, len(members) - 1 - members.index(k), step=step)
 
     # Point bands first (below), then the tile band (its splitting moves the child).
     top = node.get_tree_depth()
     for i in range(len(_point_bands(node))):
         p = _point_bands(node)[i]
-        p = _split_and_mark(p, [label(Unit.THREAD, threads, k, [1] * ntile) for k in range(ntile)])
+        p = _split_and_mark(p, [label(Unit.THREAD, threads, k, 1) for k in range(ntile)])
         node = _map_inner(p, scop, options, ntile)
         node = private.mark(node, scop, options, launch.block)
         node = node.ancestor(node.get_tree_depth() - top)
-    node = _split_and_mark(node, [label(Unit.BLOCK, blocks, k, sizes) for k in range(ntile)])
+    node = _split_and_mark(node, [label(Unit.BLOCK, blocks, k, sizes[k]) for k in range(ntile)])
     site = None
     if options.use_shared_memory and math.prod(block_dims) > 1:
         node, site = _shared_mark(node, blocks, ntile, options, thread_x)
