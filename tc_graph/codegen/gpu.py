@@ -276,11 +276,9 @@ class _GpuPrinter(StatementPrinter):
         super().reduction_loop(node, depth)
 
     def reduction_nest(self, node: isl.AstNode, depth: int) -> None:
-        """A `reduce` mark above several loops (`private_depth`; poly/gpu.py's
-        `_reduce_start` puts it only above reduction loops of an update statement that
-        reads no element of its output): the output element stays in `acc` across the
-        whole nest, loaded before it and stored after it. Where isl printed no perfect
-        nest, the loop is printed and the mark moves to the loops inside."""
+        """A `reduce` mark above several loops (poly/gpu.py's `_reduce_start`): the output
+        element stays in `acc` across the whole nest. Where isl printed no perfect nest,
+        the loop is printed and the mark moves to the loops inside."""
         chain: list[isl.AstNode] = []
         cur = node
         while cur.get_type() == isl.ast_node_type.for_:
@@ -407,12 +405,11 @@ class _GpuPrinter(StatementPrinter):
     ) -> None:
         conds = [cond] if cond else []
         glob = []
-        rest = "tc_i"
         for k in range(len(t.sizes)):
             inner = math.prod(t.sizes[k + 1 :])
-            local = f"{rest} / {inner}" if inner > 1 else rest
+            local = f"tc_i / {inner}" if inner > 1 else "tc_i"
             if k > 0:
-                local = f"({local}) % {t.sizes[k]}" if inner > 1 else f"{rest} % {t.sizes[k]}"
+                local = f"({local}) % {t.sizes[k]}" if inner > 1 else f"tc_i % {t.sizes[k]}"
             g = f"tc_g{k}"
             self.out(depth, f"const int {g} = {t.name}_o{k} + {local};")
             glob.append(g)
@@ -425,11 +422,8 @@ class _GpuPrinter(StatementPrinter):
             first = f"tc_clamp((int64_t)({row}), {self.scop.shapes[t.tensor][0] - 1})"
             glob = [first, *glob[k:]]
         glob_text = f"{cname(t.tensor)}[{self.linear(t.tensor, glob)}]"
-        test = " && ".join(conds)
-        if out:
-            self.out(depth, f"if ({test}) {glob_text} = {t.name}[tc_i];")
-        else:
-            self.out(depth, f"if ({test}) {t.name}[tc_i] = {glob_text};")
+        dst, src = (glob_text, f"{t.name}[tc_i]") if out else (f"{t.name}[tc_i]", glob_text)
+        self.out(depth, f"if ({' && '.join(conds)}) {dst} = {src};")
 
     def first(self, dims: Sequence[tuple[Unit, int]]) -> str:
         """The condition that this is id 0 along each of `dims` ("" for none)."""
@@ -536,8 +530,7 @@ class _GpuPrinter(StatementPrinter):
 
     def private_tile(self, node: isl.AstNode, tile: PrivateTile, depth: int) -> None:
         """The private tile poly/private.py decided for the thread nest at node: the
-        thread's outputs in a private array across the reduction loops, which move outside
-        the thread's own loops, each output written back once (paper 5.4)."""
+        thread's outputs in a private array `tc_pv` (paper 5.4)."""
         fors, chain, user = self.tile_nest(node, tile)
         st, args = self.user(user)
         src = st.source
@@ -629,21 +622,18 @@ class _GpuPrinter(StatementPrinter):
         marks = [] if ast is None else [ast]
         if ast is not None and ast.get_type() == isl.ast_node_type.block:
             marks = children(ast)
-        params = self.params()
+        params = ", ".join(self.params())
         out = []
         for m in marks:
             assert m.get_type() == isl.ast_node_type.mark
             kernel = of_node(m)
             assert isinstance(kernel, Kernel), f"{kernel} at the root of a kernel"
-            k = kernel.index
-            launch = launches[k]
+            launch = launches[kernel.index]
             self.used.append(launch)
             self.lines = []
             self.launch = launch
             threads = math.prod(launch.block)
-            header = self.dialect.kernel.format(
-                name=launch.name, params=", ".join(params), threads=threads
-            )
+            header = self.dialect.kernel.format(name=launch.name, params=params, threads=threads)
             self.out(0, header + " {")
             for d in range(len(launch.block)):
                 tid = self.dialect.thread_id.format(d=d, x=_DIMS[d])

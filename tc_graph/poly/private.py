@@ -25,8 +25,10 @@ arguments say which element each writes and reads.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import reduce
 
 import islpy as isl
 
@@ -122,12 +124,7 @@ def _skip_once(node: isl.ScheduleNode) -> isl.ScheduleNode:
     a mapped loop right under them is directly in the nest)."""
     while node.get_type() == _BAND and node.band_n_member() == 1:
         ranges = [m.range() for m in _prefix(node.child(0))]
-        if not ranges:
-            break
-        values = ranges[0]
-        for r in ranges[1:]:
-            values = values.union(r)
-        if not _once(values, node.get_schedule_depth()):
+        if not ranges or not _once(reduce(isl.Set.union, ranges), node.get_schedule_depth()):
             break
         node = node.child(0)
     return node
@@ -187,9 +184,7 @@ def _refusal(
     name = prefix.get_tuple_name(isl.dim_type.in_)
     st = scop.statement(name)
     values = prefix.range()
-    size = 1
-    for lp in loops:
-        size *= lp.per_thread
+    size = math.prod(lp.per_thread for lp in loops)
     if size <= 1 or size > _PRIVATE_MAX:
         return f"{size} outputs per thread (a private tile holds 2 to {_PRIVATE_MAX})"
     if not reductions:
