@@ -714,13 +714,12 @@ def emit_gpu(
     per launch, in launch order, and the launches that have a kernel."""
     printer = _GpuPrinter(scop, options, dialect)
     body = printer.kernels(ast, mapping.launches)
-    mapping = replace(mapping, launches=tuple(printer.used))
+    used = tuple(printer.used)
     dtypes = program_dtypes(scop.program)
     double = "double" in body or "float64" in dtypes
     half = "float16" in dtypes
     launches = "\n".join(
-        f"// launch {lc.name}: grid {list(lc.grid)} block {list(lc.block)}"
-        for lc in mapping.launches
+        f"// launch {lc.name}: grid {list(lc.grid)} block {list(lc.block)}" for lc in used
     )
     text = f"{dialect.prelude(double, half)}\n\n{launches}\n\n{body}\n"
-    return text, mapping.launches
+    return text, used

@@ -81,11 +81,10 @@ def gpu_loop_order(st: ScopStmt) -> tuple[str, ...]:
 
     def unit(v: str) -> int:
         return sum(
-            1
+            v in ir.index_names(r.subscripts[-1])
+            and not any(v in ir.index_names(s) for s in r.subscripts[:-1])
             for r in accesses
             if r.subscripts
-            and v in ir.index_names(r.subscripts[-1])
-            and not any(v in ir.index_names(s) for s in r.subscripts[:-1])
         )
 
     if lhs:
@@ -158,22 +157,16 @@ def _map_component(
     ntile = nb
     if node.band_get_permutable():
         ntile = max(nb, min(n, len(options.tile)))
-    sizes = []
-    for k in range(ntile):
-        if k < len(options.tile):
-            sizes.append(options.tile[k])
-        elif k in threads:
-            sizes.append(options.block[len(threads) - 1 - threads.index(k)])
-        else:
-            sizes.append(1)
+    # Tile sizes: the option's, else a thread-mapped member's block size, else 1.
+    sizes = list(options.tile[:ntile])
+    for k in range(len(sizes), ntile):
+        sizes.append(options.block[len(threads) - 1 - threads.index(k)] if k in threads else 1)
     # The geometry: x is the last mapped member.
-    grid_dims: list[int] = []
+    grid_dims = []
     for j, k in enumerate(reversed(blocks)):
         lo, hi = ranges[k]
         count = hi // sizes[k] - lo // sizes[k] + 1
-        if j < len(options.grid):
-            count = min(count, options.grid[j])
-        grid_dims.append(count)
+        grid_dims.append(min(count, options.grid[j]) if j < len(options.grid) else count)
     block_dims = []
     for j, k in enumerate(reversed(threads)):
         lo, hi = ranges[k]

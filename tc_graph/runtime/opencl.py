@@ -48,10 +48,7 @@ def _cl() -> Any:
     try:
         import pyopencl
     except ImportError:
-        raise TcError(
-            "target 'opencl' needs pyopencl and an OpenCL platform",
-            hint=_HINT,
-        ) from None
+        raise TcError("target 'opencl' needs pyopencl and an OpenCL platform", hint=_HINT) from None
     return pyopencl
 
 
