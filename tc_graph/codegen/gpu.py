@@ -84,7 +84,12 @@ class GpuDialect(Dialect):
                 *self.head(double, half),
                 "#define floord(n, d) (((n) < 0) ? -((-(n) + (d) - 1) / (d)) : (n) / (d))",
                 *self.macros,
-                *_helpers(q, double),
+                # Overloaded device math cannot take the int literal of the helpers'
+                # sqrt(2) (ambiguous in OpenCL, a host-only overload in CUDA).
+                *(
+                    h.replace("sqrtf(2)", "sqrtf(2.0f)").replace("sqrt(2)", "sqrt(2.0)")
+                    for h in helper_lines(q, double=double)
+                ),
                 f"{q} int tc_first(int init, int inc, int me, int n) "
                 "{ int r = (me - floord(init, inc)) % n; "
                 "return init + (r < 0 ? r + n : r) * inc; }",
@@ -107,15 +112,6 @@ class GpuDialect(Dialect):
 
 
 _DIMS = "xyz"
-
-
-def _helpers(qualifier: str, double: bool) -> list[str]:
-    """The shared helpers; overloaded device math cannot take the int literal of their
-    sqrt(2) (ambiguous in OpenCL, a host-only overload in CUDA)."""
-    return [
-        h.replace("sqrtf(2)", "sqrtf(2.0f)").replace("sqrt(2)", "sqrt(2.0)")
-        for h in helper_lines(qualifier, double=double)
-    ]
 
 
 class OpenCL(GpuDialect):
@@ -350,8 +346,7 @@ class _GpuPrinter(StatementPrinter):
         self.out(depth, "{")
         self.out(depth + 1, f"const int tc_tid = {tid};")
         for t in tiles:
-            ctype = C_TYPES[t.dtype]
-            self.decls.append(self.dialect.shared_array(ctype, t.name, t.elements))
+            self.decls.append(self.dialect.shared_array(C_TYPES[t.dtype], t.name, t.elements))
             shape = "".join(f"[{n}]" for n in t.sizes)
             why = ", ".join(
                 w for w, on in (("reused", t.reused), ("not coalesced", not t.coalesced)) if on
@@ -384,25 +379,21 @@ class _GpuPrinter(StatementPrinter):
         """Global to shared (or back, `out`), element i of the tile by thread i mod
         nthreads (the last dimension fastest: neighbouring threads touch neighbouring
         addresses)."""
-        shape = t.bounds
         n = t.elements
         trips = -(-n // nthreads)
-        unrolled = self.options.unroll_copy_shared and trips <= _UNROLL_COPY
-        if unrolled:
+        if self.options.unroll_copy_shared and trips <= _UNROLL_COPY:
             for j in range(trips):
                 self.out(depth, "{")
                 self.out(depth + 1, f"const int tc_i = tc_tid + {j * nthreads};")
                 full = (j + 1) * nthreads <= n
-                self.copy_element(t, shape, depth + 1, None if full else f"tc_i < {n}", out)
+                self.copy_element(t, depth + 1, None if full else f"tc_i < {n}", out)
                 self.out(depth, "}")
             return
         self.out(depth, f"for (int tc_i = tc_tid; tc_i < {n}; tc_i += {nthreads}) {{")
-        self.copy_element(t, shape, depth + 1, None, out)
+        self.copy_element(t, depth + 1, None, out)
         self.out(depth, "}")
 
-    def copy_element(
-        self, t: Tile, shape: Sequence[int], depth: int, cond: str | None, out: bool
-    ) -> None:
+    def copy_element(self, t: Tile, depth: int, cond: str | None, out: bool) -> None:
         conds = [cond] if cond else []
         glob = []
         for k in range(len(t.sizes)):
@@ -413,7 +404,7 @@ class _GpuPrinter(StatementPrinter):
             g = f"tc_g{k}"
             self.out(depth, f"const int {g} = {t.name}_o{k} + {local};")
             glob.append(g)
-            conds.append(f"{g} >= 0 && {g} < {shape[k]}")
+            conds.append(f"{g} >= 0 && {g} < {t.bounds[k]}")
         if t.index is not None:
             # The reached row: the index clamped into bounds (a bad index is reported by
             # its check after the kernels ran; the copy must not read outside the buffer).

@@ -226,8 +226,7 @@ def _shared_mark(
     """Insert the `shared` mark after `shared_depth` tile members (0: after all of them,
     directly above the thread-mapped loops; never above a block-mapped one); returns the
     node at the original position and the site."""
-    want = options.shared_depth or ntile
-    want = max(min(want, ntile), max(blocks) + 1)
+    want = max(min(options.shared_depth or ntile, ntile), max(blocks) + 1)
     top = node.get_tree_depth()
     passed = 0
     while passed < want:
