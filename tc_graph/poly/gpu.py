@@ -154,9 +154,7 @@ def _map_component(
         return _private(node, scop, options), Launch(name, (1,), (1,)), None
     blocks = live[:3]
     threads = live[-min(3, len(options.block)) :]
-    ntile = nb
-    if node.band_get_permutable():
-        ntile = max(nb, min(n, len(options.tile)))
+    ntile = max(nb, min(n, len(options.tile))) if node.band_get_permutable() else nb
     # Tile sizes: the option's, else a thread-mapped member's block size, else 1.
     sizes = list(options.tile[:ntile])
     for k in range(len(sizes), ntile):

@@ -63,21 +63,17 @@ def mark(
     if not options.use_private_memory:
         return node
     top = node.get_tree_depth()
-    while node.get_type() in (_BAND, _MARK) and _first_thread(node, block) is None:
+    while node.get_type() in (_BAND, _MARK) and not _threads(node, block):
         node = node.child(0)
     if node.get_type() == _MARK:
         node = insert(node, decide(node, scop, options, block))
     return node.ancestor(node.get_tree_depth() - top)
 
 
-def _first_thread(node: isl.ScheduleNode, block: Sequence[int]) -> Mapped | None:
-    """The thread mapping at node when it marks a loop run by several threads."""
-    if node.get_type() != _MARK:
-        return None
-    m = parse(node.mark_get_id())
-    if isinstance(m, Mapped) and m.unit is Unit.THREAD and block[m.dim] > 1:
-        return m
-    return None
+def _threads(node: isl.ScheduleNode, block: Sequence[int]) -> bool:
+    """Node is a thread mapping mark of a loop run by several threads."""
+    m = parse(node.mark_get_id()) if node.get_type() == _MARK else None
+    return isinstance(m, Mapped) and m.unit is Unit.THREAD and block[m.dim] > 1
 
 
 def decide(
