@@ -502,22 +502,16 @@ class _GpuPrinter(StatementPrinter):
     ) -> tuple[list[isl.AstNode], list[isl.AstNode], isl.AstNode]:
         """The AST of a decided private tile: its thread loops, the reduction loops below
         them (with any loop isl printed once among them) and the statement."""
-        loops: list[isl.AstNode] = []
+        fors: list[isl.AstNode] = []
         cur = node
-        for _ in tile.loops:
-            while cur.get_type() == isl.ast_node_type.mark:
-                cur = cur.mark_get_node()
-            loops.append(cur)
-            cur = cur.for_get_body()
-        chain: list[isl.AstNode] = []
         while cur.get_type() != isl.ast_node_type.user:
             if cur.get_type() == isl.ast_node_type.for_:
-                chain.append(cur)
+                fors.append(cur)
                 cur = cur.for_get_body()
             else:
                 assert cur.get_type() == isl.ast_node_type.mark, "a private tile's nest"
                 cur = cur.mark_get_node()
-        return loops, chain, cur
+        return fors[: len(tile.loops)], fors[len(tile.loops) :], cur
 
     def private_tile(self, node: isl.AstNode, tile: PrivateTile, depth: int) -> None:
         """The private tile poly/private.py decided for the thread nest at node: the
