@@ -93,8 +93,6 @@ class GpuDialect(Dialect):
                 f"{q} int tc_first(int init, int inc, int me, int n) "
                 "{ int r = (me - floord(init, inc)) % n; "
                 "return init + (r < 0 ? r + n : r) * inc; }",
-                f"{q} int64_t tc_clamp(int64_t v, int64_t hi) "
-                "{ return v < 0 ? 0 : v > hi ? hi : v; }",
             ]
         )
 
@@ -706,5 +704,6 @@ def emit_gpu(
     launches = "\n".join(
         f"// launch {lc.name}: grid {list(lc.grid)} block {list(lc.block)}" for lc in used
     )
-    text = f"{dialect.prelude(double, half)}\n\n{launches}\n\n{body}\n"
+    clamp = "int64_t tc_clamp(int64_t v, int64_t hi) { return v < 0 ? 0 : v > hi ? hi : v; }"
+    text = f"{dialect.prelude(double, half)}\n{dialect.inline} {clamp}\n\n{launches}\n\n{body}\n"
     return text, used
