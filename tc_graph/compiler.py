@@ -275,9 +275,7 @@ def kernel(bound: Bound, target: str, options: MappingOptions | None = None) -> 
     from .runtime.gpu import GpuSource
 
     gpu = source(prepared, target, options)
-    made = GpuSource(
-        target, gpu.text, gpu.launches, prepared.program, prepared.sizes, prepared.shapes
-    )
+    made = GpuSource(gpu.text, gpu.launches, prepared.program, prepared.sizes, prepared.shapes)
     if target == "cuda":
         from .runtime.cuda import CudaKernel
 

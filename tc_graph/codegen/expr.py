@@ -65,7 +65,8 @@ def helper_lines(q: str, *, double: bool = True) -> list[str]:
             # x modulo 2 first (fmod is exact): pi * x rounded loses a large x's angle.
             f"{q} {c} tc_sinpi{f}({c} x) {{ return sin{f}(({c})M_PI * fmod{f}(x, ({c})2)); }}",
             f"{q} {c} tc_cospi{f}({c} x) {{ return cos{f}(({c})M_PI * fmod{f}(x, ({c})2)); }}",
-            f"{q} {c} tc_normcdf{f}({c} x) {{ return ({c})0.5 * erfc{f}(-x / sqrt{f}(2)); }}",
+            # A typed 2: the overloaded sqrt of OpenCL and CUDA takes no int.
+            f"{q} {c} tc_normcdf{f}({c} x) {{ return ({c})0.5 * erfc{f}(-x / sqrt{f}(({c})2)); }}",
             f"{q} {c} tc_rhypot{f}({c} a, {c} b) {{ return 1 / hypot{f}(a, b); }}",
             f"{q} {c} tc_norm3d{f}({c} a, {c} b, {c} c) "
             f"{{ return sqrt{f}(a * a + b * b + c * c); }}",

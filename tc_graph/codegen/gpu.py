@@ -84,12 +84,7 @@ class GpuDialect(Dialect):
                 *self.head(double, half),
                 "#define floord(n, d) (((n) < 0) ? -((-(n) + (d) - 1) / (d)) : (n) / (d))",
                 *self.macros,
-                # Overloaded device math cannot take the int literal of the helpers'
-                # sqrt(2) (ambiguous in OpenCL, a host-only overload in CUDA).
-                *(
-                    h.replace("sqrtf(2)", "sqrtf(2.0f)").replace("sqrt(2)", "sqrt(2.0)")
-                    for h in helper_lines(q, double=double)
-                ),
+                *helper_lines(q, double=double),
                 f"{q} int tc_first(int init, int inc, int me, int n) "
                 "{ int r = (me - floord(init, inc)) % n; "
                 "return init + (r < 0 ? r + n : r) * inc; }",

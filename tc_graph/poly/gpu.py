@@ -36,12 +36,12 @@ import islpy as isl
 from .. import ir
 from ..options import MappingOptions
 from . import private
-from .cpu import _has_band_below, _is_reduction_member, _sets, _tile
+from .cpu import _has_band_below, _is_reduction_member, _tile
 from .cpu import _member_iterators as _band_iterators
 from .marks import Kernel, Loop, LoopMark, Mapped, Shared, Unit, insert
 from .promotion import SharedSite
 from .schedule import _Scheduler, to_isl
-from .scop import Scop, ScopStmt
+from .scop import Scop, ScopStmt, sets_of
 
 _BAND = isl.schedule_node_type.band
 _SEQ = isl.schedule_node_type.sequence
@@ -105,7 +105,7 @@ def gpu_schedule(scop: Scop, options: MappingOptions) -> isl.Schedule:
 def _member_range(node: isl.ScheduleNode, k: int) -> tuple[int, int]:
     """[lo, hi] of member k of a band over its domain."""
     umap = node.band_get_partial_schedule_union_map().intersect_domain(node.get_domain())
-    sets = _sets(umap.range())
+    sets = sets_of(umap.range())
     if not sets:
         return 0, -1
     lo = min(s.dim_min_val(k).to_python() for s in sets)

@@ -48,7 +48,7 @@ from .marks import (
 )
 from .promotion import write_ref
 from .proof import ast_nodes
-from .scop import Scop, ScopStmt
+from .scop import Scop, ScopStmt, maps_of
 
 _BAND = isl.schedule_node_type.band
 _MARK = isl.schedule_node_type.mark
@@ -128,10 +128,7 @@ def _skip_once(node: isl.ScheduleNode) -> isl.ScheduleNode:
 
 def _prefix(node: isl.ScheduleNode) -> list[isl.Map]:
     """The prefix schedule at node per statement, over node's domain."""
-    umap = node.get_prefix_schedule_union_map().intersect_domain(node.get_domain())
-    maps: list[isl.Map] = []
-    umap.foreach_map(maps.append)
-    return maps
+    return maps_of(node.get_prefix_schedule_union_map().intersect_domain(node.get_domain()))
 
 
 def _upto(values: isl.Set, depth: int) -> isl.Set:

@@ -6,10 +6,9 @@ and ``meta.json`` (``key``: the entry's own key, ``sha256`` of kernel.so's bytes
 ``source_sha256``, ``compiler``, ``created``, ``cpu_features``: the CPU features the flags
 let the compiler use, which the onnxruntime library checks before loading the kernel, and
 for kernels filed under a TcKernel node's key a ``stamp`` naming the tc_graph and compiler
-that built them). Every file is written to
-a unique temporary name in the same directory and ``os.replace``d into place, meta.json
-last, so concurrent processes never see half a file and an entry whose .so does not match
-its meta.json is simply rebuilt. Only regular files of bounded size are read (a symlink to
+that built them). Every file is written to a unique temporary name in the same directory
+and ``os.replace``d into place, meta.json last, so concurrent processes never see half a
+file and an entry whose .so does not match its meta.json is simply rebuilt. Only regular files of bounded size are read (a symlink to
 /dev/zero is a damaged entry, not an endless read), and a kernel is loaded from the very
 bytes whose sha256 was checked (through a memfd), so nothing on disk can change between.
 """
@@ -317,13 +316,10 @@ def build(
     """Path of a verified ``<cache>/<key>/kernel.so`` for ``c_source``, compiling on a miss.
 
     A hit needs meta.json to parse, to name this key and this source, and to hold the .so's
-    sha256; anything else (truncated, altered, missing meta, other source) is rebuilt.
-    Builders of one key take a lock so only one compiles, but correctness rests on the
-    atomic renames: without the lock (e.g. a filesystem without flock) concurrent builders
-    still succeed. ``extra_flags`` go after the compiler's flags, ``extra_libs`` after the
-    source (the onnxruntime library needs ``-fvisibility=hidden`` and ``-ldl``); the key
-    must cover them.
-    """
+    sha256; anything else is rebuilt. Builders of one key take a lock so only one compiles
+    (the atomic renames alone keep it correct where flock is missing). ``extra_flags`` go
+    after the compiler's flags, ``extra_libs`` after the source (the onnxruntime library
+    needs ``-fvisibility=hidden`` and ``-ldl``); the key must cover them."""
     entry = _entry(key)
     source_sha = _sha256(c_source.encode("utf-8", "surrogatepass"))
     if _is_valid(entry, source_sha):

@@ -28,7 +28,6 @@ class GpuSource:
     """The kernels of one specialized program: text, launches (in order), and what the
     runtime needs to bind buffers."""
 
-    target: str
     text: str
     launches: tuple[Launch, ...]
     program: ir.Program

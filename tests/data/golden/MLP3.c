@@ -92,7 +92,7 @@ static inline float tc_rsqrtf(float x) { return 1 / sqrtf(x); }
 static inline float tc_rcbrtf(float x) { return 1 / cbrtf(x); }
 static inline float tc_sinpif(float x) { return sinf((float)M_PI * fmodf(x, (float)2)); }
 static inline float tc_cospif(float x) { return cosf((float)M_PI * fmodf(x, (float)2)); }
-static inline float tc_normcdff(float x) { return (float)0.5 * erfcf(-x / sqrtf(2)); }
+static inline float tc_normcdff(float x) { return (float)0.5 * erfcf(-x / sqrtf((float)2)); }
 static inline float tc_rhypotf(float a, float b) { return 1 / hypotf(a, b); }
 static inline float tc_norm3df(float a, float b, float c) { return sqrtf(a * a + b * b + c * c); }
 static inline float tc_rnorm3df(float a, float b, float c) { return 1 / sqrtf(a * a + b * b + c * c); }
@@ -119,7 +119,7 @@ static inline double tc_rsqrt(double x) { return 1 / sqrt(x); }
 static inline double tc_rcbrt(double x) { return 1 / cbrt(x); }
 static inline double tc_sinpi(double x) { return sin((double)M_PI * fmod(x, (double)2)); }
 static inline double tc_cospi(double x) { return cos((double)M_PI * fmod(x, (double)2)); }
-static inline double tc_normcdf(double x) { return (double)0.5 * erfc(-x / sqrt(2)); }
+static inline double tc_normcdf(double x) { return (double)0.5 * erfc(-x / sqrt((double)2)); }
 static inline double tc_rhypot(double a, double b) { return 1 / hypot(a, b); }
 static inline double tc_norm3d(double a, double b, double c) { return sqrt(a * a + b * b + c * c); }
 static inline double tc_rnorm3d(double a, double b, double c) { return 1 / sqrt(a * a + b * b + c * c); }

@@ -23,7 +23,7 @@ static __device__ __forceinline__ float tc_rsqrtf(float x) { return 1 / sqrtf(x)
 static __device__ __forceinline__ float tc_rcbrtf(float x) { return 1 / cbrtf(x); }
 static __device__ __forceinline__ float tc_sinpif(float x) { return sinf((float)M_PI * fmodf(x, (float)2)); }
 static __device__ __forceinline__ float tc_cospif(float x) { return cosf((float)M_PI * fmodf(x, (float)2)); }
-static __device__ __forceinline__ float tc_normcdff(float x) { return (float)0.5 * erfcf(-x / sqrtf(2.0f)); }
+static __device__ __forceinline__ float tc_normcdff(float x) { return (float)0.5 * erfcf(-x / sqrtf((float)2)); }
 static __device__ __forceinline__ float tc_rhypotf(float a, float b) { return 1 / hypotf(a, b); }
 static __device__ __forceinline__ float tc_norm3df(float a, float b, float c) { return sqrtf(a * a + b * b + c * c); }
 static __device__ __forceinline__ float tc_rnorm3df(float a, float b, float c) { return 1 / sqrtf(a * a + b * b + c * c); }

@@ -73,7 +73,7 @@ static inline float tc_rsqrtf(float x) { return 1 / sqrtf(x); }
 static inline float tc_rcbrtf(float x) { return 1 / cbrtf(x); }
 static inline float tc_sinpif(float x) { return sinf((float)M_PI * fmodf(x, (float)2)); }
 static inline float tc_cospif(float x) { return cosf((float)M_PI * fmodf(x, (float)2)); }
-static inline float tc_normcdff(float x) { return (float)0.5 * erfcf(-x / sqrtf(2.0f)); }
+static inline float tc_normcdff(float x) { return (float)0.5 * erfcf(-x / sqrtf((float)2)); }
 static inline float tc_rhypotf(float a, float b) { return 1 / hypotf(a, b); }
 static inline float tc_norm3df(float a, float b, float c) { return sqrtf(a * a + b * b + c * c); }
 static inline float tc_rnorm3df(float a, float b, float c) { return 1 / sqrtf(a * a + b * b + c * c); }
