@@ -204,9 +204,10 @@ class Scratch:
         return int(local.at)
 
 
-def output_makers(
-    program: ir.Program, shapes: Mapping[str, tuple[int, ...]]
-) -> list[tuple[Callable[..., np.ndarray], tuple[int, ...], np.dtype[Any]]]:
+Maker = tuple[Callable[..., np.ndarray], tuple[int, ...], np.dtype[Any]]
+
+
+def output_makers(program: ir.Program, shapes: Mapping[str, tuple[int, ...]]) -> list[Maker]:
     """How a call allocates each output: zeroed where the kernel accumulates into it."""
     tensors = program.tensors
     return [
@@ -247,6 +248,16 @@ class Native:
             ctypes.c_int,
             ctypes.POINTER(ctypes.c_int64),
         ]
+
+    def _outputs(
+        self, inputs: Sequence[np.ndarray], fresh: list[Maker], shapes: Mapping[str, Any], out: Any
+    ) -> list[np.ndarray]:
+        """A call's outputs: made afresh, or the caller's `out` (binding.allocate checks it)."""
+        if out is None:
+            return [make(shape, dtype) for make, shape, dtype in fresh]
+        named = dict(zip(self.program.inputs, inputs, strict=True))
+        buffers = binding.allocate(self.program, shapes, out, named)
+        return [buffers[n] for n in self.program.outputs]
 
     @property
     def source(self) -> str:
@@ -317,12 +328,7 @@ class Kernel(Native):
     ) -> np.ndarray | tuple[np.ndarray, ...]:
         inputs = self._inputs(args)
         in_ptrs = self._pointers.of(inputs)
-        if out is None:
-            outputs = [make(shape, dtype) for make, shape, dtype in self._fresh]
-        else:
-            named = dict(zip(self.program.inputs, inputs, strict=True))
-            buffers = binding.allocate(self.program, self._out_shapes, out, named)
-            outputs = [buffers[n] for n in self.program.outputs]
+        outputs = self._outputs(inputs, self._fresh, self._out_shapes, out)
         out_ptrs = [address(o) for o in outputs]
         # Fresh per call: ctypes drops the GIL, so threads may run one kernel at once.
         ptrs = self._ptr_array(*in_ptrs, *out_ptrs)

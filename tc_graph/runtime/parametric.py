@@ -121,12 +121,7 @@ class ParametricKernel(Native):
                 self._by_shapes[tuple(a.shape for a in args)] = at
         else:
             inputs = args
-        if out is None:
-            outputs = [make(shape, dtype) for make, shape, dtype in at.fresh]
-        else:
-            named = dict(zip(self.program.inputs, inputs, strict=True))
-            buffers = binding.allocate(self.program, at.outputs, out, named)
-            outputs = [buffers[n] for n in self.program.outputs]
+        outputs = self._outputs(inputs, at.fresh, at.outputs, out)
         ptrs = self._ptr_array(*self._pointers.of(inputs), *(address(o) for o in outputs))
         err = ctypes.c_int64(0)
         scratch = self._scratch.address(at.scratch_bytes)
