@@ -694,7 +694,7 @@ def emit_gpu(
     body = printer.kernels(ast, mapping.launches)
     used = tuple(printer.used)
     dtypes = program_dtypes(scop.program)
-    double = "double" in body or "float64" in dtypes
+    double = "float64" in dtypes
     half = "float16" in dtypes
     launches = "\n".join(
         f"// launch {lc.name}: grid {list(lc.grid)} block {list(lc.block)}" for lc in used

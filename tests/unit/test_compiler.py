@@ -150,6 +150,19 @@ def test_gpu_stages_agree_on_launches() -> None:
     assert all(f"__kernel void {lc.name}(" in text.text for lc in text.launches)
 
 
+@pytest.mark.parametrize("target", ["opencl", "cuda"])
+def test_gpu_text_of_a_float_program_has_no_double_helpers(target: str) -> None:
+    """Whether the prelude declares double helpers (and OpenCL's cl_khr_fp64, which a
+    device without doubles refuses to build) follows the program's types, not the word
+    'double' in its printed text: a float32 tensor named `doubled` asks for neither."""
+    fn = tg.define("def f(float(N) doubled) -> (O) { O(i) = doubled(i) * 2 }").f
+    bound = compiler.bind(fn, [np.zeros(8, np.float32)])
+    options = compiler.default_options(bound.program, target)
+    text = compiler.source(compiler.prepare(bound), target, options).text
+    assert "doubled" in text
+    assert "cl_khr_fp64" not in text and "double tc_" not in text
+
+
 def test_define_entry_gives_what_define_gives_for_the_entry() -> None:
     """optimize's define: the entry's program is define()'s (the defs it calls inlined
     into it; the others are checked, not inferred), and a name the source lacks is
