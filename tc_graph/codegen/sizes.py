@@ -1,11 +1,9 @@
-"""ABI version 2: what a kernel for every size exports for the native op (docs/onnx.md,
-"Kernels for every size").
-
-Beside tc_kernel and tc_phase (both take the sizes), the kernel carries its own shape
-rules as C, so that the op runs no Python: `tc_shapes` reads the sizes off the input
-dimensions, checks every other dimension and the program's preconditions (a violation is
-a message for onnxruntime's error), and computes the output dimensions, the temporaries'
-bytes and each phase's iterations.
+"""ABI version 2: the shape rules a kernel for every size carries for the native op as C
+(docs/onnx.md, "Kernels for every size"; its metadata table is codegen/phases.py's), so
+that the op runs no Python: `tc_shapes` reads the sizes off the input dimensions, checks
+every other dimension and the program's preconditions (a violation is a message for
+onnxruntime's error), and computes the output dimensions, the temporaries' bytes and each
+phase's iterations. tc_kernel and tc_phase take the sizes.
 """
 
 from __future__ import annotations

@@ -193,7 +193,7 @@ def _footprint(
 
 
 def _box(prefix: isl.UnionMap, accesses: isl.UnionMap) -> _Box | None:
-    """The box of the elements per value of the loops (None for several tensors)."""
+    """The box of the elements per value of the loops (None unless of one tensor)."""
     maps = maps_of(prefix.reverse().apply_range(accesses))
     return footprint_box(maps[0]) if len(maps) == 1 else None
 

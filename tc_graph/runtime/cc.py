@@ -8,9 +8,10 @@ let the compiler use, which the onnxruntime library checks before loading the ke
 for kernels filed under a TcKernel node's key a ``stamp`` naming the tc_graph and compiler
 that built them). Every file is written to a unique temporary name in the same directory
 and ``os.replace``d into place, meta.json last, so concurrent processes never see half a
-file and an entry whose .so does not match its meta.json is simply rebuilt. Only regular files of bounded size are read (a symlink to
-/dev/zero is a damaged entry, not an endless read), and a kernel is loaded from the very
-bytes whose sha256 was checked (through a memfd), so nothing on disk can change between.
+file and an entry whose .so does not match its meta.json is simply rebuilt. Only regular
+files of bounded size are read (a symlink to /dev/zero is a damaged entry, not an endless
+read), and a kernel is loaded from the very bytes whose sha256 was checked (through a
+memfd), so nothing on disk can change between.
 """
 
 from __future__ import annotations

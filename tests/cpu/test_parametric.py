@@ -206,7 +206,7 @@ def test_index_out_of_range_names_the_call_extent() -> None:
 
 
 def test_a_bad_index_is_reported_again_at_shapes_seen_before() -> None:
-    """The second call at the same shapes skips binding its arguments (`_seen`): its
+    """The second call at the same shapes skips binding its arguments (`_by_shapes`): its
     failed index check is still a TcError naming the extent (an UnboundLocalError
     escaped the API: the error message read the bound arrays)."""
     _, kernel = _compiled("bag")
