@@ -156,6 +156,11 @@ def reads(e: Expr) -> Iterator[Read]:
     return (n for n in walk(e) if isinstance(n, Read))
 
 
+def reads_tensor(e: Expr) -> bool:
+    """e reads a tensor: as a subscript, an indirect one (its values come from memory)."""
+    return next(reads(e), None) is not None
+
+
 def index_names(e: Expr) -> set[str]:
     return {n.name for n in walk(e) if isinstance(n, Index)}
 

@@ -174,7 +174,7 @@ class _Inference:
                     names = ir.index_names(sub) & set(unresolved)
                     if len(names) != 1 or exts[k] is None:
                         continue
-                    if any(isinstance(n, ir.Read) for n in ir.walk(sub)):
+                    if ir.reads_tensor(sub):
                         continue
                     (v,) = names
                     good = self.solve(v, sub, exts[k], bounds)

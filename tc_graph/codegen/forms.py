@@ -471,7 +471,7 @@ def indirect_rows(scop: Scop, st: ScopStmt, r: str) -> tuple[ir.Read, ...]:
     rows = []
     for read in ir.reads(st.source.rhs):
         outer = read.subscripts[:-1]
-        if not any(isinstance(x, ir.Read) for s in outer for x in ir.walk(s)):
+        if not any(map(ir.reads_tensor, outer)):
             continue
         if r not in {n for s in outer for n in ir.index_names(s)}:
             continue

@@ -202,16 +202,14 @@ class _GpuPrinter(StatementPrinter):
                 virtual = form[1]
             subs = [f"(int)({self.expr(s, env)}) - {tile.name}_o{k}" for k, s in enumerate(virtual)]
             return f"{tile.name}[{_flat(subs, tile.sizes)}]"
-        if isinstance(e, ir.Read) and any(
-            isinstance(x, ir.Read) for s in e.subscripts for x in ir.walk(s)
-        ):
+        if isinstance(e, ir.Read) and any(map(ir.reads_tensor, e.subscripts)):
             # Indirect subscripts are clamped: a failed check is reported after the
             # kernels ran, and no thread may read outside a buffer meanwhile.
             shape = self.scop.shapes[e.tensor]
             subs = []
             for k, s in enumerate(e.subscripts):
                 text = self.expr(s, env)
-                if any(isinstance(x, ir.Read) for x in ir.walk(s)):
+                if ir.reads_tensor(s):
                     text = f"tc_clamp((int64_t)({text}), {shape[k] - 1})"
                 subs.append(text)
             return f"{cname(e.tensor)}[{self.linear(e.tensor, subs)}]"

@@ -39,7 +39,7 @@ from ..options import MappingOptions
 from .local import footprint_box
 from .marks import Kernel, Mapped, NoSharedTiles, Shared, SharedTiles, Tile, Unit, annotate, parse
 from .proof import ast_build, ast_nodes
-from .scop import Scop, ScopStmt, access_map, maps_of, reads_tensor, union_of
+from .scop import Scop, ScopStmt, access_map, maps_of, union_of
 
 _CTX = isl.DEFAULT_CONTEXT
 
@@ -158,14 +158,14 @@ def references(st: ScopStmt) -> list[ir.Read]:
 
 
 def _indirect(r: ir.Read) -> bool:
-    return any(map(reads_tensor, r.subscripts))
+    return any(map(ir.reads_tensor, r.subscripts))
 
 
 def indirect_form(r: ir.Read) -> tuple[ir.Read, tuple[ir.Expr, ...]] | None:
     """`T(I(a..), b..)` with affine a.. and b..: the index read and the subscripts of the
     virtual tensor V(a.., b..) = T(I(a..), b..) whose tile holds the reached rows."""
     first, *rest = r.subscripts
-    if not isinstance(first, ir.Read) or _indirect(first) or any(map(reads_tensor, rest)):
+    if not isinstance(first, ir.Read) or _indirect(first) or any(map(ir.reads_tensor, rest)):
         return None
     return first, (*first.subscripts, *rest)
 

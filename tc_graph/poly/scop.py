@@ -272,19 +272,14 @@ def checked_reads(rhs: ir.Expr, constants: Collection[str]) -> list[tuple[int, i
         (p, r, k)
         for p, r in enumerate(ir.reads(rhs))
         for k, sub in enumerate(r.subscripts)
-        if reads_tensor(sub) or not affine.quasi_affine(sub, constants)
+        if ir.reads_tensor(sub) or not affine.quasi_affine(sub, constants)
     ]
-
-
-def reads_tensor(e: ir.Expr) -> bool:
-    """e reads a tensor: as a subscript, an indirect one (its values come from memory)."""
-    return any(isinstance(x, ir.Read) for x in ir.walk(e))
 
 
 def indirect_reads(rhs: ir.Expr) -> list[tuple[ir.Read, int]]:
     """(read, dimension) of every subscript that reads a tensor, in a fixed order."""
     return [
-        (r, k) for r in ir.reads(rhs) for k, sub in enumerate(r.subscripts) if reads_tensor(sub)
+        (r, k) for r in ir.reads(rhs) for k, sub in enumerate(r.subscripts) if ir.reads_tensor(sub)
     ]
 
 
