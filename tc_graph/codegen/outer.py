@@ -251,8 +251,8 @@ def _pack(p: _Printer, k: OuterKernel, d: int, *, staged: bool) -> None:
     if staged:
         lane = "(int64_t)b0 + _l" if k.every_size else "b0 + _l"
         value = f"{lane} < {k.columns[1]} ? {value} : 0.0f"
-    if transposed_pack(plan) and not staged:
-        _transposed(p, k, d, value)
+    if transposed_pack(plan):
+        _transposed(p, k, d, value, staged=staged)
         return
     if along_reduction(plan):
         # P read along the reduction: copy its rows with unit stride
@@ -274,19 +274,25 @@ def _pack(p: _Printer, k: OuterKernel, d: int, *, staged: bool) -> None:
         _steps(p, k, d, value)
 
 
-def _transposed(p: _Printer, k: OuterKernel, d: int, value: str) -> None:
+def _transposed(p: _Printer, k: OuterKernel, d: int, value: str, *, staged: bool) -> None:
     """The panel from squares of `width` lanes x `width` steps: a vector along the
     reduction from each lane's row of P, transposed in registers, stored a step at a
-    time; the steps past the last whole square (`value` at lane `_l`) one by one."""
+    time; the steps past the last whole square (`value` at lane `_l`) one by one. In a
+    staged panel a lane past the last column loads zeros (tbmm's last panel, 10 of 16
+    lanes, copied element by element had cost it a third of its time)."""
     plan, w, n = k.plan, k.block.width, k.block.panel
     assert plan.packed is not None
+    first = "(int64_t)b0" if k.every_size else "b0"
     p.out(d, "int _k = 0;")
     p.out(d, f"for (; _k + {w} <= kn; _k += {w}) {{")
     for lb in range(0, n, w):
         p.out(d + 1, "{")
         for i in range(w):
             at = _address(p, k, {**k.lane(f"(b0 + {lb + i})"), plan.red: "(k0 + _k)"})
-            p.out(d + 2, f"tc_vf _t{i} = *(const tc_vfu *)&{cname(plan.packed.tensor)}[{at}];")
+            load = f"*(const tc_vfu *)&{cname(plan.packed.tensor)}[{at}]"
+            if staged:
+                load = f"{first} + {lb + i} < {k.columns[1]} ? {load} : (tc_vf){{0}}"
+            p.out(d + 2, f"tc_vf _t{i} = {load};")
         rows = _transpose(p, [f"_t{i}" for i in range(w)], d + 2)
         for t, row in enumerate(rows):
             p.out(d + 2, f"*(tc_vf *)&_bp[(_k + {t}) * {n} + {lb}] = {row};")

@@ -72,7 +72,7 @@ MIN_TILE = 4
 # Dot products with at least this many rows (and a LONG_REDUCTION, or MIN_REDUCTION where
 # nothing else writes their output) take the outer form: C3's 128 x 1000 x 1024 ran 1.6x
 # faster so, attention's Q K^T (128 x 64 x 128 per head) 1.4x (the whole attention, on
-# one Zen 3 core), tbmm's 26 x 72 x 26 blocks 1.25x slower.
+# one Zen 3 core).
 # So do convolutions (several reduction indices) with this many output channels: ResNet's
 # 3x3 and 1x1 layers ran 1.0-4.9x faster, gconv's groups of 16 channels 1.25x slower.
 OUTER_ROWS = 32
@@ -80,6 +80,13 @@ OUTER_ROWS = 32
 # groups of 16 output channels (12 x 12 outputs) ran 2x faster so on two Zen 3 cores; with
 # a panel per output row (12 of 16 lanes used) they had run 1.25x slower.
 OUTER_FLAT_ROWS = 16
+# Dot products over fewer rows, down to this many, take the outer form too while their
+# reduction is shorter than SHORT_DOT: there each output's dot product ends in a
+# horizontal sum that its few vector steps do not pay for. On two Zen 3 cores (AVX2)
+# tbmm's 26 x 72 x 26 blocks ran 1.2-1.4x faster so, 8 to 24 rows over 64 to 512 steps
+# 1.1-1.6x; over 1024 steps or more, 8 and 16 rows ran 1.3-1.5x slower.
+OUTER_FEW_ROWS = 8
+SHORT_DOT = 1024
 
 
 def _dot_form(program: ir.Program, st: ir.Statement) -> tuple[str, str] | None:
@@ -112,8 +119,8 @@ def plan(
     packs: bool = True,
 ) -> Contraction | None:
     """The kernel-of-its-own form of st, given each iterator's trip count, or None: the
-    outer-product form where it applies, except for dot products over few rows (tbmm's
-    26 x 72 blocks) or a short reduction, where packing costs more than it saves. `start`,
+    outer-product form where it applies, except for dot products over few rows (and a
+    long reduction) or a short reduction, where packing costs more than it saves. `start`,
     the statement before st setting its output region (scop._starts), becomes the
     outer form's starting value when it has a vector form along the columns (a bias);
     `end`, the elementwise statement after st on its output (scop._ends), is applied to
@@ -129,6 +136,7 @@ def plan(
     depth = math.prod(extents[r] for r in st.reduction_vars)
     rows_n = extents[outer.rows or ""] if outer is not None else 0
     many_rows = rows_n >= OUTER_ROWS
+    outer_wins = many_rows or (rows_n >= OUTER_FEW_ROWS and depth < SHORT_DOT)
     if outer is not None and outer.inner and rows_n < (OUTER_FLAT_ROWS if dense else OUTER_ROWS):
         outer = None  # a window packed per panel, reused by too few rows
     if outer is not None and depth < MIN_REDUCTION and not many_rows:
@@ -137,7 +145,7 @@ def plan(
     # it is the only writer of its output anyway (MLP3's layers stay one parallel region).
     sole = sum(s.tensor == st.tensor for s in program.statements) == 1
     reach = MIN_REDUCTION if sole else LONG_REDUCTION
-    if outer is not None and (dot is None or (depth >= reach and many_rows)):
+    if outer is not None and (dot is None or (depth >= reach and outer_wins)):
         rows, cols, red = outer.rows or "", outer.cols, outer.red
     elif dot is not None:
         (cols, red), outer = dot, None

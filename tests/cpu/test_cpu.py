@@ -211,7 +211,7 @@ def btmm(float(G,M,K) A, float(G,N,K) B) -> (C) { C(g,m,n) +=! A(g,m,kk) * B(g,n
         (9, 13, 300),
         (4, 4, 257),
         (130, 5, 263),
-        (8, 12, 100),
+        (7, 12, 100),
         (6, 9, 70),
         (7, 10, 1700),
     ],
@@ -224,8 +224,11 @@ def test_long_contractions_match_numpy(m: int, n: int, k: int) -> None:
     b = rng.standard_normal((n, k)).astype(np.float32)
     mod = tg.define(CONTRACTIONS)
     kernel = mod.tmm.compile(a, b)
-    # Many rows and a long reduction: the outer-product kernel, B's rows packed as panels.
-    outer = m >= contraction.OUTER_ROWS and k >= contraction.LONG_REDUCTION
+    # Many rows, or some and a reduction not too long: the outer-product kernel, B's rows
+    # packed as panels.
+    outer = m >= contraction.OUTER_ROWS or (
+        m >= contraction.OUTER_FEW_ROWS and k < contraction.SHORT_DOT
+    )
     assert ("_bp[" if outer else "tc_vf acc0_0") in kernel.source
     np.testing.assert_allclose(kernel(a, b), a.astype(np.float64) @ b.T, rtol=1e-4, atol=1e-3)
     b1 = rng.standard_normal((n, k + 1)).astype(np.float32)
@@ -289,8 +292,9 @@ def test_contraction_tile_shapes_and_reduction_chunks_match_numpy(
     lane sums) and reduction chunk (chunks with a tail, `!` only on the first) computes
     the same contraction."""
     rng = np.random.default_rng(sum(dot_tile) + chunk)
-    a = rng.standard_normal((11, 300)).astype(np.float32)
-    b = rng.standard_normal((13, 300)).astype(np.float32)
+    # Few rows and a long reduction: the dot-product form.
+    a = rng.standard_normal((11, 1100)).astype(np.float32)
+    b = rng.standard_normal((13, 1100)).astype(np.float32)
     options = tg.MappingOptions(dot_tile=dot_tile, reduction_chunk=chunk)
     kernel = tg.define(CONTRACTIONS).tmm.compile(a, b, options=options)
     rows, cols = dot_tile
@@ -396,9 +400,12 @@ def test_the_vector_unit_is_the_cpus() -> None:
         pytest.skip("no x86 /proc/cpuinfo flags here")
     want = 16 if "avx512f" in flags else 8 if "avx" in flags else 4
     assert cc.vector_unit().floats == want
-    assert tg.MappingOptions(vector_width=want) == compiler.default_options_for(
+    got = compiler.default_options_for(
         tg.define("def f(float(N) A) -> (B) { B(i) = A(i) }").f, (np.zeros(3, np.float32),)
     )
+    # and its register file: a dot-product tile of 4 x 4 in AVX-512's 32, 2 x 4 in 16
+    tile = (4, 4) if "avx512f" in flags else (2, 4)
+    assert got == tg.MappingOptions(vector_width=want, dot_tile=tile)
 
 
 @pytest.mark.parametrize("width", [1, 2, 4, 8, 16, 32, 64])

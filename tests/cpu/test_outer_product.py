@@ -130,13 +130,14 @@ def test_a_weight_read_along_the_reduction_is_packed_in_transposed_squares(
     m: int, n: int, k: int, width: int, parametric: bool
 ) -> None:
     """C3's B(n, k): squares of lanes x steps loaded along k and transposed in registers,
-    the steps past the last square one by one, the last partial panel element by element
-    (staged); fixed sizes and every size."""
+    the steps past the last square one by one; in the last partial panel (staged) too,
+    its lanes past the last column loading zeros; fixed sizes and every size."""
     rng = np.random.default_rng(m + n + k)
     a, b = _rand(rng, m, k), _rand(rng, n, k)
     options = tg.MappingOptions(vector_width=width, reduction_chunk=64)
     kernel = tg.define(PROGRAMS).tmm.compile(a, b, options=options, parametric=parametric)
     assert "_x1_0 = TC_SHUFFLE" in kernel.source, "not packed in transposed squares"
+    assert ": (tc_vf){0};" in kernel.source, "the staged panel is not packed in squares"
     _close(kernel(a, b), a.astype(np.float64) @ b.T)
 
 

@@ -163,7 +163,7 @@ def test_outer_form_under_a_batch_loop(sizes: tuple[int, ...]) -> None:
     _check(case, dict(zip(case["sizes"], sizes, strict=True)), 7)
 
 
-@pytest.mark.parametrize(("rows", "loop"), [(16, "_k0 += 16"), (40, " k0 += 16")])
+@pytest.mark.parametrize(("rows", "loop"), [(4, "_k0 += 16"), (40, " k0 += 16")])
 def test_reduction_chunks_serve_every_size(rows: int, loop: str) -> None:
     """A contraction kernel summing its reduction in chunks of 16 (the first starting the
     `!` from 0): at reductions of no element, part of a chunk, whole chunks and more; in

@@ -24,6 +24,19 @@ AVX2 = VectorUnit(floats=8, registers=16)
 AVX512 = VectorUnit(floats=16, registers=32)
 
 
+@pytest.mark.parametrize(("unit", "tile"), [(AVX2, (2, 4)), (AVX512, (4, 4))])
+def test_the_default_dot_tile_fits_the_register_file(
+    unit: VectorUnit, tile: tuple[int, int]
+) -> None:
+    """A dot-product tile's sums (rows x columns) and the operand vectors each step loads
+    (rows + columns) fit in the registers: AVX2's 16 took 2 x 4, where 4 x 4 spilled."""
+    fn = tg.define("def f(float(M,K) A, float(N,K) B) -> (C) { C(m,n) +=! A(m,k) * B(n,k) }").f
+    bound = compiler.bind(fn, [np.zeros((4, 9), np.float32), np.zeros((5, 9), np.float32)])
+    got = compiler.default_options(bound.program, "cpu", unit).dot_tile
+    assert got == tile
+    assert got[0] * got[1] + got[0] + got[1] <= unit.registers
+
+
 @pytest.mark.parametrize(
     ("unit", "width", "rows", "vectors"),
     [(AVX2, 8, 6, 2), (AVX512, 16, 12, 2), (AVX2, 16, 6, 1), (AVX2, 4, 6, 2), (AVX2, 64, 1, 1)],

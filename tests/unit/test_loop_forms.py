@@ -165,13 +165,17 @@ def test_a_rows_exp_is_written_in_vectors(
 TMM = "def f(float(M,K) A, float(N,K) B) -> (C) { C(m,n) +=! A(m,k) * B(n,k) }"
 
 
-@pytest.mark.parametrize(("rows", "outer"), [(16, False), (512, True)])
+@pytest.mark.parametrize(
+    ("rows", "depth", "outer"),
+    [(4, 300, False), (16, 300, True), (16, 1024, False), (512, 300, True), (512, 1024, True)],
+)
 def test_a_contractions_kernel_is_decided_before_printing(
-    rows: int, outer: bool, monkeypatch: pytest.MonkeyPatch
+    rows: int, depth: int, outer: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A long dot product under a `contract` mark is one kernel: few rows take the
-    dot-product form (no blocking), many the outer-product form, whose register block
-    and panel packing are decided with it."""
+    """A long dot product under a `contract` mark is one kernel: very few rows, or few
+    and a reduction of 1024 steps or more, take the dot-product form (no blocking), the
+    others the outer-product form, whose register block and panel packing are decided
+    with it."""
     seen: list[forms.ContractionKernel] = []
     contraction = forms.Chooser.contraction
 
@@ -181,10 +185,10 @@ def test_a_contractions_kernel_is_decided_before_printing(
 
     monkeypatch.setattr(forms.Chooser, "contraction", recorded)
     fn = tg.define(TMM).f
-    args = [np.zeros((rows, 300), np.float32), np.zeros((48, 300), np.float32)]
+    args = [np.zeros((rows, depth), np.float32), np.zeros((48, depth), np.float32)]
     bound = compiler.bind(fn, args)
     options = compiler.default_options(bound.program, "cpu", AVX512)
     compiler.source(compiler.prepare(bound), "cpu", options, AVX512)
     assert seen and all(k.st.source.tensor == "C" and k.outer == () for k in seen)
     assert all((k.blocking is not None) == outer for k in seen)
-    assert all(k.ranges["k"] == (0, 300) for k in seen)
+    assert all(k.ranges["k"] == (0, depth) for k in seen)
