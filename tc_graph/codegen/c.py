@@ -39,7 +39,7 @@ from .forms import (
     describe,
     loop_marks,
 )
-from .phases import Parallel, doubled, phase_kernel
+from .phases import Parallel, doubled, phase_kernel, phase_signature, run_phases
 from .prelude import EXTREMA, prelude
 from .stmt import (
     StatementPrinter,
@@ -620,6 +620,18 @@ class _Printer(StatementPrinter):
         self.out(1, "free(scratch);")
         self.out(1, "return code;")
         self.out(0, "}")
+        # the phases run by tc_phase (run_phases), on OpenMP's threads; one thread where
+        # the kernel is built without OpenMP (a package's, for a target without libgomp)
+        self.out(0, f"{phase_signature(self.scop)};")
+        self.out(0, "#ifdef _OPENMP")
+        self.out(0, "int omp_get_num_threads(void);")
+        self.out(0, "int omp_get_thread_num(void);")
+        self.out(0, "#define TC_THREADS() omp_get_num_threads()")
+        self.out(0, "#define TC_THREAD() omp_get_thread_num()")
+        self.out(0, "#else")
+        self.out(0, "#define TC_THREADS() 1")
+        self.out(0, "#define TC_THREAD() 0")
+        self.out(0, "#endif")
         self.out(0, f"int {name}_in({head} char *scratch, int check, int64_t *err) {{")
         if sized:
             self.sizes()
@@ -627,7 +639,7 @@ class _Printer(StatementPrinter):
         prologue = self.lines
         self.lines = []
         if ast is not None:
-            self.node(ast, 1)
+            run_phases(self, ast)
         body, self.lines = self.lines, prologue
         parts = self.scratch_parts()
         if parts:
@@ -639,12 +651,35 @@ class _Printer(StatementPrinter):
             if t.zero_fill:
                 self.out(1, f"memset({cname(n)}, 0, {bytes_});")
             self.out(1, f"tc_at += {bytes_};")
+        temps = ", ".join(f"(void *){cname(n)}" for n, _ in parts) or "0"
+        self.out(1, f"void *const tc_temps[] = {{{temps}}};")
+        self.out(1, "(void)tc_temps;")
         self.out(1, "int code = 0;")
         self.lines += body
         self.out(0, "done:")
         self.out(1, "return code;")
         self.out(0, "}")
         return "\n".join(self.lines)
+
+    def phase_call(self, phase: int, trips: int | str) -> None:
+        """Run iterations [0, trips) of tc_phase's `phase`, each OpenMP thread a
+        contiguous share, as OpenMP's static schedule divides them (all on the calling
+        thread with parallel_depth 0); a failed check's code is the kernel's."""
+        sizes = "sizes, " if self.scop.symbolic is not None else ""
+        call = f"tc_phase({phase}, args, tc_temps, {sizes}"
+        if not self.options.parallel_depth:
+            self.out(1, f"code = {call}0, {trips}, err);")
+            self.out(1, "if (code) goto done;")
+            return
+        threads = f" num_threads({self.options.threads})" if self.options.threads else ""
+        self.out(1, f"#pragma omp parallel reduction(max: code){threads}")
+        self.out(1, "{")
+        self.out(2, "const int64_t _n = TC_THREADS(), _id = TC_THREAD();")
+        self.out(2, f"const int64_t _q = (int64_t)({trips}) / _n, _r = (int64_t)({trips}) % _n;")
+        self.out(2, "const int64_t _lo = _id * _q + (_id < _r ? _id : _r);")
+        self.out(2, f"code = {call}_lo, _lo + _q + (_id < _r), err);")
+        self.out(1, "}")
+        self.out(1, "if (code) goto done;")
 
     def scratch_parts(self) -> list[tuple[str, str]]:
         """Each shared temporary of the scratch block, in order, with its bytes as C (a
@@ -727,5 +762,6 @@ def loop_forms(
     """Each loop of the kernel (tc_kernel, in the order printed) with its form, or why it
     keeps isl's (`tc-graph compile --emit forms`)."""
     printer, ast = _printer(scop, schedule, options, unit)
-    printer.kernel(ast, "tc_kernel")
+    if ast is not None:
+        printer.node(ast, 1)
     return "".join(f"{it}: {describe(form)}\n" for it, form in printer.decided)

@@ -53,6 +53,8 @@ class PhasePrinter(Protocol):
         self, node: isl.AstNode, marks: frozenset[Loop], depths: Mapping[Loop, int | None]
     ) -> list[Parallel]: ...
 
+    def phase_call(self, phase: int, trips: int | str) -> None: ...
+
 
 ABI_VERSION = 1
 """Version of the library-kernel contract of docs/onnx.md."""
@@ -86,6 +88,7 @@ class PhasePlan:
     trips: int | str = 1
     serial: str | None = None
     least: int = 1
+    split: bool = False  # its iterations are those of a parallel loop, run in chunks
 
 
 def phase_plan(printer: PhasePrinter, node: isl.AstNode) -> PhasePlan:
@@ -105,7 +108,7 @@ def phase_plan(printer: PhasePrinter, node: isl.AstNode) -> PhasePlan:
     (loop,) = loops
     if loop.trips is None:
         return PhasePlan(serial="its parallel loop's bounds are not constants")
-    return PhasePlan(trips=loop.trips, least=_least_trips(printer, node, loop))
+    return PhasePlan(trips=loop.trips, least=_least_trips(printer, node, loop), split=True)
 
 
 def doubled(scop: Scop) -> dict[str, int]:
@@ -145,6 +148,29 @@ def _tops(ast: isl.AstNode) -> list[isl.AstNode]:
     return [top for child in children(ast) for top in _tops(child)]
 
 
+def run_phases(printer: PhasePrinter, ast: isl.AstNode) -> None:
+    """tc_kernel's body, phase after phase: a phase that tc_phase runs in chunks of its
+    parallel loop is a call of tc_phase on each OpenMP thread's share of the iterations,
+    so that its code is printed (and compiled) once, in tc_phase (printed in both, a
+    kernel for every size took gcc twice as long); the others are printed here, in
+    OpenMP's loops (several parallel loops, bounds that are not constants) or plain."""
+    for k, top in enumerate(_tops(ast)):
+        plan = phase_plan(printer, top)
+        if plan.split:
+            printer.phase_call(k, plan.trips)
+        else:
+            printer.node(top, 1)
+
+
+def phase_signature(scop: Scop) -> str:
+    """tc_phase's C declarator (docs/onnx.md): a kernel for every size takes its sizes."""
+    sizes = "const int64_t *sizes, " if scop.symbolic is not None else ""
+    return (
+        "int tc_phase(int32_t phase, void *const *args, void *const *temps, "
+        f"{sizes}int64_t lo, int64_t hi, int64_t *err)"
+    )
+
+
 def phase_kernel(printer: PhasePrinter, ast: isl.AstNode | None) -> str:
     """tc_phase and the metadata of docs/onnx.md: the kernel as a sequence of phases,
     each top-level node of the AST one phase, for onnxruntime's thread pool.
@@ -164,13 +190,8 @@ def phase_kernel(printer: PhasePrinter, ast: isl.AstNode | None) -> str:
     printer.mode = "omp"
     body, printer.lines = printer.lines, []
     temps = printer.shared_temps()
-    sizes = "const int64_t *sizes, " if printer.scop.symbolic is not None else ""
-    printer.out(
-        0,
-        "int tc_phase(int32_t phase, void *const *args, void *const *temps, "
-        f"{sizes}int64_t lo, int64_t hi, int64_t *err) {{",
-    )
-    if sizes:
+    printer.out(0, f"{phase_signature(printer.scop)} {{")
+    if printer.scop.symbolic is not None:
         printer.sizes()
     printer.out(1, "const int check = 1;")
     printer.out(1, "(void)check; (void)lo; (void)hi; (void)temps;")

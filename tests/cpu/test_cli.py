@@ -100,7 +100,7 @@ def test_compile_emits_openmp_c(tmp_path: Path) -> None:
     r = run("compile", "examples/paper.tc", "--entry", "tmm", "--shapes", "A=16x8,B=12x8", env=env)
     assert r.returncode == 0, r.stderr
     assert "int tc_kernel(" in r.stdout
-    assert "#pragma omp parallel for" in r.stdout
+    assert "#pragma omp parallel" in r.stdout
     info = run("cache", "info", env=env)
     assert "entries: 1" in info.stdout
     cleared = run("cache", "clear", env=env)

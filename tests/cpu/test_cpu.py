@@ -107,7 +107,8 @@ def test_matmul_code_has_parallel_and_simd_loops() -> None:
     a = np.ones((16, 16), np.float32)
     b = np.ones((16, 24), np.float32)
     src = tg.define(MATMUL).mm.compile(a, b).source
-    assert "#pragma omp parallel for" in src
+    # the parallel loop is tc_phase's, which tc_kernel runs on OpenMP's threads
+    assert "#pragma omp parallel" in src and "for (int64_t _t = lo; _t < hi; _t++)" in src
     assert "#pragma omp simd" in src
 
 

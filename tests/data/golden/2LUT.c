@@ -151,6 +151,16 @@ int tc_kernel(void *const *args, int check, int64_t *err) {
   free(scratch);
   return code;
 }
+int tc_phase(int32_t phase, void *const *args, void *const *temps, int64_t lo, int64_t hi, int64_t *err);
+#ifdef _OPENMP
+int omp_get_num_threads(void);
+int omp_get_thread_num(void);
+#define TC_THREADS() omp_get_num_threads()
+#define TC_THREAD() omp_get_thread_num()
+#else
+#define TC_THREADS() 1
+#define TC_THREAD() 0
+#endif
 int tc_kernel_in(void *const *args, char *scratch, int check, int64_t *err) {
   const float *restrict t_LUT1 = (const float *)args[0];
   const int32_t *restrict t_I1 = (const int32_t *)args[1];
@@ -158,6 +168,8 @@ int tc_kernel_in(void *const *args, char *scratch, int check, int64_t *err) {
   const int32_t *restrict t_I2 = (const int32_t *)args[3];
   float *restrict t_O1 = (float *)args[4];
   float *restrict t_O2 = (float *)args[5];
+  void *const tc_temps[] = {0};
+  (void)tc_temps;
   int code = 0;
   for (int c0 = 0; c0 <= 15; c0 += 1) {
     for (int c1 = 0; c1 <= 5; c1 += 1) {
@@ -171,29 +183,14 @@ int tc_kernel_in(void *const *args, char *scratch, int check, int64_t *err) {
         if ((v = (int64_t)(t_I2[((int64_t)(((int32_t)(c0))) * 6 + (int64_t)(((int32_t)(c1))))])) < 0 || v >= 1000) { *err = v; code = 2; goto done; } }
     }
   }
-  #pragma omp parallel for schedule(static)
-  for (int c0 = 0; c0 < 16; c0 += 1) {
-    #pragma omp simd
-    for (int c1 = 0; c1 <= 7; c1 += 1) {
-      t_O1[((int64_t)(c0) * 8 + (int64_t)(c1))] = (float)(0);
-    }
-    for (int c1 = 0; c1 <= 5; c1 += 1) {
-      #pragma omp simd
-      for (int c2 = 0; c2 <= 7; c2 += 1) {
-        t_O1[((int64_t)(c0) * 8 + (int64_t)(c2))] = ((float)(((float)t_O1[((int64_t)(c0) * 8 + (int64_t)(c2))] + (float)(t_LUT1[((int64_t)(t_I1[((int64_t)(((int32_t)(c0))) * 6 + (int64_t)(((int32_t)(c1))))]) * 8 + (int64_t)(((int32_t)(c2))))]))));
-      }
-    }
-    #pragma omp simd
-    for (int c1 = 0; c1 <= 7; c1 += 1) {
-      t_O2[((int64_t)(c0) * 8 + (int64_t)(c1))] = (float)(0);
-    }
-    for (int c1 = 0; c1 <= 5; c1 += 1) {
-      #pragma omp simd
-      for (int c2 = 0; c2 <= 7; c2 += 1) {
-        t_O2[((int64_t)(c0) * 8 + (int64_t)(c2))] = ((float)(((float)t_O2[((int64_t)(c0) * 8 + (int64_t)(c2))] + (float)(t_LUT2[((int64_t)(t_I2[((int64_t)(((int32_t)(c0))) * 6 + (int64_t)(((int32_t)(c1))))]) * 8 + (int64_t)(((int32_t)(c2))))]))));
-      }
-    }
+  #pragma omp parallel reduction(max: code)
+  {
+    const int64_t _n = TC_THREADS(), _id = TC_THREAD();
+    const int64_t _q = (int64_t)(16) / _n, _r = (int64_t)(16) % _n;
+    const int64_t _lo = _id * _q + (_id < _r ? _id : _r);
+    code = tc_phase(2, args, tc_temps, _lo, _lo + _q + (_id < _r), err);
   }
+  if (code) goto done;
 done:
   return code;
 }

@@ -151,138 +151,32 @@ int tc_kernel(void *const *args, int check, int64_t *err) {
   free(scratch);
   return code;
 }
+int tc_phase(int32_t phase, void *const *args, void *const *temps, int64_t lo, int64_t hi, int64_t *err);
+#ifdef _OPENMP
+int omp_get_num_threads(void);
+int omp_get_thread_num(void);
+#define TC_THREADS() omp_get_num_threads()
+#define TC_THREAD() omp_get_thread_num()
+#else
+#define TC_THREADS() 1
+#define TC_THREAD() 0
+#endif
 int tc_kernel_in(void *const *args, char *scratch, int check, int64_t *err) {
   const float *restrict t_I = (const float *)args[0];
   const float *restrict t_W1 = (const float *)args[1];
   const float *restrict t_B1 = (const float *)args[2];
   float *restrict t_O1 = (float *)args[3];
+  void *const tc_temps[] = {0};
+  (void)tc_temps;
   int code = 0;
+  #pragma omp parallel reduction(max: code)
   {
-    #pragma omp parallel for schedule(static)
-    for (int _w = 0; _w < 1; _w += 1) {
-      const int b0 = 0 + _w % 1 * 16;
-      const int a_lo = 0 + _w / 1 % 1 * 252;
-      const int a_hi = a_lo + 252 < 16 ? a_lo + 252 : 16;
-      float _bp[4000] __attribute__((aligned(64)));
-      for (int k0 = 0; k0 < 250; k0 += 250) {
-        const int kn = k0 + 250 < 250 ? 250 : 250 - k0;
-        float *_dst = _bp;
-        for (int _k = 0; _k < kn; _k++) {
-          for (int _l = 0; _l < 16; _l++) _dst[_l] = t_W1[((int64_t)(((int32_t)((k0 + _k)))) * 16 + (int64_t)(((int32_t)((b0 + _l)))))];
-          _dst += 16;
-        }
-        int a0 = a_lo;
-        for (; a0 + 12 <= a_hi; a0 += 12) {
-          tc_vf c0_0 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 0))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 0)) * 16 + (int64_t)((b0 + 0)))];
-          tc_vf c1_0 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 0))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 1)) * 16 + (int64_t)((b0 + 0)))];
-          tc_vf c2_0 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 0))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 2)) * 16 + (int64_t)((b0 + 0)))];
-          tc_vf c3_0 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 0))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 3)) * 16 + (int64_t)((b0 + 0)))];
-          tc_vf c4_0 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 0))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 4)) * 16 + (int64_t)((b0 + 0)))];
-          tc_vf c5_0 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 0))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 5)) * 16 + (int64_t)((b0 + 0)))];
-          tc_vf c6_0 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 0))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 6)) * 16 + (int64_t)((b0 + 0)))];
-          tc_vf c7_0 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 0))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 7)) * 16 + (int64_t)((b0 + 0)))];
-          tc_vf c8_0 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 0))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 8)) * 16 + (int64_t)((b0 + 0)))];
-          tc_vf c9_0 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 0))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 9)) * 16 + (int64_t)((b0 + 0)))];
-          tc_vf c10_0 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 0))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 10)) * 16 + (int64_t)((b0 + 0)))];
-          tc_vf c11_0 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 0))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 11)) * 16 + (int64_t)((b0 + 0)))];
-          const float *_src = _bp;
-          for (int _k = 0; _k < kn; _k++) {
-            tc_vf _v0 = *(const tc_vf *)&_src[0]; __asm__("" : "+v"(_v0));
-            { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 0)))) * 250 + (int64_t)(((int32_t)((k0 + _k)))))]); c0_0 += _s * _v0; }
-            { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 1)))) * 250 + (int64_t)(((int32_t)((k0 + _k)))))]); c1_0 += _s * _v0; }
-            { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 2)))) * 250 + (int64_t)(((int32_t)((k0 + _k)))))]); c2_0 += _s * _v0; }
-            { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 3)))) * 250 + (int64_t)(((int32_t)((k0 + _k)))))]); c3_0 += _s * _v0; }
-            { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 4)))) * 250 + (int64_t)(((int32_t)((k0 + _k)))))]); c4_0 += _s * _v0; }
-            { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 5)))) * 250 + (int64_t)(((int32_t)((k0 + _k)))))]); c5_0 += _s * _v0; }
-            { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 6)))) * 250 + (int64_t)(((int32_t)((k0 + _k)))))]); c6_0 += _s * _v0; }
-            { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 7)))) * 250 + (int64_t)(((int32_t)((k0 + _k)))))]); c7_0 += _s * _v0; }
-            { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 8)))) * 250 + (int64_t)(((int32_t)((k0 + _k)))))]); c8_0 += _s * _v0; }
-            { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 9)))) * 250 + (int64_t)(((int32_t)((k0 + _k)))))]); c9_0 += _s * _v0; }
-            { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 10)))) * 250 + (int64_t)(((int32_t)((k0 + _k)))))]); c10_0 += _s * _v0; }
-            { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 11)))) * 250 + (int64_t)(((int32_t)((k0 + _k)))))]); c11_0 += _s * _v0; }
-            _src += 16;
-          }
-          if (k0 + kn == 250) {
-            float _e[192] __attribute__((aligned(64)));
-            *(tc_vf *)&_e[0] = c0_0;
-            *(tc_vf *)&_e[16] = c1_0;
-            *(tc_vf *)&_e[32] = c2_0;
-            *(tc_vf *)&_e[48] = c3_0;
-            *(tc_vf *)&_e[64] = c4_0;
-            *(tc_vf *)&_e[80] = c5_0;
-            *(tc_vf *)&_e[96] = c6_0;
-            *(tc_vf *)&_e[112] = c7_0;
-            *(tc_vf *)&_e[128] = c8_0;
-            *(tc_vf *)&_e[144] = c9_0;
-            *(tc_vf *)&_e[160] = c10_0;
-            *(tc_vf *)&_e[176] = c11_0;
-            #pragma omp simd
-            for (int _l = 0; _l < 16; _l++) {
-              t_O1[((int64_t)((a0 + 0)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_e[((int64_t)((((int32_t)((a0 + 0)))) - (a0)) * 16 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
-              t_O1[((int64_t)((a0 + 1)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_e[((int64_t)((((int32_t)((a0 + 1)))) - (a0)) * 16 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
-              t_O1[((int64_t)((a0 + 2)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_e[((int64_t)((((int32_t)((a0 + 2)))) - (a0)) * 16 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
-              t_O1[((int64_t)((a0 + 3)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_e[((int64_t)((((int32_t)((a0 + 3)))) - (a0)) * 16 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
-              t_O1[((int64_t)((a0 + 4)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_e[((int64_t)((((int32_t)((a0 + 4)))) - (a0)) * 16 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
-              t_O1[((int64_t)((a0 + 5)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_e[((int64_t)((((int32_t)((a0 + 5)))) - (a0)) * 16 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
-              t_O1[((int64_t)((a0 + 6)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_e[((int64_t)((((int32_t)((a0 + 6)))) - (a0)) * 16 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
-              t_O1[((int64_t)((a0 + 7)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_e[((int64_t)((((int32_t)((a0 + 7)))) - (a0)) * 16 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
-              t_O1[((int64_t)((a0 + 8)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_e[((int64_t)((((int32_t)((a0 + 8)))) - (a0)) * 16 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
-              t_O1[((int64_t)((a0 + 9)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_e[((int64_t)((((int32_t)((a0 + 9)))) - (a0)) * 16 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
-              t_O1[((int64_t)((a0 + 10)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_e[((int64_t)((((int32_t)((a0 + 10)))) - (a0)) * 16 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
-              t_O1[((int64_t)((a0 + 11)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_e[((int64_t)((((int32_t)((a0 + 11)))) - (a0)) * 16 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
-            }
-          } else {
-            *(tc_vfu *)&t_O1[((int64_t)((a0 + 0)) * 16 + (int64_t)((b0 + 0)))] = c0_0;
-            *(tc_vfu *)&t_O1[((int64_t)((a0 + 1)) * 16 + (int64_t)((b0 + 0)))] = c1_0;
-            *(tc_vfu *)&t_O1[((int64_t)((a0 + 2)) * 16 + (int64_t)((b0 + 0)))] = c2_0;
-            *(tc_vfu *)&t_O1[((int64_t)((a0 + 3)) * 16 + (int64_t)((b0 + 0)))] = c3_0;
-            *(tc_vfu *)&t_O1[((int64_t)((a0 + 4)) * 16 + (int64_t)((b0 + 0)))] = c4_0;
-            *(tc_vfu *)&t_O1[((int64_t)((a0 + 5)) * 16 + (int64_t)((b0 + 0)))] = c5_0;
-            *(tc_vfu *)&t_O1[((int64_t)((a0 + 6)) * 16 + (int64_t)((b0 + 0)))] = c6_0;
-            *(tc_vfu *)&t_O1[((int64_t)((a0 + 7)) * 16 + (int64_t)((b0 + 0)))] = c7_0;
-            *(tc_vfu *)&t_O1[((int64_t)((a0 + 8)) * 16 + (int64_t)((b0 + 0)))] = c8_0;
-            *(tc_vfu *)&t_O1[((int64_t)((a0 + 9)) * 16 + (int64_t)((b0 + 0)))] = c9_0;
-            *(tc_vfu *)&t_O1[((int64_t)((a0 + 10)) * 16 + (int64_t)((b0 + 0)))] = c10_0;
-            *(tc_vfu *)&t_O1[((int64_t)((a0 + 11)) * 16 + (int64_t)((b0 + 0)))] = c11_0;
-          }
-        }
-        if (a0 < a_hi) {
-          tc_vf c0_0 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 0))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 0)) * 16 + (int64_t)((b0 + 0)))];
-          tc_vf c1_0 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 0))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 1)) * 16 + (int64_t)((b0 + 0)))];
-          tc_vf c2_0 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 0))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 2)) * 16 + (int64_t)((b0 + 0)))];
-          tc_vf c3_0 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 0))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 3)) * 16 + (int64_t)((b0 + 0)))];
-          const float *_src = _bp;
-          for (int _k = 0; _k < kn; _k++) {
-            tc_vf _v0 = *(const tc_vf *)&_src[0]; __asm__("" : "+v"(_v0));
-            { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 0)))) * 250 + (int64_t)(((int32_t)((k0 + _k)))))]); c0_0 += _s * _v0; }
-            { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 1)))) * 250 + (int64_t)(((int32_t)((k0 + _k)))))]); c1_0 += _s * _v0; }
-            { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 2)))) * 250 + (int64_t)(((int32_t)((k0 + _k)))))]); c2_0 += _s * _v0; }
-            { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 3)))) * 250 + (int64_t)(((int32_t)((k0 + _k)))))]); c3_0 += _s * _v0; }
-            _src += 16;
-          }
-          if (k0 + kn == 250) {
-            float _e[64] __attribute__((aligned(64)));
-            *(tc_vf *)&_e[0] = c0_0;
-            *(tc_vf *)&_e[16] = c1_0;
-            *(tc_vf *)&_e[32] = c2_0;
-            *(tc_vf *)&_e[48] = c3_0;
-            #pragma omp simd
-            for (int _l = 0; _l < 16; _l++) {
-              t_O1[((int64_t)((a0 + 0)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_e[((int64_t)((((int32_t)((a0 + 0)))) - (a0)) * 16 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
-              t_O1[((int64_t)((a0 + 1)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_e[((int64_t)((((int32_t)((a0 + 1)))) - (a0)) * 16 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
-              t_O1[((int64_t)((a0 + 2)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_e[((int64_t)((((int32_t)((a0 + 2)))) - (a0)) * 16 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
-              t_O1[((int64_t)((a0 + 3)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_e[((int64_t)((((int32_t)((a0 + 3)))) - (a0)) * 16 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
-            }
-          } else {
-            *(tc_vfu *)&t_O1[((int64_t)((a0 + 0)) * 16 + (int64_t)((b0 + 0)))] = c0_0;
-            *(tc_vfu *)&t_O1[((int64_t)((a0 + 1)) * 16 + (int64_t)((b0 + 0)))] = c1_0;
-            *(tc_vfu *)&t_O1[((int64_t)((a0 + 2)) * 16 + (int64_t)((b0 + 0)))] = c2_0;
-            *(tc_vfu *)&t_O1[((int64_t)((a0 + 3)) * 16 + (int64_t)((b0 + 0)))] = c3_0;
-          }
-        }
-      }
-    }
+    const int64_t _n = TC_THREADS(), _id = TC_THREAD();
+    const int64_t _q = (int64_t)(1) / _n, _r = (int64_t)(1) % _n;
+    const int64_t _lo = _id * _q + (_id < _r ? _id : _r);
+    code = tc_phase(0, args, tc_temps, _lo, _lo + _q + (_id < _r), err);
   }
+  if (code) goto done;
 done:
   return code;
 }

@@ -151,6 +151,16 @@ int tc_kernel(void *const *args, int check, int64_t *err) {
   free(scratch);
   return code;
 }
+int tc_phase(int32_t phase, void *const *args, void *const *temps, int64_t lo, int64_t hi, int64_t *err);
+#ifdef _OPENMP
+int omp_get_num_threads(void);
+int omp_get_thread_num(void);
+#define TC_THREADS() omp_get_num_threads()
+#define TC_THREAD() omp_get_thread_num()
+#else
+#define TC_THREADS() 1
+#define TC_THREAD() 0
+#endif
 int tc_kernel_in(void *const *args, char *scratch, int check, int64_t *err) {
   const float *restrict t_I = (const float *)args[0];
   const float *restrict t_W2 = (const float *)args[1];
@@ -162,70 +172,17 @@ int tc_kernel_in(void *const *args, char *scratch, int check, int64_t *err) {
   float *restrict t_O2 = (float *)args[7];
   float *restrict t_O3 = (float *)args[8];
   float *restrict t_O4 = (float *)args[9];
+  void *const tc_temps[] = {0};
+  (void)tc_temps;
   int code = 0;
-  #pragma omp parallel for schedule(static)
-  for (int c0 = 0; c0 < 16; c0 += 8) {
-    for (int c1 = 0; c1 <= 7; c1 += 1) {
-      #pragma omp simd
-      for (int c2 = 0; c2 <= 7; c2 += 1) {
-        t_O2[((int64_t)(c0 + c1) * 8 + (int64_t)(c2))] = ((float)(t_B2[(int64_t)(((int32_t)(c2)))]));
-      }
-    }
-    for (int c1 = 0; c1 <= 7; c1 += 1) {
-      for (int c2 = 0; c2 <= 15; c2 += 1) {
-        #pragma omp simd
-        for (int c3 = 0; c3 <= 7; c3 += 1) {
-          t_O2[((int64_t)(c0 + c1) * 8 + (int64_t)(c3))] = ((float)(((float)t_O2[((int64_t)(c0 + c1) * 8 + (int64_t)(c3))] + (float)(((float)(t_I[((int64_t)(((int32_t)(c0 + c1))) * 16 + (int64_t)(((int32_t)(c2))))]) * (float)(t_W2[((int64_t)(((int32_t)(c2))) * 8 + (int64_t)(((int32_t)(c3))))]))))));
-        }
-      }
-    }
-    for (int c1 = 0; c1 <= 7; c1 += 1) {
-      #pragma omp simd
-      for (int c2 = 0; c2 <= 7; c2 += 1) {
-        t_O2[((int64_t)(c0 + c1) * 8 + (int64_t)(c2))] = ((float)(tc_fmaxf((float)(t_O2[((int64_t)(((int32_t)(c0 + c1))) * 8 + (int64_t)(((int32_t)(c2))))]), (float)(((int32_t)(0))))));
-      }
-    }
-    for (int c1 = 0; c1 <= 7; c1 += 1) {
-      #pragma omp simd
-      for (int c2 = 0; c2 <= 3; c2 += 1) {
-        t_O3[((int64_t)(c0 + c1) * 4 + (int64_t)(c2))] = ((float)(t_B3[(int64_t)(((int32_t)(c2)))]));
-      }
-    }
-    for (int c1 = 0; c1 <= 7; c1 += 1) {
-      for (int c2 = 0; c2 <= 7; c2 += 1) {
-        #pragma omp simd
-        for (int c3 = 0; c3 <= 3; c3 += 1) {
-          t_O3[((int64_t)(c0 + c1) * 4 + (int64_t)(c3))] = ((float)(((float)t_O3[((int64_t)(c0 + c1) * 4 + (int64_t)(c3))] + (float)(((float)(t_O2[((int64_t)(((int32_t)(c0 + c1))) * 8 + (int64_t)(((int32_t)(c2))))]) * (float)(t_W3[((int64_t)(((int32_t)(c2))) * 4 + (int64_t)(((int32_t)(c3))))]))))));
-        }
-      }
-    }
-    for (int c1 = 0; c1 <= 7; c1 += 1) {
-      #pragma omp simd
-      for (int c2 = 0; c2 <= 3; c2 += 1) {
-        t_O3[((int64_t)(c0 + c1) * 4 + (int64_t)(c2))] = ((float)(tc_fmaxf((float)(t_O3[((int64_t)(((int32_t)(c0 + c1))) * 4 + (int64_t)(((int32_t)(c2))))]), (float)(((int32_t)(0))))));
-      }
-    }
-    for (int c1 = 0; c1 <= 7; c1 += 1) {
-      #pragma omp simd
-      for (int c2 = 0; c2 <= 1; c2 += 1) {
-        t_O4[((int64_t)(c0 + c1) * 2 + (int64_t)(c2))] = ((float)(t_B4[(int64_t)(((int32_t)(c2)))]));
-      }
-    }
-    for (int c1 = 0; c1 <= 7; c1 += 1) {
-      for (int c2 = 0; c2 <= 3; c2 += 1) {
-        #pragma omp simd
-        for (int c3 = 0; c3 <= 1; c3 += 1) {
-          t_O4[((int64_t)(c0 + c1) * 2 + (int64_t)(c3))] = ((float)(((float)t_O4[((int64_t)(c0 + c1) * 2 + (int64_t)(c3))] + (float)(((float)(t_O3[((int64_t)(((int32_t)(c0 + c1))) * 4 + (int64_t)(((int32_t)(c2))))]) * (float)(t_W4[((int64_t)(((int32_t)(c2))) * 2 + (int64_t)(((int32_t)(c3))))]))))));
-        }
-      }
-    }
-    for (int c1 = 0; c1 <= 7; c1 += 1) {
-      #pragma omp simd
-      for (int c2 = 0; c2 <= 1; c2 += 1) {
-        t_O4[((int64_t)(c0 + c1) * 2 + (int64_t)(c2))] = ((float)(tc_fmaxf((float)(t_O4[((int64_t)(((int32_t)(c0 + c1))) * 2 + (int64_t)(((int32_t)(c2))))]), (float)(((int32_t)(0))))));
-      }
-    }
+  #pragma omp parallel reduction(max: code)
+  {
+    const int64_t _n = TC_THREADS(), _id = TC_THREAD();
+    const int64_t _q = (int64_t)(2) / _n, _r = (int64_t)(2) % _n;
+    const int64_t _lo = _id * _q + (_id < _r ? _id : _r);
+    code = tc_phase(0, args, tc_temps, _lo, _lo + _q + (_id < _r), err);
   }
+  if (code) goto done;
 done:
   return code;
 }

@@ -151,34 +151,31 @@ int tc_kernel(void *const *args, int check, int64_t *err) {
   free(scratch);
   return code;
 }
+int tc_phase(int32_t phase, void *const *args, void *const *temps, int64_t lo, int64_t hi, int64_t *err);
+#ifdef _OPENMP
+int omp_get_num_threads(void);
+int omp_get_thread_num(void);
+#define TC_THREADS() omp_get_num_threads()
+#define TC_THREAD() omp_get_thread_num()
+#else
+#define TC_THREADS() 1
+#define TC_THREAD() 0
+#endif
 int tc_kernel_in(void *const *args, char *scratch, int check, int64_t *err) {
   const float *restrict t_I = (const float *)args[0];
   const float *restrict t_W1 = (const float *)args[1];
   float *restrict t_O = (float *)args[2];
+  void *const tc_temps[] = {0};
+  (void)tc_temps;
   int code = 0;
-  #pragma omp parallel for schedule(static)
-  for (int c0 = 0; c0 < 4; c0 += 1) {
-    for (int c1 = 0; c1 <= 3; c1 += 1) {
-      for (int c2 = 0; c2 <= 1; c2 += 1) {
-        for (int c3 = 0; c3 <= 3; c3 += 1) {
-          #pragma omp simd
-          for (int c4 = 0; c4 <= 3; c4 += 1) {
-            t_O[(((((int64_t)(c0) * 4 + (int64_t)(c1)) * 2 + (int64_t)(c2)) * 4 + (int64_t)(c3)) * 4 + (int64_t)(c4))] = (float)(0);
-          }
-          for (int c4 = 0; c4 <= 1; c4 += 1) {
-            for (int c5 = 0; c5 <= 2; c5 += 1) {
-              for (int c6 = 0; c6 <= 2; c6 += 1) {
-                #pragma omp simd
-                for (int c7 = 0; c7 <= 3; c7 += 1) {
-                  t_O[(((((int64_t)(c0) * 4 + (int64_t)(c1)) * 2 + (int64_t)(c2)) * 4 + (int64_t)(c3)) * 4 + (int64_t)(c7))] = ((float)(((float)t_O[(((((int64_t)(c0) * 4 + (int64_t)(c1)) * 2 + (int64_t)(c2)) * 4 + (int64_t)(c3)) * 4 + (int64_t)(c7))] + (float)(((float)(t_I[(((((int64_t)(((int32_t)(c0))) * 4 + (int64_t)(((int32_t)(c1)))) * 2 + (int64_t)(((int32_t)(c4)))) * 6 + (int64_t)(((int32_t)(((int32_t)(c3))) + (int32_t)(((int32_t)(c5)))))) * 6 + (int64_t)(((int32_t)(((int32_t)(c7))) + (int32_t)(((int32_t)(c6))))))]) * (float)(t_W1[(((((int64_t)(((int32_t)(c1))) * 2 + (int64_t)(((int32_t)(c2)))) * 2 + (int64_t)(((int32_t)(c4)))) * 3 + (int64_t)(((int32_t)(c5)))) * 3 + (int64_t)(((int32_t)(c6))))]))))));
-                }
-              }
-            }
-          }
-        }
-      }
-    }
+  #pragma omp parallel reduction(max: code)
+  {
+    const int64_t _n = TC_THREADS(), _id = TC_THREAD();
+    const int64_t _q = (int64_t)(4) / _n, _r = (int64_t)(4) % _n;
+    const int64_t _lo = _id * _q + (_id < _r ? _id : _r);
+    code = tc_phase(0, args, tc_temps, _lo, _lo + _q + (_id < _r), err);
   }
+  if (code) goto done;
 done:
   return code;
 }

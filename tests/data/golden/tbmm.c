@@ -151,53 +151,31 @@ int tc_kernel(void *const *args, int check, int64_t *err) {
   free(scratch);
   return code;
 }
+int tc_phase(int32_t phase, void *const *args, void *const *temps, int64_t lo, int64_t hi, int64_t *err);
+#ifdef _OPENMP
+int omp_get_num_threads(void);
+int omp_get_thread_num(void);
+#define TC_THREADS() omp_get_num_threads()
+#define TC_THREAD() omp_get_thread_num()
+#else
+#define TC_THREADS() 1
+#define TC_THREAD() 0
+#endif
 int tc_kernel_in(void *const *args, char *scratch, int check, int64_t *err) {
   const float *restrict t_X = (const float *)args[0];
   const float *restrict t_Y = (const float *)args[1];
   float *restrict t_Z = (float *)args[2];
+  void *const tc_temps[] = {0};
+  (void)tc_temps;
   int code = 0;
-  #pragma omp parallel for schedule(static)
-  for (int c0 = 0; c0 < 62; c0 += 1) {
-    for (int c1 = 0; c1 <= 2; c1 += 1) {
-      #pragma omp simd
-      for (int c2 = 0; c2 <= 2; c2 += 1) {
-        t_Z[(((int64_t)(c0) * 3 + (int64_t)(c1)) * 3 + (int64_t)(c2))] = (float)(0);
-      }
-      {
-        for (int bi = 0; bi < 1; bi++) {
-          if (bi < 1) {
-            const int b0 = 0 + (bi - 0) * 3;
-            tc_vf acc0_0 = {0};
-            tc_vf acc0_1 = {0};
-            tc_vf acc0_2 = {0};
-            int r0 = 0;
-            for (; r0 + 16 <= 9; r0 += 16) {
-              tc_vf _v0 = (*(const tc_vfu *)&t_X[(((int64_t)(((int32_t)(c0))) * 3 + (int64_t)(((int32_t)(c1)))) * 9 + (int64_t)(((int32_t)(r0))))]); __asm__("" : "+v"(_v0));
-              tc_vf _v1 = (*(const tc_vfu *)&t_Y[(((int64_t)(((int32_t)(c0))) * 3 + (int64_t)(((int32_t)((b0 + 0))))) * 9 + (int64_t)(((int32_t)(r0))))]); __asm__("" : "+v"(_v1));
-              tc_vf _v2 = (*(const tc_vfu *)&t_Y[(((int64_t)(((int32_t)(c0))) * 3 + (int64_t)(((int32_t)((b0 + 1))))) * 9 + (int64_t)(((int32_t)(r0))))]); __asm__("" : "+v"(_v2));
-              tc_vf _v3 = (*(const tc_vfu *)&t_Y[(((int64_t)(((int32_t)(c0))) * 3 + (int64_t)(((int32_t)((b0 + 2))))) * 9 + (int64_t)(((int32_t)(r0))))]); __asm__("" : "+v"(_v3));
-              acc0_0 += (_v0 * _v1);
-              acc0_1 += (_v0 * _v2);
-              acc0_2 += (_v0 * _v3);
-            }
-            tc_vf _s1 = TC_SHUFFLE(acc0_0, acc0_1, 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23) + TC_SHUFFLE(acc0_0, acc0_1, 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
-            _s1 += TC_SHUFFLE(_s1, _s1, 4, 5, 6, 7, 4, 5, 6, 7, 12, 13, 14, 15, 12, 13, 14, 15);
-            _s1 += TC_SHUFFLE(_s1, _s1, 2, 3, 2, 3, 6, 7, 6, 7, 10, 11, 10, 11, 14, 15, 14, 15);
-            _s1 += TC_SHUFFLE(_s1, _s1, 1, 1, 3, 3, 5, 5, 7, 7, 9, 9, 11, 11, 13, 13, 15, 15);
-            { float s = t_Z[(((int64_t)(c0) * 3 + (int64_t)(c1)) * 3 + (int64_t)((b0 + 0)))] + _s1[0];
-              for (int _t = r0; _t < 9; _t++) s += (float)(((float)(t_X[(((int64_t)(((int32_t)(c0))) * 3 + (int64_t)(((int32_t)(c1)))) * 9 + (int64_t)(((int32_t)(_t))))]) * (float)(t_Y[(((int64_t)(((int32_t)(c0))) * 3 + (int64_t)(((int32_t)((b0 + 0))))) * 9 + (int64_t)(((int32_t)(_t))))])));
-              t_Z[(((int64_t)(c0) * 3 + (int64_t)(c1)) * 3 + (int64_t)((b0 + 0)))] = s; }
-            { float s = t_Z[(((int64_t)(c0) * 3 + (int64_t)(c1)) * 3 + (int64_t)((b0 + 1)))] + _s1[8];
-              for (int _t = r0; _t < 9; _t++) s += (float)(((float)(t_X[(((int64_t)(((int32_t)(c0))) * 3 + (int64_t)(((int32_t)(c1)))) * 9 + (int64_t)(((int32_t)(_t))))]) * (float)(t_Y[(((int64_t)(((int32_t)(c0))) * 3 + (int64_t)(((int32_t)((b0 + 1))))) * 9 + (int64_t)(((int32_t)(_t))))])));
-              t_Z[(((int64_t)(c0) * 3 + (int64_t)(c1)) * 3 + (int64_t)((b0 + 1)))] = s; }
-            { float s = t_Z[(((int64_t)(c0) * 3 + (int64_t)(c1)) * 3 + (int64_t)((b0 + 2)))] + tc_hsum(acc0_2);
-              for (int _t = r0; _t < 9; _t++) s += (float)(((float)(t_X[(((int64_t)(((int32_t)(c0))) * 3 + (int64_t)(((int32_t)(c1)))) * 9 + (int64_t)(((int32_t)(_t))))]) * (float)(t_Y[(((int64_t)(((int32_t)(c0))) * 3 + (int64_t)(((int32_t)((b0 + 2))))) * 9 + (int64_t)(((int32_t)(_t))))])));
-              t_Z[(((int64_t)(c0) * 3 + (int64_t)(c1)) * 3 + (int64_t)((b0 + 2)))] = s; }
-          }
-        }
-      }
-    }
+  #pragma omp parallel reduction(max: code)
+  {
+    const int64_t _n = TC_THREADS(), _id = TC_THREAD();
+    const int64_t _q = (int64_t)(62) / _n, _r = (int64_t)(62) % _n;
+    const int64_t _lo = _id * _q + (_id < _r ? _id : _r);
+    code = tc_phase(0, args, tc_temps, _lo, _lo + _q + (_id < _r), err);
   }
+  if (code) goto done;
 done:
   return code;
 }
@@ -250,14 +228,14 @@ int tc_phase(int32_t phase, void *const *args, void *const *temps, int64_t lo, i
                 acc0_1 += (_v0 * _v2);
                 acc0_2 += (_v0 * _v3);
               }
-              tc_vf _s2 = TC_SHUFFLE(acc0_0, acc0_1, 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23) + TC_SHUFFLE(acc0_0, acc0_1, 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
-              _s2 += TC_SHUFFLE(_s2, _s2, 4, 5, 6, 7, 4, 5, 6, 7, 12, 13, 14, 15, 12, 13, 14, 15);
-              _s2 += TC_SHUFFLE(_s2, _s2, 2, 3, 2, 3, 6, 7, 6, 7, 10, 11, 10, 11, 14, 15, 14, 15);
-              _s2 += TC_SHUFFLE(_s2, _s2, 1, 1, 3, 3, 5, 5, 7, 7, 9, 9, 11, 11, 13, 13, 15, 15);
-              { float s = t_Z[(((int64_t)(c0) * 3 + (int64_t)(c1)) * 3 + (int64_t)((b0 + 0)))] + _s2[0];
+              tc_vf _s1 = TC_SHUFFLE(acc0_0, acc0_1, 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23) + TC_SHUFFLE(acc0_0, acc0_1, 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
+              _s1 += TC_SHUFFLE(_s1, _s1, 4, 5, 6, 7, 4, 5, 6, 7, 12, 13, 14, 15, 12, 13, 14, 15);
+              _s1 += TC_SHUFFLE(_s1, _s1, 2, 3, 2, 3, 6, 7, 6, 7, 10, 11, 10, 11, 14, 15, 14, 15);
+              _s1 += TC_SHUFFLE(_s1, _s1, 1, 1, 3, 3, 5, 5, 7, 7, 9, 9, 11, 11, 13, 13, 15, 15);
+              { float s = t_Z[(((int64_t)(c0) * 3 + (int64_t)(c1)) * 3 + (int64_t)((b0 + 0)))] + _s1[0];
                 for (int _t = r0; _t < 9; _t++) s += (float)(((float)(t_X[(((int64_t)(((int32_t)(c0))) * 3 + (int64_t)(((int32_t)(c1)))) * 9 + (int64_t)(((int32_t)(_t))))]) * (float)(t_Y[(((int64_t)(((int32_t)(c0))) * 3 + (int64_t)(((int32_t)((b0 + 0))))) * 9 + (int64_t)(((int32_t)(_t))))])));
                 t_Z[(((int64_t)(c0) * 3 + (int64_t)(c1)) * 3 + (int64_t)((b0 + 0)))] = s; }
-              { float s = t_Z[(((int64_t)(c0) * 3 + (int64_t)(c1)) * 3 + (int64_t)((b0 + 1)))] + _s2[8];
+              { float s = t_Z[(((int64_t)(c0) * 3 + (int64_t)(c1)) * 3 + (int64_t)((b0 + 1)))] + _s1[8];
                 for (int _t = r0; _t < 9; _t++) s += (float)(((float)(t_X[(((int64_t)(((int32_t)(c0))) * 3 + (int64_t)(((int32_t)(c1)))) * 9 + (int64_t)(((int32_t)(_t))))]) * (float)(t_Y[(((int64_t)(((int32_t)(c0))) * 3 + (int64_t)(((int32_t)((b0 + 1))))) * 9 + (int64_t)(((int32_t)(_t))))])));
                 t_Z[(((int64_t)(c0) * 3 + (int64_t)(c1)) * 3 + (int64_t)((b0 + 1)))] = s; }
               { float s = t_Z[(((int64_t)(c0) * 3 + (int64_t)(c1)) * 3 + (int64_t)((b0 + 2)))] + tc_hsum(acc0_2);
