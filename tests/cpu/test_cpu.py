@@ -287,15 +287,17 @@ def test_batched_rows_of_one_match_numpy(rows: int, transposed: bool) -> None:
     ("dot_tile", "chunk"), [((4, 5), 0), ((3, 8), 64), ((1, 8), 1024), ((8, 3), 80), ((5, 4), 256)]
 )
 def test_contraction_tile_shapes_and_reduction_chunks_match_numpy(
-    dot_tile: tuple[int, int], chunk: int
+    dot_tile: tuple[int, int], chunk: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Every tile shape (full tiles and both remainders, power-of-two and other counts of
     lane sums) and reduction chunk (chunks with a tail, `!` only on the first) computes
     the same contraction."""
+    # The dot-product form at 11 rows (over 300 steps they take the outer form): a
+    # reduction long enough to keep it prints a tile per chunk, and gcc took 40 s.
+    monkeypatch.setattr(contraction, "OUTER_FEW_ROWS", 12)
     rng = np.random.default_rng(sum(dot_tile) + chunk)
-    # Few rows and a long reduction: the dot-product form.
-    a = rng.standard_normal((11, 1100)).astype(np.float32)
-    b = rng.standard_normal((13, 1100)).astype(np.float32)
+    a = rng.standard_normal((11, 300)).astype(np.float32)
+    b = rng.standard_normal((13, 300)).astype(np.float32)
     options = tg.MappingOptions(dot_tile=dot_tile, reduction_chunk=chunk)
     kernel = tg.define(CONTRACTIONS).tmm.compile(a, b, options=options)
     rows, cols = dot_tile
