@@ -23,8 +23,9 @@ class MappingOptions:
     tile: tile sizes of the outer band, outermost first; () turns tiling off.
     unroll: innermost loops with at most this many iterations are fully unrolled
       (1 turns unrolling off).
-    parallel_depth: 1 runs the outer parallel loop as an OpenMP `parallel for`,
-      0 runs the kernel on one thread (collapsing deeper loops is not supported yet).
+    parallel_depth: 1 runs the outer parallel loop on OpenMP's threads (each a share of
+      its iterations), 0 runs the kernel on one thread (collapsing deeper loops is not
+      supported yet).
     vector_width: float lanes of one vector (16: AVX-512's register; the defaults a call
       gets, default_options, use its CPU's widest register: 8 with AVX2).
     register_tile: vectors of an output row kept in registers across a reduction
@@ -248,8 +249,9 @@ AVX512 = VectorUnit()
 
 def default_options(program: ir.Program, unit: VectorUnit = AVX512) -> MappingOptions:
     """The defaults for one program on a CPU with this vector unit: vectors as wide as its
-    registers, and the outer loop tiled by ROW_TILE where a reduction has the outer-product
-    form, so its register tiles hold that many rows (see docs/cpu.md)."""
+    registers, a dot-product tile that fits them, and the outer loop tiled by ROW_TILE
+    where a reduction has the outer-product form, so its register tiles hold that many
+    rows (see docs/cpu.md)."""
     tile = (ROW_TILE,) if any(outer_product(s) for s in program.statements) else ()
     return MappingOptions(tile=tile, vector_width=unit.floats, dot_tile=dot_tile(unit))
 

@@ -344,7 +344,8 @@ class _Printer(StatementPrinter):
 
     def folded_for(self, loops: Sequence[isl.AstNode], depth: int) -> None:
         """`loops` (folded_loops) as one parallel loop over the product of their
-        iterations, around the innermost one's body: OpenMP's collapse in tc_kernel; in
+        iterations, around the innermost one's body: OpenMP's collapse in tc_kernel (a
+        phase it does not run through tc_phase); in
         tc_phase, iterations [lo, hi) step the loops' counters as an odometer (divisions
         once per chunk, none per iteration)."""
         if self.mode == "omp":
@@ -651,9 +652,13 @@ class _Printer(StatementPrinter):
             if t.zero_fill:
                 self.out(1, f"memset({cname(n)}, 0, {bytes_});")
             self.out(1, f"tc_at += {bytes_};")
+        # tc_phase's pointers from the restrict ones, so that its accesses are theirs
+        names = [*self.program.inputs, *self.program.outputs]
+        tensors = ", ".join(f"(void *){cname(n)}" for n in names) or "0"
         temps = ", ".join(f"(void *){cname(n)}" for n, _ in parts) or "0"
+        self.out(1, f"void *const tc_args[] = {{{tensors}}};")
         self.out(1, f"void *const tc_temps[] = {{{temps}}};")
-        self.out(1, "(void)tc_temps;")
+        self.out(1, "(void)tc_args; (void)tc_temps;")
         self.out(1, "int code = 0;")
         self.lines += body
         self.out(0, "done:")
@@ -663,14 +668,11 @@ class _Printer(StatementPrinter):
 
     def phase_call(self, phase: int, trips: int | str) -> None:
         """Run iterations [0, trips) of tc_phase's `phase`, each OpenMP thread a
-        contiguous share, as OpenMP's static schedule divides them (all on the calling
-        thread with parallel_depth 0); a failed check's code is the kernel's."""
+        contiguous share, as OpenMP's static schedule divides them (without parallel
+        loops, parallel_depth 0, no phase is split); a failed check's code is the
+        kernel's."""
         sizes = "sizes, " if self.scop.symbolic is not None else ""
-        call = f"tc_phase({phase}, args, tc_temps, {sizes}"
-        if not self.options.parallel_depth:
-            self.out(1, f"code = {call}0, {trips}, err);")
-            self.out(1, "if (code) goto done;")
-            return
+        call = f"tc_phase({phase}, tc_args, tc_temps, {sizes}"
         threads = f" num_threads({self.options.threads})" if self.options.threads else ""
         self.out(1, f"#pragma omp parallel reduction(max: code){threads}")
         self.out(1, "{")
@@ -759,8 +761,8 @@ def _printer(
 def loop_forms(
     scop: Scop, schedule: isl.Schedule, options: MappingOptions, *, unit: VectorUnit = AVX512
 ) -> str:
-    """Each loop of the kernel (tc_kernel, in the order printed) with its form, or why it
-    keeps isl's (`tc-graph compile --emit forms`)."""
+    """Each loop of the kernel (every phase, in order, as printed with OpenMP's loops)
+    with its form, or why it keeps isl's (`tc-graph compile --emit forms`)."""
     printer, ast = _printer(scop, schedule, options, unit)
     if ast is not None:
         printer.node(ast, 1)

@@ -153,7 +153,8 @@ def run_phases(printer: PhasePrinter, ast: isl.AstNode) -> None:
     parallel loop is a call of tc_phase on each OpenMP thread's share of the iterations,
     so that its code is printed (and compiled) once, in tc_phase (printed in both, a
     kernel for every size took gcc twice as long); the others are printed here, in
-    OpenMP's loops (several parallel loops, bounds that are not constants) or plain."""
+    OpenMP's loops or plain (no parallel loop, several, bounds that are not constants,
+    more than one loop nest)."""
     for k, top in enumerate(_tops(ast)):
         plan = phase_plan(printer, top)
         if plan.split:
@@ -260,16 +261,19 @@ def _metadata(printer: PhasePrinter, plans: list[PhasePlan]) -> list[str]:
 
 
 def _one_nest(node: isl.AstNode) -> bool:
-    """Whether an AST node is a single loop nest (or statement), seen through marks and
-    guards without an else: nothing runs beside its outermost loop."""
+    """Whether an AST node is a single loop nest (or statement), seen through marks,
+    guards without an else and loops of one iteration: nothing runs beside its outermost
+    loop (an else branch would run once per chunk)."""
     while True:
         t = node.get_type()
         if t == isl.ast_node_type.mark:
             node = node.mark_get_node()
         elif t == isl.ast_node_type.if_ and not node.if_has_else_node():
             node = node.if_get_then_node()
+        elif t == isl.ast_node_type.for_ and node.for_is_degenerate():
+            node = node.for_get_body()
         else:
-            return t != isl.ast_node_type.block
+            return t not in (isl.ast_node_type.block, isl.ast_node_type.if_)
 
 
 def _bytes(shape: Sequence[int], dtype: str) -> int:

@@ -81,12 +81,12 @@ OUTER_ROWS = 32
 # a panel per output row (12 of 16 lanes used) they had run 1.25x slower.
 OUTER_FLAT_ROWS = 16
 # Dot products over fewer rows, down to this many, take the outer form too while their
-# reduction is shorter than SHORT_DOT: there each output's dot product ends in a
+# reduction is shorter than LONG_DOT steps: there each output's dot product ends in a
 # horizontal sum that its few vector steps do not pay for. On two Zen 3 cores (AVX2)
 # tbmm's 26 x 72 x 26 blocks ran 1.2-1.4x faster so, 8 to 24 rows over 64 to 512 steps
 # 1.1-1.6x; over 1024 steps or more, 8 and 16 rows ran 1.3-1.5x slower.
 OUTER_FEW_ROWS = 8
-SHORT_DOT = 1024
+LONG_DOT = 1024
 
 
 def _dot_form(program: ir.Program, st: ir.Statement) -> tuple[str, str] | None:
@@ -136,7 +136,7 @@ def plan(
     depth = math.prod(extents[r] for r in st.reduction_vars)
     rows_n = extents[outer.rows or ""] if outer is not None else 0
     many_rows = rows_n >= OUTER_ROWS
-    outer_wins = many_rows or (rows_n >= OUTER_FEW_ROWS and depth < SHORT_DOT)
+    outer_wins = many_rows or (rows_n >= OUTER_FEW_ROWS and depth < LONG_DOT)
     if outer is not None and outer.inner and rows_n < (OUTER_FLAT_ROWS if dense else OUTER_ROWS):
         outer = None  # a window packed per panel, reused by too few rows
     if outer is not None and depth < MIN_REDUCTION and not many_rows:

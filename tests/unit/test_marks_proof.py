@@ -63,4 +63,4 @@ def test_a_mark_on_an_output_loop_is_proved(mark: str, monkeypatch: pytest.Monke
     # tc_kernel runs a phase split on its parallel loop on OpenMP's threads, the loop
     # itself printed once, in tc_phase (codegen/phases.run_phases)
     main = text[text.index("tc_kernel(") : text.rindex("int tc_phase(")]
-    assert "#pragma omp parallel" in main if mark == "parallel" else "#pragma omp simd" in text
+    assert f"#pragma omp {'parallel' if mark == 'parallel' else 'simd'}" in main

@@ -168,8 +168,9 @@ int tc_kernel_in(void *const *args, char *scratch, int check, int64_t *err) {
   const int32_t *restrict t_I2 = (const int32_t *)args[3];
   float *restrict t_O1 = (float *)args[4];
   float *restrict t_O2 = (float *)args[5];
+  void *const tc_args[] = {(void *)t_LUT1, (void *)t_I1, (void *)t_LUT2, (void *)t_I2, (void *)t_O1, (void *)t_O2};
   void *const tc_temps[] = {0};
-  (void)tc_temps;
+  (void)tc_args; (void)tc_temps;
   int code = 0;
   for (int c0 = 0; c0 <= 15; c0 += 1) {
     for (int c1 = 0; c1 <= 5; c1 += 1) {
@@ -188,7 +189,7 @@ int tc_kernel_in(void *const *args, char *scratch, int check, int64_t *err) {
     const int64_t _n = TC_THREADS(), _id = TC_THREAD();
     const int64_t _q = (int64_t)(16) / _n, _r = (int64_t)(16) % _n;
     const int64_t _lo = _id * _q + (_id < _r ? _id : _r);
-    code = tc_phase(2, args, tc_temps, _lo, _lo + _q + (_id < _r), err);
+    code = tc_phase(2, tc_args, tc_temps, _lo, _lo + _q + (_id < _r), err);
   }
   if (code) goto done;
 done:

@@ -165,15 +165,16 @@ int tc_kernel_in(void *const *args, char *scratch, int check, int64_t *err) {
   const float *restrict t_I = (const float *)args[0];
   const float *restrict t_W = (const float *)args[1];
   float *restrict t_O = (float *)args[2];
+  void *const tc_args[] = {(void *)t_I, (void *)t_W, (void *)t_O};
   void *const tc_temps[] = {0};
-  (void)tc_temps;
+  (void)tc_args; (void)tc_temps;
   int code = 0;
   #pragma omp parallel reduction(max: code)
   {
     const int64_t _n = TC_THREADS(), _id = TC_THREAD();
     const int64_t _q = (int64_t)(4) / _n, _r = (int64_t)(4) % _n;
     const int64_t _lo = _id * _q + (_id < _r ? _id : _r);
-    code = tc_phase(0, args, tc_temps, _lo, _lo + _q + (_id < _r), err);
+    code = tc_phase(0, tc_args, tc_temps, _lo, _lo + _q + (_id < _r), err);
   }
   if (code) goto done;
 done:

@@ -166,15 +166,16 @@ int tc_kernel_in(void *const *args, char *scratch, int check, int64_t *err) {
   const float *restrict t_W1 = (const float *)args[1];
   const float *restrict t_B1 = (const float *)args[2];
   float *restrict t_O1 = (float *)args[3];
+  void *const tc_args[] = {(void *)t_I, (void *)t_W1, (void *)t_B1, (void *)t_O1};
   void *const tc_temps[] = {0};
-  (void)tc_temps;
+  (void)tc_args; (void)tc_temps;
   int code = 0;
   #pragma omp parallel reduction(max: code)
   {
     const int64_t _n = TC_THREADS(), _id = TC_THREAD();
     const int64_t _q = (int64_t)(1) / _n, _r = (int64_t)(1) % _n;
     const int64_t _lo = _id * _q + (_id < _r ? _id : _r);
-    code = tc_phase(0, args, tc_temps, _lo, _lo + _q + (_id < _r), err);
+    code = tc_phase(0, tc_args, tc_temps, _lo, _lo + _q + (_id < _r), err);
   }
   if (code) goto done;
 done:

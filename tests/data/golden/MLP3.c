@@ -172,15 +172,16 @@ int tc_kernel_in(void *const *args, char *scratch, int check, int64_t *err) {
   float *restrict t_O2 = (float *)args[7];
   float *restrict t_O3 = (float *)args[8];
   float *restrict t_O4 = (float *)args[9];
+  void *const tc_args[] = {(void *)t_I, (void *)t_W2, (void *)t_B2, (void *)t_W3, (void *)t_B3, (void *)t_W4, (void *)t_B4, (void *)t_O2, (void *)t_O3, (void *)t_O4};
   void *const tc_temps[] = {0};
-  (void)tc_temps;
+  (void)tc_args; (void)tc_temps;
   int code = 0;
   #pragma omp parallel reduction(max: code)
   {
     const int64_t _n = TC_THREADS(), _id = TC_THREAD();
     const int64_t _q = (int64_t)(2) / _n, _r = (int64_t)(2) % _n;
     const int64_t _lo = _id * _q + (_id < _r ? _id : _r);
-    code = tc_phase(0, args, tc_temps, _lo, _lo + _q + (_id < _r), err);
+    code = tc_phase(0, tc_args, tc_temps, _lo, _lo + _q + (_id < _r), err);
   }
   if (code) goto done;
 done:
