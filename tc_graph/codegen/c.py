@@ -345,9 +345,9 @@ class _Printer(StatementPrinter):
     def folded_for(self, loops: Sequence[isl.AstNode], depth: int) -> None:
         """`loops` (folded_loops) as one parallel loop over the product of their
         iterations, around the innermost one's body: OpenMP's collapse in tc_kernel (a
-        phase it does not run through tc_phase); in
-        tc_phase, iterations [lo, hi) step the loops' counters as an odometer (divisions
-        once per chunk, none per iteration)."""
+        phase it does not run through tc_phase); in tc_phase, iterations [lo, hi) step
+        the loops' counters as an odometer (divisions once per chunk, none per
+        iteration)."""
         if self.mode == "omp":
             pragma = self.dialect.parallel_pragma(self.options, simd=False, collapse=len(loops))
             self.out(depth, pragma)
