@@ -39,7 +39,15 @@ from .forms import (
     describe,
     loop_marks,
 )
-from .phases import Parallel, doubled, phase_kernel, phase_signature, run_phases
+from .phases import (
+    Parallel,
+    Phase,
+    doubled,
+    phase_kernel,
+    phase_plans,
+    phase_signature,
+    run_phases,
+)
 from .prelude import EXTREMA, prelude
 from .stmt import (
     StatementPrinter,
@@ -601,12 +609,12 @@ class _Printer(StatementPrinter):
         names = [*sym.params, *(n for n in self.program.constants if n in self.program.params)]
         self.out(1, "".join(f"(void){n}; " for n in names).rstrip())
 
-    def kernel(self, ast: isl.AstNode | None, name: str) -> str:
+    def kernel(self, phases: list[Phase], name: str) -> str:
         """`name` (its temporaries in a block of its own, freed on return) and `name`_in,
         which takes the block from its caller (the Python runtime keeps one per thread:
         from malloc, a temporary over glibc's mmap threshold was mapped afresh on every
         call and its pages faulted in again: an attention over 2 x 2100 x 8 took 27 ms a
-        call, 12 ms with a block kept)."""
+        call, 12 ms with a block kept). `phases`: phase_plans of the AST printed."""
         sized = self.scop.symbolic is not None
         head = "void *const *args, const int64_t *sizes," if sized else "void *const *args,"
         self.out(0, f"int {name}_in({head} char *scratch, int check, int64_t *err);")
@@ -639,8 +647,7 @@ class _Printer(StatementPrinter):
         self.arguments()
         prologue = self.lines
         self.lines = []
-        if ast is not None:
-            run_phases(self, ast)
+        run_phases(self, phases)
         body, self.lines = self.lines, prologue
         parts = self.scratch_parts()
         if parts:
@@ -743,8 +750,9 @@ def emit(
     and `name`_in, its temporaries in a scratch block its caller passes (_Printer.kernel).
     `unit` is the target CPU's (runtime/cc.vector_unit)."""
     printer, ast = _printer(scop, schedule, options, unit)
-    main = printer.kernel(ast, name)
-    return f"{prelude(options.vector_width)}\n\n{main}\n\n{phase_kernel(printer, ast)}\n"
+    phases = phase_plans(printer, ast)
+    main = printer.kernel(phases, name)
+    return f"{prelude(options.vector_width)}\n\n{main}\n\n{phase_kernel(printer, phases)}\n"
 
 
 def _printer(

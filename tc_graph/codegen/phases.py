@@ -148,15 +148,23 @@ def _tops(ast: isl.AstNode) -> list[isl.AstNode]:
     return [top for child in children(ast) for top in _tops(child)]
 
 
-def run_phases(printer: PhasePrinter, ast: isl.AstNode) -> None:
+Phase = tuple[isl.AstNode, PhasePlan]
+
+
+def phase_plans(printer: PhasePrinter, ast: isl.AstNode | None) -> list[Phase]:
+    """Each top-level node of the AST, a phase, with how it runs: decided once, for
+    tc_kernel (run_phases) and tc_phase (phase_kernel) alike."""
+    return [(top, phase_plan(printer, top)) for top in ([] if ast is None else _tops(ast))]
+
+
+def run_phases(printer: PhasePrinter, phases: list[Phase]) -> None:
     """tc_kernel's body, phase after phase: a phase that tc_phase runs in chunks of its
     parallel loop is a call of tc_phase on each OpenMP thread's share of the iterations,
     so that its code is printed (and compiled) once, in tc_phase (printed in both, a
     kernel for every size took gcc twice as long); the others are printed here, in
     OpenMP's loops or plain (no parallel loop, several, bounds that are not constants,
     more than one loop nest)."""
-    for k, top in enumerate(_tops(ast)):
-        plan = phase_plan(printer, top)
+    for k, (top, plan) in enumerate(phases):
         if plan.split:
             printer.phase_call(k, plan.trips)
         else:
@@ -172,20 +180,17 @@ def phase_signature(scop: Scop) -> str:
     )
 
 
-def phase_kernel(printer: PhasePrinter, ast: isl.AstNode | None) -> str:
+def phase_kernel(printer: PhasePrinter, phases: list[Phase]) -> str:
     """tc_phase and the metadata of docs/onnx.md: the kernel as a sequence of phases,
     each top-level node of the AST one phase, for onnxruntime's thread pool.
     Call after the printer's kernel() (the temporaries it allocates are the caller's
     `temps` here; the local arrays poly/local.py decided are not among them)."""
     p = printer.program
     printer.lines = []
-    plans: list[PhasePlan] = []
-    for k, child in enumerate([] if ast is None else _tops(ast)):
+    for k, (child, plan) in enumerate(phases):
         printer.out(1, f"case {k}: {{")
-        plan = phase_plan(printer, child)
         printer.mode = "serial" if plan.serial else "chunk"
         printer.node(child, 2)
-        plans.append(plan)
         printer.out(2, "break;")
         printer.out(1, "}")
     printer.mode = "omp"
@@ -208,6 +213,7 @@ def phase_kernel(printer: PhasePrinter, ast: isl.AstNode | None) -> str:
     printer.out(0, "done:")
     printer.out(1, "return code;")
     printer.out(0, "}")
+    plans = [plan for _, plan in phases]
     shapes = [] if printer.scop.symbolic is None else [*tc_shapes(printer, plans), ""]
     return "\n".join([*_metadata(printer, plans), "", *shapes, *printer.lines])
 
