@@ -83,10 +83,11 @@ class OuterKernel:
         for j in reversed(range(len(self.plan.inner))):
             p.out(d + j, "}")
 
-    def reduction_env(self) -> dict[str, str]:
-        """The C values of the reduction indices at step `_k` of the chunk."""
+    def reduction_env(self, step: str = "(k0 + _k)") -> dict[str, str]:
+        """The C values of the reduction indices at step `_k` of the chunk (or the first
+        one's C value `step`)."""
         return {
-            self.plan.red: "(k0 + _k)",
+            self.plan.red: step,
             **{v: f"_i{j}" for j, v in enumerate(self.plan.inner)},
         }
 
@@ -229,6 +230,8 @@ def _pack_and_run(p: _Printer, k: OuterKernel, d: int, *, staged: bool) -> None:
     plan, block = k.plan, k.block
     assert plan.packed is not None and plan.rows is not None
     n = block.panel
+    if staged:
+        p.out(d, f"const int _nl = {k.columns[1]} - b0;")  # the panel's columns in the output
     if k.in_place:
         rows = p.scop.shapes[plan.packed.tensor][1]
         at = f"((int64_t)(b0 / {n}) * {rows} + k0) * {n}"
@@ -260,6 +263,9 @@ def _pack(p: _Printer, k: OuterKernel, d: int, *, staged: bool) -> None:
         p.out(d + 1, f"for (int _k = 0; _k < kn; _k++) _bp[_k * {n} + _l] = {value};")
         p.out(d, "}")
         return
+    if k.packing == "runs" and not staged:
+        _steps(p, k, d, value, copy="run")
+        return
     if k.gathers and not staged:
         # lanes in one row of P (a panel inside an output row): a plain copy at stride 1,
         # every other element of twice as many at stride 2; across output rows, each
@@ -278,20 +284,20 @@ def _transposed(p: _Printer, k: OuterKernel, d: int, value: str, *, staged: bool
     """The panel from squares of `width` lanes x `width` steps: a vector along the
     reduction from each lane's row of P, transposed in registers, stored a step at a
     time; the steps past the last whole square (`value` at lane `_l`) one by one. In a
-    staged panel a lane past the last column loads zeros (tbmm's last panel, 10 of 16
-    lanes, copied element by element had cost it a third of its time)."""
+    staged panel a lane past the last column copies the last column's row again (tbmm's
+    last panel, 10 of 16 lanes, copied element by element had cost it a third of its
+    time; loaded or zeroed lane by lane, for every size, a twelfth): the blocks never
+    store those lanes."""
     plan, w, n = k.plan, k.block.width, k.block.panel
     assert plan.packed is not None
-    first = "(int64_t)b0" if k.every_size else "b0"
     p.out(d, "int _k = 0;")
     p.out(d, f"for (; _k + {w} <= kn; _k += {w}) {{")
     for lb in range(0, n, w):
         p.out(d + 1, "{")
         for i in range(w):
-            at = _address(p, k, {**k.lane(f"(b0 + {lb + i})"), plan.red: "(k0 + _k)"})
+            lane = f"({lb + i} < _nl ? {lb + i} : _nl - 1)" if staged else f"{lb + i}"
+            at = _address(p, k, {**k.lane(f"(b0 + {lane})"), plan.red: "(k0 + _k)"})
             load = f"*(const tc_vfu *)&{cname(plan.packed.tensor)}[{at}]"
-            if staged:
-                load = f"{first} + {lb + i} < {k.columns[1]} ? {load} : (tc_vf){{0}}"
             p.out(d + 2, f"tc_vf _t{i} = {load};")
         rows = _transpose(p, [f"_t{i}" for i in range(w)], d + 2)
         for t, row in enumerate(rows):
@@ -325,19 +331,23 @@ def _transpose(p: _Printer, rows: list[str], d: int) -> list[str]:
 
 def _steps(p: _Printer, k: OuterKernel, d: int, value: str, *, copy: str = "lanes") -> None:
     """The panel's rows, one per step of the reduction indices: `value` at lane `_l`
-    ("lanes"), or copied a vector at a time from the lanes' run at `_off[0]` ("run"; gcc's
-    own vectorization of the lane copy shuffled pairs across the window's steps: a fifth
-    of a 3x3 convolution's time over 64 channels), from twice as many at stride 2
-    ("evens"), or from two runs per vector ("pairs")."""
+    ("lanes"), or copied a vector at a time from the lanes' run at `_off[0]` past column
+    0, or (packed in runs) at column b0 ("run"; gcc's own vectorization of the lane copy
+    shuffled pairs across the window's steps: a fifth of a 3x3 convolution's time over 64
+    channels), from twice as many at stride 2 ("evens"), or from two runs per vector
+    ("pairs")."""
     plan, n = k.plan, k.block.panel
     assert plan.packed is not None
     p.out(d, "float *_dst = _bp;")
     p.out(d, "for (int _k = 0; _k < kn; _k++) {")
     dd = k.open_inner(p, d + 1)
-    if k.gathers:
-        start = _address(p, k, {**k.at("0"), **k.reduction_env()})
+    if k.gathers or copy == "run":
+        # the lanes' run starts at the panel's column b0, or `_off[0]` past column 0
+        column = "0" if k.gathers else "b0"
+        start = _address(p, k, {**k.at(column), **k.reduction_env()})
         p.out(dd, f"const float *_s0 = &{cname(plan.packed.tensor)}[{start}];")
     w = k.block.width
+    run = "_off[0] + " if k.gathers else ""
     if copy == "evens":
         _evens(p, k, dd)
     elif copy == "pairs":
@@ -347,7 +357,7 @@ def _steps(p: _Printer, k: OuterKernel, d: int, value: str, *, copy: str = "lane
             p.out(dd, f"*(tc_vf *)&_dst[{j * w}] = {blend};")
     elif copy == "run":
         for j in range(0, n, w):
-            p.out(dd, f"*(tc_vf *)&_dst[{j}] = *(const tc_vfu *)&_s0[_off[0] + {j}];")
+            p.out(dd, f"*(tc_vf *)&_dst[{j}] = *(const tc_vfu *)&_s0[{run}{j}];")
     else:
         p.out(dd, f"for (int _l = 0; _l < {n}; _l++) _dst[_l] = {value};")
     p.out(dd, f"_dst += {n};")
@@ -450,6 +460,38 @@ def _target(p: _Printer, k: OuterKernel, i: int, col: str) -> str:
     return p.target(k.st, {**k.env, k.plan.rows: f"(a0 + {i})", **k.at(col)})
 
 
+def _staged_start(p: _Printer, k: OuterKernel, rows: int, d: int) -> None:
+    """The start of a block of the last, partial panel, staged in `_c` (rows x NR): the
+    output's `_nl` columns a vector at a time while whole vectors remain, then lane by
+    lane, zeros past them (a `!` sum's first chunk: zeros alone). Lane by lane, with its
+    stores, tbmm's partial blocks for every size had run 1.4x their full ones."""
+    block = k.block
+    w, n = block.width, block.panel
+    p.out(d, f"float _c[{rows * n}] {_aligned(block)};")
+    plain = k.plan.start is None
+    if plain:
+        p.out(d, f"for (int _l = 0; _l < {rows * n}; _l += {w}) *(tc_vf *)&_c[_l] = (tc_vf){{0}};")
+        p.out(d, f"if (!({k.first})) {{")
+    dd = d + 1 if plain else d
+    for i in range(rows):
+        old = _target(p, k, i, "(b0 + _l)")
+        first, vfirst = (k.start(p, i, "(b0 + _l)", vector=v) for v in (False, True))
+        whole = (
+            f"*(const tc_vfu *)&{old}"
+            if plain
+            else f"{k.first} ? {vfirst} : *(const tc_vfu *)&{old}"
+        )
+        lane = old if plain else f"{k.first} ? {first} : {old}"
+        p.out(dd, "{ int _l = 0;")
+        p.out(dd + 1, f"for (; _l + {w} <= _nl; _l += {w}) *(tc_vf *)&_c[{i * n} + _l] = {whole};")
+        p.out(dd + 1, f"for (; _l < _nl; _l++) _c[{i * n} + _l] = {lane};")
+        if not plain:
+            p.out(dd + 1, f"for (; _l < {n}; _l++) _c[{i * n} + _l] = 0.0f;")
+        p.out(dd, "}")
+    if plain:
+        p.out(d, "}")
+
+
 def _block(p: _Printer, k: OuterKernel, rows: int, d: int, *, staged: bool) -> None:
     """rows x NR outputs at (a0, b0) over the chunk: accumulators in vector registers,
     one broadcast of X and NR / width loads of the panel per reduction step."""
@@ -458,16 +500,7 @@ def _block(p: _Printer, k: OuterKernel, rows: int, d: int, *, staged: bool) -> N
     w, n = block.width, block.panel
     accs = [[f"c{i}_{j}" for j in range(block.vectors)] for i in range(rows)]
     if staged:
-        bhi = k.columns[1]
-        p.out(d, f"float _c[{rows * n}] {_aligned(block)};")
-        for i in range(rows):
-            old = _target(p, k, i, "(b0 + _l)")
-            first = k.start(p, i, "(b0 + _l)", vector=False)
-            p.out(
-                d,
-                f"for (int _l = 0; _l < {n}; _l++) _c[{i * n} + _l] = "
-                f"b0 + _l >= {bhi} ? 0.0f : {k.first} ? {first} : {old};",
-            )
+        _staged_start(p, k, rows, d)
     for i, row in enumerate(accs):
         for j, acc in enumerate(row):
             if staged:
@@ -478,13 +511,15 @@ def _block(p: _Printer, k: OuterKernel, rows: int, d: int, *, staged: bool) -> N
                 first = k.start(p, i, col, vector=True)
                 p.out(d, f"tc_vf {acc} = {k.first} ? {first} : {old};")
     p.out(d, "const float *_src = _bp;")
-    p.out(d, "for (int _k = 0; _k < kn; _k++) {")
+    # The reduction index itself runs (not k0 + _k, which may wrap as far as gcc knows:
+    # for every size it kept an index per row of X, tbmm's loop 29 instructions, not 25).
+    p.out(d, "for (int _r = k0; _r < k0 + kn; _r++) {")
     dd = k.open_inner(p, d + 1)
     vf = "tc_vfu" if k.in_place else "tc_vf"  # an array in place is aligned to its floats
     loads = {f"*(const {vf} *)&_src[{j * w}]": f"_v{j}" for j in range(block.vectors)}
     p.pinned_loads(loads, dd)
     for i, row in enumerate(accs):
-        x = p.expr(plan.scalar, {**k.env, plan.rows: f"(a0 + {i})", **k.reduction_env()})
+        x = p.expr(plan.scalar, {**k.env, plan.rows: f"(a0 + {i})", **k.reduction_env("_r")})
         steps = " ".join(f"{acc} += _s * _v{j};" for j, acc in enumerate(row))
         p.out(dd, f"{{ const float _s = (float)({x}); {steps} }}")
     p.out(dd, f"_src += {n};")
@@ -493,11 +528,13 @@ def _block(p: _Printer, k: OuterKernel, rows: int, d: int, *, staged: bool) -> N
     if staged:
         _store(p, k, accs, d, "_c")
         for i in range(rows):
+            p.out(d, "{ int _l = 0;")
+            target = _target(p, k, i, "(b0 + _l)")
             p.out(
-                d,
-                f"for (int _l = 0; b0 + _l < {bhi}; _l++) "
-                f"{_target(p, k, i, '(b0 + _l)')} = _c[{i * n} + _l];",
+                d + 1,
+                f"for (; _l + {w} <= _nl; _l += {w}) *(tc_vfu *)&{target} = *(const tc_vf *)&_c[{i * n} + _l];",
             )
+            p.out(d + 1, f"for (; _l < _nl; _l++) {target} = _c[{i * n} + _l]; }}")
         if plan.end is not None:
             p.out(d, f"if (k0 + kn == {k.ranges[plan.red][1]}) {{")
             _end(p, k, rows, d + 1, staged=True, held="_c" if plan.end_on_block else None)

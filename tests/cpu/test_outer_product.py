@@ -131,13 +131,14 @@ def test_a_weight_read_along_the_reduction_is_packed_in_transposed_squares(
 ) -> None:
     """C3's B(n, k): squares of lanes x steps loaded along k and transposed in registers,
     the steps past the last square one by one; in the last partial panel (staged) too,
-    its lanes past the last column loading zeros; fixed sizes and every size."""
+    its lanes past the last column loading the last column's row again (never stored);
+    fixed sizes and every size."""
     rng = np.random.default_rng(m + n + k)
     a, b = _rand(rng, m, k), _rand(rng, n, k)
     options = tg.MappingOptions(vector_width=width, reduction_chunk=64)
     kernel = tg.define(PROGRAMS).tmm.compile(a, b, options=options, parametric=parametric)
     assert "_x1_0 = TC_SHUFFLE" in kernel.source, "not packed in transposed squares"
-    assert ": (tc_vf){0};" in kernel.source, "the staged panel is not packed in squares"
+    assert " < _nl ? 0 : _nl - 1)" in kernel.source, "the staged panel is not packed in squares"
     _close(kernel(a, b), a.astype(np.float64) @ b.T)
 
 
@@ -200,6 +201,33 @@ def test_a_bias_statement_starts_the_sums() -> None:
     windows = np.lib.stride_tricks.sliding_window_view(x.astype(np.float64), (3, 3), axis=(2, 3))
     want = np.einsum("ncpqij,fcij->nfpq", windows, wt) + bf[:, None, None]
     _close(kernel(x, wt, bf), want)
+
+
+@pytest.mark.parametrize("name", ["mm", "bias", "acc", "mlp"])
+def test_kernels_for_every_size_stage_the_last_panel_by_vectors(name: str) -> None:
+    """One kernel for every size, called at sizes whose last panel is partial (1 to 15 of
+    16 columns) and whose reduction takes several chunks: the staged start (zeros, the
+    bias, or the sums so far) and store go a vector at a time while whole vectors remain,
+    then lane by lane; `B(k, n)` is copied in runs of the panel's columns."""
+    rng = np.random.default_rng(len(name))
+    options = tg.MappingOptions(vector_width=8, reduction_chunk=16)
+    fn = getattr(tg.define(PROGRAMS), name)
+    kernel = None
+    for m, k, n in [(13, 70, 37), (5, 33, 9), (1, 17, 16), (8, 40, 23)]:
+        a, b, c = _rand(rng, m, k), _rand(rng, k + (name == "acc"), n), _rand(rng, n)
+        args = {"mm": (a, b), "acc": (a, b, _rand(rng, m, n))}.get(name, (a, b, c))
+        if kernel is None:
+            kernel = fn.compile(*args, options=options, parametric=True)
+            assert "const float *_s0 = &t_B[" in kernel.source, "the panel is not copied in runs"
+            assert "for (; _l + 8 <= _nl; _l += 8)" in kernel.source
+        sums = a.astype(np.float64) @ (b[1:] if name == "acc" else b)
+        if name == "bias":
+            sums += 0.5 * c
+        elif name == "acc":
+            sums += args[-1]
+        elif name == "mlp":
+            sums = np.maximum(c + sums, 0)
+        _close(kernel(*args), sums)
 
 
 def test_an_elementwise_statement_after_ends_each_block() -> None:

@@ -443,21 +443,21 @@ int tc_phase(int32_t phase, void *const *args, void *const *temps, int64_t lo, i
             tc_vf c11_0 = k0 == 0 ? (tc_vf){0} : *(const tc_vfu *)&t_O[((int64_t)((a0 + 11)) * 128 + (int64_t)((b0 + 0)))];
             tc_vf c11_1 = k0 == 0 ? (tc_vf){0} : *(const tc_vfu *)&t_O[((int64_t)((a0 + 11)) * 128 + (int64_t)((b0 + 16)))];
             const float *_src = _bp;
-            for (int _k = 0; _k < kn; _k++) {
+            for (int _r = k0; _r < k0 + kn; _r++) {
               tc_vf _v0 = *(const tc_vf *)&_src[0]; __asm__("" : "+v"(_v0));
               tc_vf _v1 = *(const tc_vf *)&_src[16]; __asm__("" : "+v"(_v1));
-              { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 0)))) * 125 + (int64_t)(((int32_t)((k0 + _k)))))]); c0_0 += _s * _v0; c0_1 += _s * _v1; }
-              { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 1)))) * 125 + (int64_t)(((int32_t)((k0 + _k)))))]); c1_0 += _s * _v0; c1_1 += _s * _v1; }
-              { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 2)))) * 125 + (int64_t)(((int32_t)((k0 + _k)))))]); c2_0 += _s * _v0; c2_1 += _s * _v1; }
-              { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 3)))) * 125 + (int64_t)(((int32_t)((k0 + _k)))))]); c3_0 += _s * _v0; c3_1 += _s * _v1; }
-              { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 4)))) * 125 + (int64_t)(((int32_t)((k0 + _k)))))]); c4_0 += _s * _v0; c4_1 += _s * _v1; }
-              { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 5)))) * 125 + (int64_t)(((int32_t)((k0 + _k)))))]); c5_0 += _s * _v0; c5_1 += _s * _v1; }
-              { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 6)))) * 125 + (int64_t)(((int32_t)((k0 + _k)))))]); c6_0 += _s * _v0; c6_1 += _s * _v1; }
-              { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 7)))) * 125 + (int64_t)(((int32_t)((k0 + _k)))))]); c7_0 += _s * _v0; c7_1 += _s * _v1; }
-              { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 8)))) * 125 + (int64_t)(((int32_t)((k0 + _k)))))]); c8_0 += _s * _v0; c8_1 += _s * _v1; }
-              { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 9)))) * 125 + (int64_t)(((int32_t)((k0 + _k)))))]); c9_0 += _s * _v0; c9_1 += _s * _v1; }
-              { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 10)))) * 125 + (int64_t)(((int32_t)((k0 + _k)))))]); c10_0 += _s * _v0; c10_1 += _s * _v1; }
-              { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 11)))) * 125 + (int64_t)(((int32_t)((k0 + _k)))))]); c11_0 += _s * _v0; c11_1 += _s * _v1; }
+              { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 0)))) * 125 + (int64_t)(((int32_t)(_r))))]); c0_0 += _s * _v0; c0_1 += _s * _v1; }
+              { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 1)))) * 125 + (int64_t)(((int32_t)(_r))))]); c1_0 += _s * _v0; c1_1 += _s * _v1; }
+              { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 2)))) * 125 + (int64_t)(((int32_t)(_r))))]); c2_0 += _s * _v0; c2_1 += _s * _v1; }
+              { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 3)))) * 125 + (int64_t)(((int32_t)(_r))))]); c3_0 += _s * _v0; c3_1 += _s * _v1; }
+              { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 4)))) * 125 + (int64_t)(((int32_t)(_r))))]); c4_0 += _s * _v0; c4_1 += _s * _v1; }
+              { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 5)))) * 125 + (int64_t)(((int32_t)(_r))))]); c5_0 += _s * _v0; c5_1 += _s * _v1; }
+              { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 6)))) * 125 + (int64_t)(((int32_t)(_r))))]); c6_0 += _s * _v0; c6_1 += _s * _v1; }
+              { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 7)))) * 125 + (int64_t)(((int32_t)(_r))))]); c7_0 += _s * _v0; c7_1 += _s * _v1; }
+              { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 8)))) * 125 + (int64_t)(((int32_t)(_r))))]); c8_0 += _s * _v0; c8_1 += _s * _v1; }
+              { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 9)))) * 125 + (int64_t)(((int32_t)(_r))))]); c9_0 += _s * _v0; c9_1 += _s * _v1; }
+              { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 10)))) * 125 + (int64_t)(((int32_t)(_r))))]); c10_0 += _s * _v0; c10_1 += _s * _v1; }
+              { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 11)))) * 125 + (int64_t)(((int32_t)(_r))))]); c11_0 += _s * _v0; c11_1 += _s * _v1; }
               _src += 32;
             }
             *(tc_vfu *)&t_O[((int64_t)((a0 + 0)) * 128 + (int64_t)((b0 + 0)))] = c0_0;
@@ -495,13 +495,13 @@ int tc_phase(int32_t phase, void *const *args, void *const *temps, int64_t lo, i
             tc_vf c3_0 = k0 == 0 ? (tc_vf){0} : *(const tc_vfu *)&t_O[((int64_t)((a0 + 3)) * 128 + (int64_t)((b0 + 0)))];
             tc_vf c3_1 = k0 == 0 ? (tc_vf){0} : *(const tc_vfu *)&t_O[((int64_t)((a0 + 3)) * 128 + (int64_t)((b0 + 16)))];
             const float *_src = _bp;
-            for (int _k = 0; _k < kn; _k++) {
+            for (int _r = k0; _r < k0 + kn; _r++) {
               tc_vf _v0 = *(const tc_vf *)&_src[0]; __asm__("" : "+v"(_v0));
               tc_vf _v1 = *(const tc_vf *)&_src[16]; __asm__("" : "+v"(_v1));
-              { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 0)))) * 125 + (int64_t)(((int32_t)((k0 + _k)))))]); c0_0 += _s * _v0; c0_1 += _s * _v1; }
-              { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 1)))) * 125 + (int64_t)(((int32_t)((k0 + _k)))))]); c1_0 += _s * _v0; c1_1 += _s * _v1; }
-              { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 2)))) * 125 + (int64_t)(((int32_t)((k0 + _k)))))]); c2_0 += _s * _v0; c2_1 += _s * _v1; }
-              { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 3)))) * 125 + (int64_t)(((int32_t)((k0 + _k)))))]); c3_0 += _s * _v0; c3_1 += _s * _v1; }
+              { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 0)))) * 125 + (int64_t)(((int32_t)(_r))))]); c0_0 += _s * _v0; c0_1 += _s * _v1; }
+              { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 1)))) * 125 + (int64_t)(((int32_t)(_r))))]); c1_0 += _s * _v0; c1_1 += _s * _v1; }
+              { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 2)))) * 125 + (int64_t)(((int32_t)(_r))))]); c2_0 += _s * _v0; c2_1 += _s * _v1; }
+              { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 3)))) * 125 + (int64_t)(((int32_t)(_r))))]); c3_0 += _s * _v0; c3_1 += _s * _v1; }
               _src += 32;
             }
             *(tc_vfu *)&t_O[((int64_t)((a0 + 0)) * 128 + (int64_t)((b0 + 0)))] = c0_0;

@@ -218,7 +218,8 @@ int tc_phase(int32_t phase, void *const *args, void *const *temps, int64_t lo, i
           const int kn = k0 + 250 < 250 ? 250 : 250 - k0;
           float *_dst = _bp;
           for (int _k = 0; _k < kn; _k++) {
-            for (int _l = 0; _l < 16; _l++) _dst[_l] = t_W1[((int64_t)(((int32_t)((k0 + _k)))) * 16 + (int64_t)(((int32_t)((b0 + _l)))))];
+            const float *_s0 = &t_W1[((int64_t)(((int32_t)((k0 + _k)))) * 16 + (int64_t)(((int32_t)(b0))))];
+            *(tc_vf *)&_dst[0] = *(const tc_vfu *)&_s0[0];
             _dst += 16;
           }
           int a0 = a_lo;
@@ -236,20 +237,20 @@ int tc_phase(int32_t phase, void *const *args, void *const *temps, int64_t lo, i
             tc_vf c10_0 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 0))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 10)) * 16 + (int64_t)((b0 + 0)))];
             tc_vf c11_0 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 0))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 11)) * 16 + (int64_t)((b0 + 0)))];
             const float *_src = _bp;
-            for (int _k = 0; _k < kn; _k++) {
+            for (int _r = k0; _r < k0 + kn; _r++) {
               tc_vf _v0 = *(const tc_vf *)&_src[0]; __asm__("" : "+v"(_v0));
-              { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 0)))) * 250 + (int64_t)(((int32_t)((k0 + _k)))))]); c0_0 += _s * _v0; }
-              { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 1)))) * 250 + (int64_t)(((int32_t)((k0 + _k)))))]); c1_0 += _s * _v0; }
-              { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 2)))) * 250 + (int64_t)(((int32_t)((k0 + _k)))))]); c2_0 += _s * _v0; }
-              { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 3)))) * 250 + (int64_t)(((int32_t)((k0 + _k)))))]); c3_0 += _s * _v0; }
-              { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 4)))) * 250 + (int64_t)(((int32_t)((k0 + _k)))))]); c4_0 += _s * _v0; }
-              { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 5)))) * 250 + (int64_t)(((int32_t)((k0 + _k)))))]); c5_0 += _s * _v0; }
-              { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 6)))) * 250 + (int64_t)(((int32_t)((k0 + _k)))))]); c6_0 += _s * _v0; }
-              { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 7)))) * 250 + (int64_t)(((int32_t)((k0 + _k)))))]); c7_0 += _s * _v0; }
-              { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 8)))) * 250 + (int64_t)(((int32_t)((k0 + _k)))))]); c8_0 += _s * _v0; }
-              { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 9)))) * 250 + (int64_t)(((int32_t)((k0 + _k)))))]); c9_0 += _s * _v0; }
-              { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 10)))) * 250 + (int64_t)(((int32_t)((k0 + _k)))))]); c10_0 += _s * _v0; }
-              { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 11)))) * 250 + (int64_t)(((int32_t)((k0 + _k)))))]); c11_0 += _s * _v0; }
+              { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 0)))) * 250 + (int64_t)(((int32_t)(_r))))]); c0_0 += _s * _v0; }
+              { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 1)))) * 250 + (int64_t)(((int32_t)(_r))))]); c1_0 += _s * _v0; }
+              { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 2)))) * 250 + (int64_t)(((int32_t)(_r))))]); c2_0 += _s * _v0; }
+              { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 3)))) * 250 + (int64_t)(((int32_t)(_r))))]); c3_0 += _s * _v0; }
+              { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 4)))) * 250 + (int64_t)(((int32_t)(_r))))]); c4_0 += _s * _v0; }
+              { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 5)))) * 250 + (int64_t)(((int32_t)(_r))))]); c5_0 += _s * _v0; }
+              { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 6)))) * 250 + (int64_t)(((int32_t)(_r))))]); c6_0 += _s * _v0; }
+              { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 7)))) * 250 + (int64_t)(((int32_t)(_r))))]); c7_0 += _s * _v0; }
+              { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 8)))) * 250 + (int64_t)(((int32_t)(_r))))]); c8_0 += _s * _v0; }
+              { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 9)))) * 250 + (int64_t)(((int32_t)(_r))))]); c9_0 += _s * _v0; }
+              { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 10)))) * 250 + (int64_t)(((int32_t)(_r))))]); c10_0 += _s * _v0; }
+              { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 11)))) * 250 + (int64_t)(((int32_t)(_r))))]); c11_0 += _s * _v0; }
               _src += 16;
             }
             if (k0 + kn == 250) {
@@ -302,12 +303,12 @@ int tc_phase(int32_t phase, void *const *args, void *const *temps, int64_t lo, i
             tc_vf c2_0 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 0))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 2)) * 16 + (int64_t)((b0 + 0)))];
             tc_vf c3_0 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 0))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 3)) * 16 + (int64_t)((b0 + 0)))];
             const float *_src = _bp;
-            for (int _k = 0; _k < kn; _k++) {
+            for (int _r = k0; _r < k0 + kn; _r++) {
               tc_vf _v0 = *(const tc_vf *)&_src[0]; __asm__("" : "+v"(_v0));
-              { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 0)))) * 250 + (int64_t)(((int32_t)((k0 + _k)))))]); c0_0 += _s * _v0; }
-              { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 1)))) * 250 + (int64_t)(((int32_t)((k0 + _k)))))]); c1_0 += _s * _v0; }
-              { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 2)))) * 250 + (int64_t)(((int32_t)((k0 + _k)))))]); c2_0 += _s * _v0; }
-              { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 3)))) * 250 + (int64_t)(((int32_t)((k0 + _k)))))]); c3_0 += _s * _v0; }
+              { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 0)))) * 250 + (int64_t)(((int32_t)(_r))))]); c0_0 += _s * _v0; }
+              { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 1)))) * 250 + (int64_t)(((int32_t)(_r))))]); c1_0 += _s * _v0; }
+              { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 2)))) * 250 + (int64_t)(((int32_t)(_r))))]); c2_0 += _s * _v0; }
+              { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 3)))) * 250 + (int64_t)(((int32_t)(_r))))]); c3_0 += _s * _v0; }
               _src += 16;
             }
             if (k0 + kn == 250) {
