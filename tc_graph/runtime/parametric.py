@@ -21,7 +21,7 @@ from ..codegen.sizes import SIZES_ABI_VERSION
 from ..errors import TcError
 from ..lang.sema import CheckedDef
 from ..options import MappingOptions
-from .kernel import ENTRY, Native, address, output_makers
+from .kernel import ENTRY, Native, output_makers
 
 
 class _At:
@@ -122,13 +122,13 @@ class ParametricKernel(Native):
         else:
             inputs = args
         outputs = self._outputs(inputs, at.fresh, at.outputs, out)
-        ptrs = self._ptr_array(*self._pointers.of(inputs), *(address(o) for o in outputs))
-        err = ctypes.c_int64(0)
+        block = self._block(inputs, outputs)
+        ptrs = block.buffer_info()[0]
         scratch = self._scratch.address(at.scratch_bytes)
-        code = self._fn(ptrs, at.values, scratch, 0 if unchecked else 1, ctypes.byref(err))
+        code = self._fn(ptrs, at.values, scratch, 0 if unchecked else 1, ptrs + self._err_at)
         if code > 0:
             r, k = self._checks[code - 1]
             given = dict(zip(self.program.inputs, inputs, strict=True))
             shape = given[r.tensor].shape if r.tensor in given else at.shapes[r.tensor]
-            raise binding.index_error(self.program, r, k, err.value, shape[k])
+            raise binding.index_error(self.program, r, k, block[-1], shape[k])
         return outputs[0] if len(outputs) == 1 else tuple(outputs)
