@@ -3,10 +3,11 @@ and `blocking` its sizes; this module only prints them).
 
 Work items are (outer output indices, band of rows, panel of columns), one parallel loop
 over all of them; a thread's consecutive items share a band, whose X stays in L2. Per
-chunk of the reduction an item packs its panel of P (chunk x NR floats, zeros past the
-last column) and runs the register block down its band: MR x NR accumulators, the
-reduction innermost. A panel past the last column is staged through a small array, so
-every vector load and store stays inside the output.
+chunk of the reduction an item packs its panel of P (chunk x NR floats; past the last
+column zeros, or the last column's row again, never stored) and runs the register block
+down its band: MR x NR accumulators, the reduction innermost. A panel past the last
+column is staged through a small array, so every vector load and store stays inside the
+output.
 
 In a kernel for every size the ranges are C expressions of the sizes (numbers where
 they are fixed): counts are computed by the code, both the full and the staged panel
@@ -242,8 +243,9 @@ def _pack_and_run(p: _Printer, k: OuterKernel, d: int, *, staged: bool) -> None:
 
 
 def _pack(p: _Printer, k: OuterKernel, d: int, *, staged: bool) -> None:
-    """Copy the chunk's panel of P into the buffer, zeros past the last column: row after
-    row of NR values, one row per step of the reduction indices."""
+    """Copy the chunk's panel of P into the buffer (past the last column zeros, or in
+    transposed squares the last column's row again): row after row of NR values, one row
+    per step of the reduction indices."""
     plan, n = k.plan, k.block.panel
     assert plan.packed is not None
     if k.gathers:
@@ -469,10 +471,12 @@ def _staged_start(p: _Printer, k: OuterKernel, rows: int, d: int) -> None:
     w, n = block.width, block.panel
     p.out(d, f"float _c[{rows * n}] {_aligned(block)};")
     plain = k.plan.start is None
+    guarded = plain and k.first != "0"  # "0": the sums always start from the output's
     if plain:
         p.out(d, f"for (int _l = 0; _l < {rows * n}; _l += {w}) *(tc_vf *)&_c[_l] = (tc_vf){{0}};")
+    if guarded:
         p.out(d, f"if (!({k.first})) {{")
-    dd = d + 1 if plain else d
+    dd = d + 1 if guarded else d
     for i in range(rows):
         old = _target(p, k, i, "(b0 + _l)")
         first, vfirst = (k.start(p, i, "(b0 + _l)", vector=v) for v in (False, True))
@@ -488,7 +492,7 @@ def _staged_start(p: _Printer, k: OuterKernel, rows: int, d: int) -> None:
         if not plain:
             p.out(dd + 1, f"for (; _l < {n}; _l++) _c[{i * n} + _l] = 0.0f;")
         p.out(dd, "}")
-    if plain:
+    if guarded:
         p.out(d, "}")
 
 
@@ -528,13 +532,11 @@ def _block(p: _Printer, k: OuterKernel, rows: int, d: int, *, staged: bool) -> N
     if staged:
         _store(p, k, accs, d, "_c")
         for i in range(rows):
+            target, held = _target(p, k, i, "(b0 + _l)"), f"_c[{i * n} + _l]"
             p.out(d, "{ int _l = 0;")
-            target = _target(p, k, i, "(b0 + _l)")
-            p.out(
-                d + 1,
-                f"for (; _l + {w} <= _nl; _l += {w}) *(tc_vfu *)&{target} = *(const tc_vf *)&_c[{i * n} + _l];",
-            )
-            p.out(d + 1, f"for (; _l < _nl; _l++) {target} = _c[{i * n} + _l]; }}")
+            whole = f"*(tc_vfu *)&{target} = *(const tc_vf *)&{held};"
+            p.out(d + 1, f"for (; _l + {w} <= _nl; _l += {w}) {whole}")
+            p.out(d + 1, f"for (; _l < _nl; _l++) {target} = {held}; }}")
         if plan.end is not None:
             p.out(d, f"if (k0 + kn == {k.ranges[plan.red][1]}) {{")
             _end(p, k, rows, d + 1, staged=True, held="_c" if plan.end_on_block else None)
@@ -577,7 +579,7 @@ def _end(p: _Printer, k: OuterKernel, rows: int, d: int, *, staged: bool, held: 
     plan = k.plan
     assert plan.end is not None and plan.rows is not None
     end, src = plan.end, k.st.source
-    limit = f"_l < {k.columns[1]} - b0" if staged else f"_l < {k.block.panel}"
+    limit = "_l < _nl" if staged else f"_l < {k.block.panel}"
     columns = k.at("(b0 + _l)") if held is not None else k.lane("(b0 + _l)")
     old_box, old_name = p.private.get(src.tensor), p.renamed.get(src.tensor)
     if held is not None:

@@ -409,8 +409,9 @@ def _shifted(sub: ir.Expr, name: str, lanes: set[str]) -> bool:
 
 
 # How an outer kernel gets its panels of P, decided once (`packing`): read where they lie
-# (`panels`), copied a run of lanes at a time (`rows_in_order`), gathered by per-lane
-# offsets (`lane_offsets`), or each lane's element computed from its row and column.
+# (`panels`), copied a run of lanes at a time (`rows_in_order`, `columns_in_order`),
+# gathered by per-lane offsets (`lane_offsets`), or each lane's element computed from its
+# row and column.
 Packing = Literal["in_place", "runs", "offsets", "lanes"]
 
 

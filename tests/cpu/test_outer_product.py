@@ -205,11 +205,11 @@ def test_a_bias_statement_starts_the_sums() -> None:
 
 @pytest.mark.parametrize("name", ["mm", "mlp"])
 def test_kernels_for_every_size_stage_the_last_panel_by_vectors(name: str) -> None:
-    """One kernel for every size, called at sizes whose last panel is partial (1 to 15 of
-    16 columns) and whose reduction takes several chunks: the staged start (zeros, the
-    bias, or the sums so far) and store go a vector at a time while whole vectors remain,
-    then lane by lane, and a relu ends each block; `B(k, n)` is copied in runs of the
-    panel's columns. (`acc` and `bias` start from a vector as `mlp` does: 15 s more.)"""
+    """One kernel for every size, called at sizes whose last panel of 16 holds 13, 9 or 7
+    columns (or none) and whose reduction takes several chunks: the staged start (zeros,
+    the bias, or the sums so far) and store go a vector at a time while whole vectors
+    remain, then lane by lane, and a relu ends each block; `B(k, n)` is copied in runs of
+    the panel's columns. (`acc` and `bias` start from a vector as `mlp` does: 15 s more.)"""
     rng = np.random.default_rng(len(name))
     options = tg.MappingOptions(vector_width=8, reduction_chunk=16)
     fn = getattr(tg.define(PROGRAMS), name)
