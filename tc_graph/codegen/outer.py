@@ -187,8 +187,13 @@ def print_kernel(p: _Printer, k: OuterKernel, outer: list[str], depth: int) -> N
         p.out(d, f"const int {k.env[v]} = {lo} + _w / {stride} % {_extent(lo, hi)};")
         stride = _times(stride, _extent(lo, hi))
     p.out(d, f"const int b0 = {blo} + _w % {panels} * {block.panel};")
-    p.out(d, f"const int a_lo = {alo} + _w / {panels} % {bands} * {block.band};")
-    p.out(d, f"const int a_hi = a_lo + {block.band} < {ahi} ? a_lo + {block.band} : {ahi};")
+    # Bands of whole blocks that differ by one block at most: a last band of a few rows
+    # had left one thread the heavy work items (the items are split in runs).
+    blocks = _count(alo, ahi, block.rows)
+    p.out(d, f"const int _band = _w / {panels} % {bands};")
+    p.out(d, f"const int a_lo = {alo} + _band * {blocks} / {bands} * {block.rows};")
+    p.out(d, f"const int a_end = {alo} + (_band + 1) * {blocks} / {bands} * {block.rows};")
+    p.out(d, f"const int a_hi = a_end < {ahi} ? a_end : {ahi};")
     if not k.in_place:
         p.out(d, f"float _bp[{block.chunk * k.window * block.panel}] {_aligned(block)};")
     if k.gathers:

@@ -282,6 +282,36 @@ def test_convolution_with_many_channels_matches_onnxruntime() -> None:
     _check_group([node], {"x": _rand(rng, 1, 32, 10, 39)}, weights, ["y"])
 
 
+@pytest.mark.parametrize(
+    ("channels", "window", "grown"),
+    [((256, 1, 1), "1x1", 258), ((128, 3, 3), "3x3", None), ((256, 3, 3), "3x3", 257)],
+)
+def test_convolution_weight_rows_lie_apart_in_l1(
+    channels: tuple[int, int, int], window: str, grown: int | None
+) -> None:
+    """A constant weight whose rows are a multiple of 1 KiB apart (256 channels by 1x1 or
+    3x3: 4 of L1's 64 sets per 12 rows) is passed with zero channels appended so that
+    12 rows put at most two lines in a set; 128 by 3x3 (8 sets) is left as it is. The
+    result is onnxruntime's either way, and with no panel width asked for (no CPU kernel)
+    the weight is passed as it is."""
+    c, kh, kw = channels
+    rng = np.random.default_rng(c + kh)
+    node = helper.make_node("Conv", ["x", "W", "b"], ["y"], pads=[kh // 2] * 2 + [kw // 2] * 2)
+    w = _rand(rng, 24, c, kh, kw)
+    weights = {"W": w, "b": _rand(rng, 24)}
+    feeds = {"x": _rand(rng, 1, c, 5, 7)}
+    t = _check_group([node], feeds, weights, ["y"], panel=16)
+    if grown is None:
+        assert t.initializers == ()
+    else:
+        (init,) = t.initializers
+        padded = numpy_helper.to_array(init)
+        assert init.name == f"W__tc_c{grown}" and padded.shape == (24, grown, kh, kw)
+        np.testing.assert_array_equal(padded[:, :c], w)
+        assert not padded[:, c:].any()
+    assert _check_group([node], feeds, weights, ["y"]).initializers == ()
+
+
 def test_matmul_weights_packed_as_panels() -> None:
     """A batched MatMul by a constant 2-D weight: the same panels, the batch outside."""
     rng = np.random.default_rng(3)

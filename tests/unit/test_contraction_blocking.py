@@ -14,6 +14,7 @@ from tc_graph.poly.contraction import (
     L2_BYTES,
     Blocking,
     Contraction,
+    apart_in_l1,
     blocking,
     lane_offsets,
     rows_in_order,
@@ -101,6 +102,15 @@ def test_the_panel_fills_half_of_l1_and_the_band_half_of_l2() -> None:
     assert b.panel == 16 and b.chunk * b.panel * 4 == L1_BYTES // 2
     assert b.band % b.rows == 0 and b.band * b.chunk * 4 <= L2_BYTES // 2
     assert (b.band + b.rows) * b.chunk * 4 > L2_BYTES // 2
+
+
+def test_rows_4_kib_apart_crowd_one_l1_set() -> None:
+    """Rows 4 KiB apart share one L1 set (64 sets of 64-byte lines) and 1 KiB apart, 4
+    sets for 12 rows, each set holding 3 of their lines; 2304 bytes apart (36 lines) they
+    take 16 sets, and 4128 bytes apart (64.5 lines) two rows a set."""
+    assert not apart_in_l1(1024) and not apart_in_l1(256)
+    assert apart_in_l1(576) and apart_in_l1(1032) and apart_in_l1(3 * 49)
+    assert apart_in_l1(256, rows=8), "two rows a set"
 
 
 def test_options_override_and_short_reductions_take_one_chunk() -> None:

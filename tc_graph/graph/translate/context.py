@@ -132,6 +132,20 @@ class Context:
 
         return self._packed(weight, f"p{w}", pack)
 
+    def pad_channels(self, weight: str, channels: int) -> str | None:
+        """A constant (F, C, KH, KW) weight with zeros appended to its channels, up to
+        `channels`, once, ahead of time (or None): its rows then lie apart in L1
+        (contraction.apart_in_l1)."""
+        if not self.pack_weights or not self.panel or weight not in self.constants:
+            return None
+
+        def pad(array: np.ndarray) -> np.ndarray:
+            grown = np.zeros((array.shape[0], channels, *array.shape[2:]), array.dtype)
+            grown[:, : array.shape[1]] = array
+            return grown
+
+        return self._packed(weight, f"c{channels}", pad)
+
     def _packed(self, weight: str, tag: str, pack: Callable[[np.ndarray], np.ndarray]) -> str:
         """The name of `weight` packed by `pack`, made once per group under a fresh name."""
         key = f"{weight}/{tag}"

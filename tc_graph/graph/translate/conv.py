@@ -5,9 +5,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import onnx
 
-from .context import Call, Context, Untranslatable, attrs, inputs
+from ...poly.contraction import apart_in_l1
+from .context import FLOAT32, Call, Context, Untranslatable, attrs, inputs
 from .library import instantiate
 from .registry import translator
 from .text import accumulator, padded_subscript, scaled, tc_type, wide
@@ -53,6 +55,16 @@ def _conv_padding(pt: int, pl: int, pb: int, pr: int) -> str:
     )
 
 
+def _rows_apart(dtype: np.dtype, shape: tuple[int, ...]) -> int | None:
+    """The channels a constant float32 weight is passed with when its rows (output
+    channels) would crowd L1's sets, zeros appended (contraction.apart_in_l1); None when
+    it is passed as it is. Range inference still takes the channels from X."""
+    _, c, kh, kw = shape
+    if dtype != FLOAT32 or apart_in_l1(c * kh * kw):
+        return None
+    return next(n for n in range(c + 1, 2 * c + 2) if apart_in_l1(n * kh * kw))
+
+
 @translator("Conv")
 def _conv(node: onnx.NodeProto, ctx: Context) -> Call:
     ins = inputs(node, 2, 3)
@@ -84,6 +96,9 @@ def _conv(node: onnx.NodeProto, ctx: Context) -> Call:
         raise Untranslatable("the convolution's output is empty")
     out = ctx.check_output(node, (n, f, oh, ow), dtype)
     acc, store = accumulator(dtype, ["n", "f", "oh", "ow"])
+    grown = _rows_apart(dtype, sw) if group == 1 else None
+    padded = None if grown is None else ctx.pad_channels(w, grown)
+    w = padded or w
     args: tuple[str, ...] = (x, w)
     bias_param = bias_stmt = ""
     if bias:
@@ -113,6 +128,12 @@ def _conv(node: onnx.NodeProto, ctx: Context) -> Call:
         chan=chan,
         fg=fg,
         cg="C" if group == 1 else cg,
+        wc=("C" if group == 1 else cg) if padded is None else grown,
+        rows_comment=(
+            "The weight is as ONNX has it."
+            if padded is None
+            else f"The weight's channels are zero-padded to {grown}: its rows lie apart in L1."
+        ),
         bias_param=bias_param,
         pad_stmt=pad_stmt,
         bias_stmt=bias_stmt,

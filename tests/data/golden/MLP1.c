@@ -211,8 +211,10 @@ int tc_phase(int32_t phase, void *const *args, void *const *temps, int64_t lo, i
       for (int64_t _t = lo; _t < hi; _t++) {
         const int _w = 0 + (int)_t * 1;
         const int b0 = 0 + _w % 1 * 16;
-        const int a_lo = 0 + _w / 1 % 1 * 252;
-        const int a_hi = a_lo + 252 < 16 ? a_lo + 252 : 16;
+        const int _band = _w / 1 % 1;
+        const int a_lo = 0 + _band * 2 / 1 * 12;
+        const int a_end = 0 + (_band + 1) * 2 / 1 * 12;
+        const int a_hi = a_end < 16 ? a_end : 16;
         float _bp[4000] __attribute__((aligned(64)));
         for (int k0 = 0; k0 < 250; k0 += 250) {
           const int kn = k0 + 250 < 250 ? 250 : 250 - k0;
