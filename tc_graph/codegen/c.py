@@ -324,13 +324,14 @@ class _Printer(StatementPrinter):
         self.out(depth + 1, f"{target} = acc;")
         self.out(depth, "}")
 
-    def pinned_loads(self, loads: Mapping[str, str], depth: int) -> None:
+    def pinned_loads(self, loads: Mapping[str, str], depth: int, *, pin: bool = True) -> None:
         """Declare the shared operand vectors of a tile. The empty asm pins each in a
-        register: otherwise gcc folds the load into every FMA that uses it, and the tile's
-        load sharing is lost. A vector wider than the target's widest register (AVX-512's
-        16 floats, AVX2's 8) lives in several registers, which no asm operand can name,
-        and gcc has no vector register for a vector of one float: neither is pinned."""
-        pin = 1 < self.options.vector_width <= self.unit.floats
+        register (unless not `pin`): otherwise gcc folds the load into every FMA that uses
+        it, and the tile's load sharing is lost. A vector wider than the target's widest
+        register (AVX-512's 16 floats, AVX2's 8) lives in several registers, which no asm
+        operand can name, and gcc has no vector register for a vector of one float:
+        neither is pinned."""
+        pin = pin and 1 < self.options.vector_width <= self.unit.floats
         for text, name in loads.items():
             asm = f' __asm__("" : "+v"({name}));' if pin else ""
             self.out(depth, f"tc_vf {name} = {text};{asm}")

@@ -291,6 +291,12 @@ L1_SETS = 64
 LINE_BYTES = 64
 # The most rows a register block holds (`blocking`).
 MAX_BLOCK_ROWS = 12
+# A padded column costs a block of one vector (twice the rows: a broadcast per FMA) about
+# this many times what it costs a block of two, where the rows are not capped: ResNet-50's
+# 3x3 convolutions at 7x7 and 14x14 (49 and 196 columns) and its 1x1 1024 -> 256 at 14x14
+# ran 1.3-1.5x slower as 12 x 8 than as 6 x 16 on two Zen 3 cores, their weights read once
+# per panel (56 against 64 and 200 against 208 columns).
+ONE_VECTOR_COST = 1.5
 
 
 def _padded(columns: int, panel: int) -> int:
@@ -476,16 +482,20 @@ def blocking(
     the first reduction index, `inner` panel rows each) keeps a panel in half of L1, the
     band a block of X in half of L2 (panels read in place too: one whole reduction per
     chunk measured slower, its bands too short). Given the `columns` the panels cover (P
-    not packed ahead of time), one vector of columns where that pads them less (gconv's
-    12 x 12 outputs: 144 columns in 9 panels of 16, not 5 of 32; 8% faster on Zen 4)."""
+    not packed ahead of time), one vector of columns where that pads them less on a core
+    that needs 4 FMA chains (gconv's 12 x 12 outputs: 144 columns in 9 panels of 16, not
+    5 of 32; 8% faster on Zen 4), and elsewhere where two vectors pad them more than
+    ONE_VECTOR_COST times (one vector doubles the rows there: a broadcast of X per FMA)."""
     width = options.vector_width
     per = max(1, math.ceil(width / unit.floats))  # registers one vector takes
     if options.micro_tile:
         rows, vectors = options.micro_tile
     else:
         vectors = max(1, 2 // per)
-        if vectors == 2 and columns and _padded(columns, width) < _padded(columns, 2 * width):
-            vectors = 1
+        if vectors == 2 and columns:
+            one, two = _padded(columns, width), _padded(columns, 2 * width)
+            if two > (one if unit.fma_chains <= 4 else ONE_VECTOR_COST * one):
+                vectors = 1
         rows = max(1, min(MAX_BLOCK_ROWS, (unit.registers // per - vectors - 1) // vectors))
         if unit.fma_chains <= 4:
             rows = max(1, min(rows, 2 * unit.fma_chains // vectors))

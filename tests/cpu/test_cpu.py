@@ -490,8 +490,9 @@ def test_isl_scheduler_keeps_checks_first_and_reductions_serial(tile: tuple[int,
     index = rng.integers(0, 1000, (16, 6)).astype(np.int32)
     options = tg.MappingOptions(tile=tile, allow_skewing=True, threads=2)
     kernel = tg.define(LUT).lut.compile(table, index, options=options)
-    # tc_phase prints every phase, in order (tc_kernel calls it for the split ones)
-    body = kernel.source[kernel.source.rindex("int tc_phase(") :]
+    # the phases' functions follow the metadata, in order (tc_kernel calls tc_phase for
+    # the split ones, which calls them)
+    body = kernel.source[kernel.source.rindex("tc_phase_trips") :]
     assert body.index("if (check)") < body.index("t_T["), "a read before its index check"
     want = table[index].sum(axis=1)
     for _ in range(20):  # a race shows up as a wrong sum now and then

@@ -89,9 +89,18 @@ def test_the_chains_a_core_needs_are_the_fewest_near_the_best_rate(
     ("columns", "vectors"), [(144, 1), (16, 1), (1024, 2), (26, 2), (48, 1), (64, 2), (None, 2)]
 )
 def test_one_vector_of_columns_where_it_pads_them_less(columns: int | None, vectors: int) -> None:
-    """gconv's 12 x 12 outputs in 9 panels of 16, not 5 of 32 (the last one staged)."""
-    b = blocking(MappingOptions(vector_width=16), AVX512, 10_000, columns=columns)
+    """gconv's 12 x 12 outputs in 9 panels of 16, not 5 of 32 (the last one staged), on
+    a core that needs 4 FMA chains. With 8, one vector only where two pad the columns 1.5
+    times as much (16 columns); else two, with half the rows (196 columns in 13 panels
+    of 16, not 25 of 8)."""
+    zen4 = VectorUnit(floats=16, registers=32, fma_chains=4)
+    b = blocking(MappingOptions(vector_width=16), zen4, 10_000, columns=columns)
     assert b.vectors == vectors
+    two = blocking(MappingOptions(vector_width=16), AVX512, 10_000, columns=columns).vectors
+    assert two == (1 if columns == 16 else 2)
+    for width, columns in ((8, 196), (8, 49), (8, 8)):
+        b = blocking(MappingOptions(vector_width=width), AVX2, 10_000, columns=columns)
+        assert b.vectors == (1 if columns == 8 else 2)
     assert blocking(MappingOptions(vector_width=16, micro_tile=(4, 2)), AVX512, 99, 1, 144) == (
         blocking(MappingOptions(vector_width=16, micro_tile=(4, 2)), AVX512, 99)
     )

@@ -211,9 +211,9 @@ const int64_t tc_phase_trips[] = {1, 1, 16};
 const int32_t tc_num_checks = 2;
 const char *const tc_check_text[] = {"subscript 0 of 'LUT1' (extent 1000)", "subscript 0 of 'LUT2' (extent 1000)"};
 
-int tc_phase(int32_t phase, void *const *args, void *const *temps, int64_t lo, int64_t hi, int64_t *err) {
+static __attribute__((noinline)) int tc_phase_0(int32_t phase, void *const *args, void *const *temps, int64_t lo, int64_t hi, int64_t *err) {
   const int check = 1;
-  (void)check; (void)lo; (void)hi; (void)temps;
+  (void)check; (void)phase; (void)lo; (void)hi; (void)temps;
   const float *restrict t_LUT1 = (const float *)args[0];
   const int32_t *restrict t_I1 = (const int32_t *)args[1];
   const float *restrict t_LUT2 = (const float *)args[2];
@@ -221,53 +221,75 @@ int tc_phase(int32_t phase, void *const *args, void *const *temps, int64_t lo, i
   float *restrict t_O1 = (float *)args[4];
   float *restrict t_O2 = (float *)args[5];
   int code = 0;
-  switch (phase) {
-  case 0: {
-    for (int c0 = 0; c0 <= 15; c0 += 1) {
-      for (int c1 = 0; c1 <= 5; c1 += 1) {
-        if (check) { int64_t v;
-          if ((v = (int64_t)(t_I1[((int64_t)(((int32_t)(c0))) * 6 + (int64_t)(((int32_t)(c1))))])) < 0 || v >= 1000) { *err = v; code = 1; goto done; } }
-      }
+  for (int c0 = 0; c0 <= 15; c0 += 1) {
+    for (int c1 = 0; c1 <= 5; c1 += 1) {
+      if (check) { int64_t v;
+        if ((v = (int64_t)(t_I1[((int64_t)(((int32_t)(c0))) * 6 + (int64_t)(((int32_t)(c1))))])) < 0 || v >= 1000) { *err = v; code = 1; goto done; } }
     }
-    break;
-  }
-  case 1: {
-    for (int c0 = 0; c0 <= 15; c0 += 1) {
-      for (int c1 = 0; c1 <= 5; c1 += 1) {
-        if (check) { int64_t v;
-          if ((v = (int64_t)(t_I2[((int64_t)(((int32_t)(c0))) * 6 + (int64_t)(((int32_t)(c1))))])) < 0 || v >= 1000) { *err = v; code = 2; goto done; } }
-      }
-    }
-    break;
-  }
-  case 2: {
-    for (int64_t _t = lo; _t < hi; _t++) {
-      const int c0 = 0 + (int)_t * 1;
-      #pragma omp simd
-      for (int c1 = 0; c1 <= 7; c1 += 1) {
-        t_O1[((int64_t)(c0) * 8 + (int64_t)(c1))] = (float)(0);
-      }
-      for (int c1 = 0; c1 <= 5; c1 += 1) {
-        #pragma omp simd
-        for (int c2 = 0; c2 <= 7; c2 += 1) {
-          t_O1[((int64_t)(c0) * 8 + (int64_t)(c2))] = ((float)(((float)t_O1[((int64_t)(c0) * 8 + (int64_t)(c2))] + (float)(t_LUT1[((int64_t)(t_I1[((int64_t)(((int32_t)(c0))) * 6 + (int64_t)(((int32_t)(c1))))]) * 8 + (int64_t)(((int32_t)(c2))))]))));
-        }
-      }
-      #pragma omp simd
-      for (int c1 = 0; c1 <= 7; c1 += 1) {
-        t_O2[((int64_t)(c0) * 8 + (int64_t)(c1))] = (float)(0);
-      }
-      for (int c1 = 0; c1 <= 5; c1 += 1) {
-        #pragma omp simd
-        for (int c2 = 0; c2 <= 7; c2 += 1) {
-          t_O2[((int64_t)(c0) * 8 + (int64_t)(c2))] = ((float)(((float)t_O2[((int64_t)(c0) * 8 + (int64_t)(c2))] + (float)(t_LUT2[((int64_t)(t_I2[((int64_t)(((int32_t)(c0))) * 6 + (int64_t)(((int32_t)(c1))))]) * 8 + (int64_t)(((int32_t)(c2))))]))));
-        }
-      }
-    }
-    break;
-  }
-  default: code = -2;
   }
 done:
   return code;
+}
+static __attribute__((noinline)) int tc_phase_1(int32_t phase, void *const *args, void *const *temps, int64_t lo, int64_t hi, int64_t *err) {
+  const int check = 1;
+  (void)check; (void)phase; (void)lo; (void)hi; (void)temps;
+  const float *restrict t_LUT1 = (const float *)args[0];
+  const int32_t *restrict t_I1 = (const int32_t *)args[1];
+  const float *restrict t_LUT2 = (const float *)args[2];
+  const int32_t *restrict t_I2 = (const int32_t *)args[3];
+  float *restrict t_O1 = (float *)args[4];
+  float *restrict t_O2 = (float *)args[5];
+  int code = 0;
+  for (int c0 = 0; c0 <= 15; c0 += 1) {
+    for (int c1 = 0; c1 <= 5; c1 += 1) {
+      if (check) { int64_t v;
+        if ((v = (int64_t)(t_I2[((int64_t)(((int32_t)(c0))) * 6 + (int64_t)(((int32_t)(c1))))])) < 0 || v >= 1000) { *err = v; code = 2; goto done; } }
+    }
+  }
+done:
+  return code;
+}
+static __attribute__((noinline)) int tc_phase_2(int32_t phase, void *const *args, void *const *temps, int64_t lo, int64_t hi, int64_t *err) {
+  const int check = 1;
+  (void)check; (void)phase; (void)lo; (void)hi; (void)temps;
+  const float *restrict t_LUT1 = (const float *)args[0];
+  const int32_t *restrict t_I1 = (const int32_t *)args[1];
+  const float *restrict t_LUT2 = (const float *)args[2];
+  const int32_t *restrict t_I2 = (const int32_t *)args[3];
+  float *restrict t_O1 = (float *)args[4];
+  float *restrict t_O2 = (float *)args[5];
+  int code = 0;
+  for (int64_t _t = lo; _t < hi; _t++) {
+    const int c0 = 0 + (int)_t * 1;
+    #pragma omp simd
+    for (int c1 = 0; c1 <= 7; c1 += 1) {
+      t_O1[((int64_t)(c0) * 8 + (int64_t)(c1))] = (float)(0);
+    }
+    for (int c1 = 0; c1 <= 5; c1 += 1) {
+      #pragma omp simd
+      for (int c2 = 0; c2 <= 7; c2 += 1) {
+        t_O1[((int64_t)(c0) * 8 + (int64_t)(c2))] = ((float)(((float)t_O1[((int64_t)(c0) * 8 + (int64_t)(c2))] + (float)(t_LUT1[((int64_t)(t_I1[((int64_t)(((int32_t)(c0))) * 6 + (int64_t)(((int32_t)(c1))))]) * 8 + (int64_t)(((int32_t)(c2))))]))));
+      }
+    }
+    #pragma omp simd
+    for (int c1 = 0; c1 <= 7; c1 += 1) {
+      t_O2[((int64_t)(c0) * 8 + (int64_t)(c1))] = (float)(0);
+    }
+    for (int c1 = 0; c1 <= 5; c1 += 1) {
+      #pragma omp simd
+      for (int c2 = 0; c2 <= 7; c2 += 1) {
+        t_O2[((int64_t)(c0) * 8 + (int64_t)(c2))] = ((float)(((float)t_O2[((int64_t)(c0) * 8 + (int64_t)(c2))] + (float)(t_LUT2[((int64_t)(t_I2[((int64_t)(((int32_t)(c0))) * 6 + (int64_t)(((int32_t)(c1))))]) * 8 + (int64_t)(((int32_t)(c2))))]))));
+      }
+    }
+  }
+done:
+  return code;
+}
+int tc_phase(int32_t phase, void *const *args, void *const *temps, int64_t lo, int64_t hi, int64_t *err) {
+  switch (phase) {
+  case 0: return tc_phase_0(phase, args, temps, lo, hi, err);
+  case 1: return tc_phase_1(phase, args, temps, lo, hi, err);
+  case 2: return tc_phase_2(phase, args, temps, lo, hi, err);
+  default: return -2;
+  }
 }

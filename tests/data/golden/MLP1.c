@@ -198,147 +198,142 @@ const int32_t tc_num_checks = 0;
 const char *const tc_check_text[] = {0};
 
 int tc_phase(int32_t phase, void *const *args, void *const *temps, int64_t lo, int64_t hi, int64_t *err) {
+  if (phase != 0) return -2;
   const int check = 1;
-  (void)check; (void)lo; (void)hi; (void)temps;
+  (void)check; (void)phase; (void)lo; (void)hi; (void)temps;
   const float *restrict t_I = (const float *)args[0];
   const float *restrict t_W1 = (const float *)args[1];
   const float *restrict t_B1 = (const float *)args[2];
   float *restrict t_O1 = (float *)args[3];
   int code = 0;
-  switch (phase) {
-  case 0: {
-    {
-      for (int64_t _t = lo; _t < hi; _t++) {
-        const int _w = 0 + (int)_t * 1;
-        const int b0 = 0 + _w % 1 * 16;
-        const int _band = _w / 1 % 1;
-        const int a_lo = 0 + _band * 2 / 1 * 12;
-        const int a_end = 0 + (_band + 1) * 2 / 1 * 12;
-        const int a_hi = a_end < 16 ? a_end : 16;
-        float _bp[4000] __attribute__((aligned(64)));
-        for (int k0 = 0; k0 < 250; k0 += 250) {
-          const int kn = k0 + 250 < 250 ? 250 : 250 - k0;
-          float *_dst = _bp;
-          for (int _k = 0; _k < kn; _k++) {
-            const float *_s0 = &t_W1[((int64_t)(((int32_t)((k0 + _k)))) * 16 + (int64_t)(((int32_t)(b0))))];
-            *(tc_vf *)&_dst[0] = *(const tc_vfu *)&_s0[0];
-            _dst += 16;
+  {
+    for (int64_t _t = lo; _t < hi; _t++) {
+      const int _w = 0 + (int)_t * 1;
+      const int b0 = 0 + _w % 1 * 16;
+      const int _band = _w / 1 % 1;
+      const int a_lo = 0 + _band * 2 / 1 * 12;
+      const int a_end = 0 + (_band + 1) * 2 / 1 * 12;
+      const int a_hi = a_end < 16 ? a_end : 16;
+      float _bp[4000] __attribute__((aligned(64)));
+      for (int k0 = 0; k0 < 250; k0 += 250) {
+        const int kn = k0 + 250 < 250 ? 250 : 250 - k0;
+        float *_dst = _bp;
+        for (int _k = 0; _k < kn; _k++) {
+          const float *_s0 = &t_W1[((int64_t)(((int32_t)((k0 + _k)))) * 16 + (int64_t)(((int32_t)(b0))))];
+          *(tc_vf *)&_dst[0] = *(const tc_vfu *)&_s0[0];
+          _dst += 16;
+        }
+        int a0 = a_lo;
+        for (; a0 + 12 <= a_hi; a0 += 12) {
+          tc_vf c0_0 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 0))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 0)) * 16 + (int64_t)((b0 + 0)))];
+          tc_vf c1_0 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 0))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 1)) * 16 + (int64_t)((b0 + 0)))];
+          tc_vf c2_0 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 0))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 2)) * 16 + (int64_t)((b0 + 0)))];
+          tc_vf c3_0 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 0))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 3)) * 16 + (int64_t)((b0 + 0)))];
+          tc_vf c4_0 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 0))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 4)) * 16 + (int64_t)((b0 + 0)))];
+          tc_vf c5_0 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 0))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 5)) * 16 + (int64_t)((b0 + 0)))];
+          tc_vf c6_0 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 0))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 6)) * 16 + (int64_t)((b0 + 0)))];
+          tc_vf c7_0 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 0))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 7)) * 16 + (int64_t)((b0 + 0)))];
+          tc_vf c8_0 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 0))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 8)) * 16 + (int64_t)((b0 + 0)))];
+          tc_vf c9_0 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 0))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 9)) * 16 + (int64_t)((b0 + 0)))];
+          tc_vf c10_0 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 0))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 10)) * 16 + (int64_t)((b0 + 0)))];
+          tc_vf c11_0 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 0))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 11)) * 16 + (int64_t)((b0 + 0)))];
+          const float *_src = _bp;
+          for (int _r = k0; _r < k0 + kn; _r++) {
+            tc_vf _v0 = *(const tc_vf *)&_src[0]; __asm__("" : "+v"(_v0));
+            { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 0)))) * 250 + (int64_t)(((int32_t)(_r))))]); c0_0 += _s * _v0; }
+            { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 1)))) * 250 + (int64_t)(((int32_t)(_r))))]); c1_0 += _s * _v0; }
+            { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 2)))) * 250 + (int64_t)(((int32_t)(_r))))]); c2_0 += _s * _v0; }
+            { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 3)))) * 250 + (int64_t)(((int32_t)(_r))))]); c3_0 += _s * _v0; }
+            { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 4)))) * 250 + (int64_t)(((int32_t)(_r))))]); c4_0 += _s * _v0; }
+            { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 5)))) * 250 + (int64_t)(((int32_t)(_r))))]); c5_0 += _s * _v0; }
+            { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 6)))) * 250 + (int64_t)(((int32_t)(_r))))]); c6_0 += _s * _v0; }
+            { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 7)))) * 250 + (int64_t)(((int32_t)(_r))))]); c7_0 += _s * _v0; }
+            { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 8)))) * 250 + (int64_t)(((int32_t)(_r))))]); c8_0 += _s * _v0; }
+            { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 9)))) * 250 + (int64_t)(((int32_t)(_r))))]); c9_0 += _s * _v0; }
+            { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 10)))) * 250 + (int64_t)(((int32_t)(_r))))]); c10_0 += _s * _v0; }
+            { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 11)))) * 250 + (int64_t)(((int32_t)(_r))))]); c11_0 += _s * _v0; }
+            _src += 16;
           }
-          int a0 = a_lo;
-          for (; a0 + 12 <= a_hi; a0 += 12) {
-            tc_vf c0_0 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 0))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 0)) * 16 + (int64_t)((b0 + 0)))];
-            tc_vf c1_0 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 0))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 1)) * 16 + (int64_t)((b0 + 0)))];
-            tc_vf c2_0 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 0))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 2)) * 16 + (int64_t)((b0 + 0)))];
-            tc_vf c3_0 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 0))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 3)) * 16 + (int64_t)((b0 + 0)))];
-            tc_vf c4_0 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 0))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 4)) * 16 + (int64_t)((b0 + 0)))];
-            tc_vf c5_0 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 0))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 5)) * 16 + (int64_t)((b0 + 0)))];
-            tc_vf c6_0 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 0))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 6)) * 16 + (int64_t)((b0 + 0)))];
-            tc_vf c7_0 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 0))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 7)) * 16 + (int64_t)((b0 + 0)))];
-            tc_vf c8_0 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 0))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 8)) * 16 + (int64_t)((b0 + 0)))];
-            tc_vf c9_0 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 0))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 9)) * 16 + (int64_t)((b0 + 0)))];
-            tc_vf c10_0 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 0))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 10)) * 16 + (int64_t)((b0 + 0)))];
-            tc_vf c11_0 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 0))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 11)) * 16 + (int64_t)((b0 + 0)))];
-            const float *_src = _bp;
-            for (int _r = k0; _r < k0 + kn; _r++) {
-              tc_vf _v0 = *(const tc_vf *)&_src[0]; __asm__("" : "+v"(_v0));
-              { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 0)))) * 250 + (int64_t)(((int32_t)(_r))))]); c0_0 += _s * _v0; }
-              { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 1)))) * 250 + (int64_t)(((int32_t)(_r))))]); c1_0 += _s * _v0; }
-              { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 2)))) * 250 + (int64_t)(((int32_t)(_r))))]); c2_0 += _s * _v0; }
-              { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 3)))) * 250 + (int64_t)(((int32_t)(_r))))]); c3_0 += _s * _v0; }
-              { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 4)))) * 250 + (int64_t)(((int32_t)(_r))))]); c4_0 += _s * _v0; }
-              { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 5)))) * 250 + (int64_t)(((int32_t)(_r))))]); c5_0 += _s * _v0; }
-              { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 6)))) * 250 + (int64_t)(((int32_t)(_r))))]); c6_0 += _s * _v0; }
-              { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 7)))) * 250 + (int64_t)(((int32_t)(_r))))]); c7_0 += _s * _v0; }
-              { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 8)))) * 250 + (int64_t)(((int32_t)(_r))))]); c8_0 += _s * _v0; }
-              { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 9)))) * 250 + (int64_t)(((int32_t)(_r))))]); c9_0 += _s * _v0; }
-              { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 10)))) * 250 + (int64_t)(((int32_t)(_r))))]); c10_0 += _s * _v0; }
-              { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 11)))) * 250 + (int64_t)(((int32_t)(_r))))]); c11_0 += _s * _v0; }
-              _src += 16;
+          if (k0 + kn == 250) {
+            float _e[192] __attribute__((aligned(64)));
+            *(tc_vf *)&_e[0] = c0_0;
+            *(tc_vf *)&_e[16] = c1_0;
+            *(tc_vf *)&_e[32] = c2_0;
+            *(tc_vf *)&_e[48] = c3_0;
+            *(tc_vf *)&_e[64] = c4_0;
+            *(tc_vf *)&_e[80] = c5_0;
+            *(tc_vf *)&_e[96] = c6_0;
+            *(tc_vf *)&_e[112] = c7_0;
+            *(tc_vf *)&_e[128] = c8_0;
+            *(tc_vf *)&_e[144] = c9_0;
+            *(tc_vf *)&_e[160] = c10_0;
+            *(tc_vf *)&_e[176] = c11_0;
+            #pragma omp simd
+            for (int _l = 0; _l < 16; _l++) {
+              t_O1[((int64_t)((a0 + 0)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_e[((int64_t)((((int32_t)((a0 + 0)))) - (a0)) * 16 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
+              t_O1[((int64_t)((a0 + 1)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_e[((int64_t)((((int32_t)((a0 + 1)))) - (a0)) * 16 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
+              t_O1[((int64_t)((a0 + 2)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_e[((int64_t)((((int32_t)((a0 + 2)))) - (a0)) * 16 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
+              t_O1[((int64_t)((a0 + 3)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_e[((int64_t)((((int32_t)((a0 + 3)))) - (a0)) * 16 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
+              t_O1[((int64_t)((a0 + 4)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_e[((int64_t)((((int32_t)((a0 + 4)))) - (a0)) * 16 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
+              t_O1[((int64_t)((a0 + 5)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_e[((int64_t)((((int32_t)((a0 + 5)))) - (a0)) * 16 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
+              t_O1[((int64_t)((a0 + 6)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_e[((int64_t)((((int32_t)((a0 + 6)))) - (a0)) * 16 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
+              t_O1[((int64_t)((a0 + 7)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_e[((int64_t)((((int32_t)((a0 + 7)))) - (a0)) * 16 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
+              t_O1[((int64_t)((a0 + 8)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_e[((int64_t)((((int32_t)((a0 + 8)))) - (a0)) * 16 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
+              t_O1[((int64_t)((a0 + 9)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_e[((int64_t)((((int32_t)((a0 + 9)))) - (a0)) * 16 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
+              t_O1[((int64_t)((a0 + 10)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_e[((int64_t)((((int32_t)((a0 + 10)))) - (a0)) * 16 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
+              t_O1[((int64_t)((a0 + 11)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_e[((int64_t)((((int32_t)((a0 + 11)))) - (a0)) * 16 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
             }
-            if (k0 + kn == 250) {
-              float _e[192] __attribute__((aligned(64)));
-              *(tc_vf *)&_e[0] = c0_0;
-              *(tc_vf *)&_e[16] = c1_0;
-              *(tc_vf *)&_e[32] = c2_0;
-              *(tc_vf *)&_e[48] = c3_0;
-              *(tc_vf *)&_e[64] = c4_0;
-              *(tc_vf *)&_e[80] = c5_0;
-              *(tc_vf *)&_e[96] = c6_0;
-              *(tc_vf *)&_e[112] = c7_0;
-              *(tc_vf *)&_e[128] = c8_0;
-              *(tc_vf *)&_e[144] = c9_0;
-              *(tc_vf *)&_e[160] = c10_0;
-              *(tc_vf *)&_e[176] = c11_0;
-              #pragma omp simd
-              for (int _l = 0; _l < 16; _l++) {
-                t_O1[((int64_t)((a0 + 0)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_e[((int64_t)((((int32_t)((a0 + 0)))) - (a0)) * 16 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
-                t_O1[((int64_t)((a0 + 1)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_e[((int64_t)((((int32_t)((a0 + 1)))) - (a0)) * 16 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
-                t_O1[((int64_t)((a0 + 2)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_e[((int64_t)((((int32_t)((a0 + 2)))) - (a0)) * 16 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
-                t_O1[((int64_t)((a0 + 3)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_e[((int64_t)((((int32_t)((a0 + 3)))) - (a0)) * 16 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
-                t_O1[((int64_t)((a0 + 4)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_e[((int64_t)((((int32_t)((a0 + 4)))) - (a0)) * 16 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
-                t_O1[((int64_t)((a0 + 5)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_e[((int64_t)((((int32_t)((a0 + 5)))) - (a0)) * 16 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
-                t_O1[((int64_t)((a0 + 6)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_e[((int64_t)((((int32_t)((a0 + 6)))) - (a0)) * 16 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
-                t_O1[((int64_t)((a0 + 7)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_e[((int64_t)((((int32_t)((a0 + 7)))) - (a0)) * 16 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
-                t_O1[((int64_t)((a0 + 8)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_e[((int64_t)((((int32_t)((a0 + 8)))) - (a0)) * 16 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
-                t_O1[((int64_t)((a0 + 9)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_e[((int64_t)((((int32_t)((a0 + 9)))) - (a0)) * 16 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
-                t_O1[((int64_t)((a0 + 10)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_e[((int64_t)((((int32_t)((a0 + 10)))) - (a0)) * 16 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
-                t_O1[((int64_t)((a0 + 11)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_e[((int64_t)((((int32_t)((a0 + 11)))) - (a0)) * 16 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
-              }
-            } else {
-              *(tc_vfu *)&t_O1[((int64_t)((a0 + 0)) * 16 + (int64_t)((b0 + 0)))] = c0_0;
-              *(tc_vfu *)&t_O1[((int64_t)((a0 + 1)) * 16 + (int64_t)((b0 + 0)))] = c1_0;
-              *(tc_vfu *)&t_O1[((int64_t)((a0 + 2)) * 16 + (int64_t)((b0 + 0)))] = c2_0;
-              *(tc_vfu *)&t_O1[((int64_t)((a0 + 3)) * 16 + (int64_t)((b0 + 0)))] = c3_0;
-              *(tc_vfu *)&t_O1[((int64_t)((a0 + 4)) * 16 + (int64_t)((b0 + 0)))] = c4_0;
-              *(tc_vfu *)&t_O1[((int64_t)((a0 + 5)) * 16 + (int64_t)((b0 + 0)))] = c5_0;
-              *(tc_vfu *)&t_O1[((int64_t)((a0 + 6)) * 16 + (int64_t)((b0 + 0)))] = c6_0;
-              *(tc_vfu *)&t_O1[((int64_t)((a0 + 7)) * 16 + (int64_t)((b0 + 0)))] = c7_0;
-              *(tc_vfu *)&t_O1[((int64_t)((a0 + 8)) * 16 + (int64_t)((b0 + 0)))] = c8_0;
-              *(tc_vfu *)&t_O1[((int64_t)((a0 + 9)) * 16 + (int64_t)((b0 + 0)))] = c9_0;
-              *(tc_vfu *)&t_O1[((int64_t)((a0 + 10)) * 16 + (int64_t)((b0 + 0)))] = c10_0;
-              *(tc_vfu *)&t_O1[((int64_t)((a0 + 11)) * 16 + (int64_t)((b0 + 0)))] = c11_0;
-            }
+          } else {
+            *(tc_vfu *)&t_O1[((int64_t)((a0 + 0)) * 16 + (int64_t)((b0 + 0)))] = c0_0;
+            *(tc_vfu *)&t_O1[((int64_t)((a0 + 1)) * 16 + (int64_t)((b0 + 0)))] = c1_0;
+            *(tc_vfu *)&t_O1[((int64_t)((a0 + 2)) * 16 + (int64_t)((b0 + 0)))] = c2_0;
+            *(tc_vfu *)&t_O1[((int64_t)((a0 + 3)) * 16 + (int64_t)((b0 + 0)))] = c3_0;
+            *(tc_vfu *)&t_O1[((int64_t)((a0 + 4)) * 16 + (int64_t)((b0 + 0)))] = c4_0;
+            *(tc_vfu *)&t_O1[((int64_t)((a0 + 5)) * 16 + (int64_t)((b0 + 0)))] = c5_0;
+            *(tc_vfu *)&t_O1[((int64_t)((a0 + 6)) * 16 + (int64_t)((b0 + 0)))] = c6_0;
+            *(tc_vfu *)&t_O1[((int64_t)((a0 + 7)) * 16 + (int64_t)((b0 + 0)))] = c7_0;
+            *(tc_vfu *)&t_O1[((int64_t)((a0 + 8)) * 16 + (int64_t)((b0 + 0)))] = c8_0;
+            *(tc_vfu *)&t_O1[((int64_t)((a0 + 9)) * 16 + (int64_t)((b0 + 0)))] = c9_0;
+            *(tc_vfu *)&t_O1[((int64_t)((a0 + 10)) * 16 + (int64_t)((b0 + 0)))] = c10_0;
+            *(tc_vfu *)&t_O1[((int64_t)((a0 + 11)) * 16 + (int64_t)((b0 + 0)))] = c11_0;
           }
-          if (a0 < a_hi) {
-            tc_vf c0_0 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 0))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 0)) * 16 + (int64_t)((b0 + 0)))];
-            tc_vf c1_0 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 0))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 1)) * 16 + (int64_t)((b0 + 0)))];
-            tc_vf c2_0 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 0))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 2)) * 16 + (int64_t)((b0 + 0)))];
-            tc_vf c3_0 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 0))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 3)) * 16 + (int64_t)((b0 + 0)))];
-            const float *_src = _bp;
-            for (int _r = k0; _r < k0 + kn; _r++) {
-              tc_vf _v0 = *(const tc_vf *)&_src[0]; __asm__("" : "+v"(_v0));
-              { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 0)))) * 250 + (int64_t)(((int32_t)(_r))))]); c0_0 += _s * _v0; }
-              { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 1)))) * 250 + (int64_t)(((int32_t)(_r))))]); c1_0 += _s * _v0; }
-              { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 2)))) * 250 + (int64_t)(((int32_t)(_r))))]); c2_0 += _s * _v0; }
-              { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 3)))) * 250 + (int64_t)(((int32_t)(_r))))]); c3_0 += _s * _v0; }
-              _src += 16;
+        }
+        if (a0 < a_hi) {
+          tc_vf c0_0 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 0))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 0)) * 16 + (int64_t)((b0 + 0)))];
+          tc_vf c1_0 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 0))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 1)) * 16 + (int64_t)((b0 + 0)))];
+          tc_vf c2_0 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 0))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 2)) * 16 + (int64_t)((b0 + 0)))];
+          tc_vf c3_0 = k0 == 0 ? (*(const tc_vfu *)&t_B1[(int64_t)(((int32_t)((b0 + 0))))]) : *(const tc_vfu *)&t_O1[((int64_t)((a0 + 3)) * 16 + (int64_t)((b0 + 0)))];
+          const float *_src = _bp;
+          for (int _r = k0; _r < k0 + kn; _r++) {
+            tc_vf _v0 = *(const tc_vf *)&_src[0]; __asm__("" : "+v"(_v0));
+            { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 0)))) * 250 + (int64_t)(((int32_t)(_r))))]); c0_0 += _s * _v0; }
+            { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 1)))) * 250 + (int64_t)(((int32_t)(_r))))]); c1_0 += _s * _v0; }
+            { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 2)))) * 250 + (int64_t)(((int32_t)(_r))))]); c2_0 += _s * _v0; }
+            { const float _s = (float)(t_I[((int64_t)(((int32_t)((a0 + 3)))) * 250 + (int64_t)(((int32_t)(_r))))]); c3_0 += _s * _v0; }
+            _src += 16;
+          }
+          if (k0 + kn == 250) {
+            float _e[64] __attribute__((aligned(64)));
+            *(tc_vf *)&_e[0] = c0_0;
+            *(tc_vf *)&_e[16] = c1_0;
+            *(tc_vf *)&_e[32] = c2_0;
+            *(tc_vf *)&_e[48] = c3_0;
+            #pragma omp simd
+            for (int _l = 0; _l < 16; _l++) {
+              t_O1[((int64_t)((a0 + 0)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_e[((int64_t)((((int32_t)((a0 + 0)))) - (a0)) * 16 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
+              t_O1[((int64_t)((a0 + 1)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_e[((int64_t)((((int32_t)((a0 + 1)))) - (a0)) * 16 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
+              t_O1[((int64_t)((a0 + 2)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_e[((int64_t)((((int32_t)((a0 + 2)))) - (a0)) * 16 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
+              t_O1[((int64_t)((a0 + 3)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_e[((int64_t)((((int32_t)((a0 + 3)))) - (a0)) * 16 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
             }
-            if (k0 + kn == 250) {
-              float _e[64] __attribute__((aligned(64)));
-              *(tc_vf *)&_e[0] = c0_0;
-              *(tc_vf *)&_e[16] = c1_0;
-              *(tc_vf *)&_e[32] = c2_0;
-              *(tc_vf *)&_e[48] = c3_0;
-              #pragma omp simd
-              for (int _l = 0; _l < 16; _l++) {
-                t_O1[((int64_t)((a0 + 0)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_e[((int64_t)((((int32_t)((a0 + 0)))) - (a0)) * 16 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
-                t_O1[((int64_t)((a0 + 1)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_e[((int64_t)((((int32_t)((a0 + 1)))) - (a0)) * 16 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
-                t_O1[((int64_t)((a0 + 2)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_e[((int64_t)((((int32_t)((a0 + 2)))) - (a0)) * 16 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
-                t_O1[((int64_t)((a0 + 3)) * 16 + (int64_t)((b0 + _l)))] = ((float)(tc_fmaxf((float)(_e[((int64_t)((((int32_t)((a0 + 3)))) - (a0)) * 16 + (int64_t)((((int32_t)((b0 + _l)))) - (b0)))]), (float)(((int32_t)(0))))));
-              }
-            } else {
-              *(tc_vfu *)&t_O1[((int64_t)((a0 + 0)) * 16 + (int64_t)((b0 + 0)))] = c0_0;
-              *(tc_vfu *)&t_O1[((int64_t)((a0 + 1)) * 16 + (int64_t)((b0 + 0)))] = c1_0;
-              *(tc_vfu *)&t_O1[((int64_t)((a0 + 2)) * 16 + (int64_t)((b0 + 0)))] = c2_0;
-              *(tc_vfu *)&t_O1[((int64_t)((a0 + 3)) * 16 + (int64_t)((b0 + 0)))] = c3_0;
-            }
+          } else {
+            *(tc_vfu *)&t_O1[((int64_t)((a0 + 0)) * 16 + (int64_t)((b0 + 0)))] = c0_0;
+            *(tc_vfu *)&t_O1[((int64_t)((a0 + 1)) * 16 + (int64_t)((b0 + 0)))] = c1_0;
+            *(tc_vfu *)&t_O1[((int64_t)((a0 + 2)) * 16 + (int64_t)((b0 + 0)))] = c2_0;
+            *(tc_vfu *)&t_O1[((int64_t)((a0 + 3)) * 16 + (int64_t)((b0 + 0)))] = c3_0;
           }
         }
       }
     }
-    break;
-  }
-  default: code = -2;
   }
 done:
   return code;

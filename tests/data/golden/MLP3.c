@@ -204,8 +204,9 @@ const int32_t tc_num_checks = 0;
 const char *const tc_check_text[] = {0};
 
 int tc_phase(int32_t phase, void *const *args, void *const *temps, int64_t lo, int64_t hi, int64_t *err) {
+  if (phase != 0) return -2;
   const int check = 1;
-  (void)check; (void)lo; (void)hi; (void)temps;
+  (void)check; (void)phase; (void)lo; (void)hi; (void)temps;
   const float *restrict t_I = (const float *)args[0];
   const float *restrict t_W2 = (const float *)args[1];
   const float *restrict t_B2 = (const float *)args[2];
@@ -217,74 +218,68 @@ int tc_phase(int32_t phase, void *const *args, void *const *temps, int64_t lo, i
   float *restrict t_O3 = (float *)args[8];
   float *restrict t_O4 = (float *)args[9];
   int code = 0;
-  switch (phase) {
-  case 0: {
-    for (int64_t _t = lo; _t < hi; _t++) {
-      const int c0 = 0 + (int)_t * 8;
-      for (int c1 = 0; c1 <= 7; c1 += 1) {
+  for (int64_t _t = lo; _t < hi; _t++) {
+    const int c0 = 0 + (int)_t * 8;
+    for (int c1 = 0; c1 <= 7; c1 += 1) {
+      #pragma omp simd
+      for (int c2 = 0; c2 <= 7; c2 += 1) {
+        t_O2[((int64_t)(c0 + c1) * 8 + (int64_t)(c2))] = ((float)(t_B2[(int64_t)(((int32_t)(c2)))]));
+      }
+    }
+    for (int c1 = 0; c1 <= 7; c1 += 1) {
+      for (int c2 = 0; c2 <= 15; c2 += 1) {
         #pragma omp simd
-        for (int c2 = 0; c2 <= 7; c2 += 1) {
-          t_O2[((int64_t)(c0 + c1) * 8 + (int64_t)(c2))] = ((float)(t_B2[(int64_t)(((int32_t)(c2)))]));
-        }
-      }
-      for (int c1 = 0; c1 <= 7; c1 += 1) {
-        for (int c2 = 0; c2 <= 15; c2 += 1) {
-          #pragma omp simd
-          for (int c3 = 0; c3 <= 7; c3 += 1) {
-            t_O2[((int64_t)(c0 + c1) * 8 + (int64_t)(c3))] = ((float)(((float)t_O2[((int64_t)(c0 + c1) * 8 + (int64_t)(c3))] + (float)(((float)(t_I[((int64_t)(((int32_t)(c0 + c1))) * 16 + (int64_t)(((int32_t)(c2))))]) * (float)(t_W2[((int64_t)(((int32_t)(c2))) * 8 + (int64_t)(((int32_t)(c3))))]))))));
-          }
-        }
-      }
-      for (int c1 = 0; c1 <= 7; c1 += 1) {
-        #pragma omp simd
-        for (int c2 = 0; c2 <= 7; c2 += 1) {
-          t_O2[((int64_t)(c0 + c1) * 8 + (int64_t)(c2))] = ((float)(tc_fmaxf((float)(t_O2[((int64_t)(((int32_t)(c0 + c1))) * 8 + (int64_t)(((int32_t)(c2))))]), (float)(((int32_t)(0))))));
-        }
-      }
-      for (int c1 = 0; c1 <= 7; c1 += 1) {
-        #pragma omp simd
-        for (int c2 = 0; c2 <= 3; c2 += 1) {
-          t_O3[((int64_t)(c0 + c1) * 4 + (int64_t)(c2))] = ((float)(t_B3[(int64_t)(((int32_t)(c2)))]));
-        }
-      }
-      for (int c1 = 0; c1 <= 7; c1 += 1) {
-        for (int c2 = 0; c2 <= 7; c2 += 1) {
-          #pragma omp simd
-          for (int c3 = 0; c3 <= 3; c3 += 1) {
-            t_O3[((int64_t)(c0 + c1) * 4 + (int64_t)(c3))] = ((float)(((float)t_O3[((int64_t)(c0 + c1) * 4 + (int64_t)(c3))] + (float)(((float)(t_O2[((int64_t)(((int32_t)(c0 + c1))) * 8 + (int64_t)(((int32_t)(c2))))]) * (float)(t_W3[((int64_t)(((int32_t)(c2))) * 4 + (int64_t)(((int32_t)(c3))))]))))));
-          }
-        }
-      }
-      for (int c1 = 0; c1 <= 7; c1 += 1) {
-        #pragma omp simd
-        for (int c2 = 0; c2 <= 3; c2 += 1) {
-          t_O3[((int64_t)(c0 + c1) * 4 + (int64_t)(c2))] = ((float)(tc_fmaxf((float)(t_O3[((int64_t)(((int32_t)(c0 + c1))) * 4 + (int64_t)(((int32_t)(c2))))]), (float)(((int32_t)(0))))));
-        }
-      }
-      for (int c1 = 0; c1 <= 7; c1 += 1) {
-        #pragma omp simd
-        for (int c2 = 0; c2 <= 1; c2 += 1) {
-          t_O4[((int64_t)(c0 + c1) * 2 + (int64_t)(c2))] = ((float)(t_B4[(int64_t)(((int32_t)(c2)))]));
-        }
-      }
-      for (int c1 = 0; c1 <= 7; c1 += 1) {
-        for (int c2 = 0; c2 <= 3; c2 += 1) {
-          #pragma omp simd
-          for (int c3 = 0; c3 <= 1; c3 += 1) {
-            t_O4[((int64_t)(c0 + c1) * 2 + (int64_t)(c3))] = ((float)(((float)t_O4[((int64_t)(c0 + c1) * 2 + (int64_t)(c3))] + (float)(((float)(t_O3[((int64_t)(((int32_t)(c0 + c1))) * 4 + (int64_t)(((int32_t)(c2))))]) * (float)(t_W4[((int64_t)(((int32_t)(c2))) * 2 + (int64_t)(((int32_t)(c3))))]))))));
-          }
-        }
-      }
-      for (int c1 = 0; c1 <= 7; c1 += 1) {
-        #pragma omp simd
-        for (int c2 = 0; c2 <= 1; c2 += 1) {
-          t_O4[((int64_t)(c0 + c1) * 2 + (int64_t)(c2))] = ((float)(tc_fmaxf((float)(t_O4[((int64_t)(((int32_t)(c0 + c1))) * 2 + (int64_t)(((int32_t)(c2))))]), (float)(((int32_t)(0))))));
+        for (int c3 = 0; c3 <= 7; c3 += 1) {
+          t_O2[((int64_t)(c0 + c1) * 8 + (int64_t)(c3))] = ((float)(((float)t_O2[((int64_t)(c0 + c1) * 8 + (int64_t)(c3))] + (float)(((float)(t_I[((int64_t)(((int32_t)(c0 + c1))) * 16 + (int64_t)(((int32_t)(c2))))]) * (float)(t_W2[((int64_t)(((int32_t)(c2))) * 8 + (int64_t)(((int32_t)(c3))))]))))));
         }
       }
     }
-    break;
-  }
-  default: code = -2;
+    for (int c1 = 0; c1 <= 7; c1 += 1) {
+      #pragma omp simd
+      for (int c2 = 0; c2 <= 7; c2 += 1) {
+        t_O2[((int64_t)(c0 + c1) * 8 + (int64_t)(c2))] = ((float)(tc_fmaxf((float)(t_O2[((int64_t)(((int32_t)(c0 + c1))) * 8 + (int64_t)(((int32_t)(c2))))]), (float)(((int32_t)(0))))));
+      }
+    }
+    for (int c1 = 0; c1 <= 7; c1 += 1) {
+      #pragma omp simd
+      for (int c2 = 0; c2 <= 3; c2 += 1) {
+        t_O3[((int64_t)(c0 + c1) * 4 + (int64_t)(c2))] = ((float)(t_B3[(int64_t)(((int32_t)(c2)))]));
+      }
+    }
+    for (int c1 = 0; c1 <= 7; c1 += 1) {
+      for (int c2 = 0; c2 <= 7; c2 += 1) {
+        #pragma omp simd
+        for (int c3 = 0; c3 <= 3; c3 += 1) {
+          t_O3[((int64_t)(c0 + c1) * 4 + (int64_t)(c3))] = ((float)(((float)t_O3[((int64_t)(c0 + c1) * 4 + (int64_t)(c3))] + (float)(((float)(t_O2[((int64_t)(((int32_t)(c0 + c1))) * 8 + (int64_t)(((int32_t)(c2))))]) * (float)(t_W3[((int64_t)(((int32_t)(c2))) * 4 + (int64_t)(((int32_t)(c3))))]))))));
+        }
+      }
+    }
+    for (int c1 = 0; c1 <= 7; c1 += 1) {
+      #pragma omp simd
+      for (int c2 = 0; c2 <= 3; c2 += 1) {
+        t_O3[((int64_t)(c0 + c1) * 4 + (int64_t)(c2))] = ((float)(tc_fmaxf((float)(t_O3[((int64_t)(((int32_t)(c0 + c1))) * 4 + (int64_t)(((int32_t)(c2))))]), (float)(((int32_t)(0))))));
+      }
+    }
+    for (int c1 = 0; c1 <= 7; c1 += 1) {
+      #pragma omp simd
+      for (int c2 = 0; c2 <= 1; c2 += 1) {
+        t_O4[((int64_t)(c0 + c1) * 2 + (int64_t)(c2))] = ((float)(t_B4[(int64_t)(((int32_t)(c2)))]));
+      }
+    }
+    for (int c1 = 0; c1 <= 7; c1 += 1) {
+      for (int c2 = 0; c2 <= 3; c2 += 1) {
+        #pragma omp simd
+        for (int c3 = 0; c3 <= 1; c3 += 1) {
+          t_O4[((int64_t)(c0 + c1) * 2 + (int64_t)(c3))] = ((float)(((float)t_O4[((int64_t)(c0 + c1) * 2 + (int64_t)(c3))] + (float)(((float)(t_O3[((int64_t)(((int32_t)(c0 + c1))) * 4 + (int64_t)(((int32_t)(c2))))]) * (float)(t_W4[((int64_t)(((int32_t)(c2))) * 2 + (int64_t)(((int32_t)(c3))))]))))));
+        }
+      }
+    }
+    for (int c1 = 0; c1 <= 7; c1 += 1) {
+      #pragma omp simd
+      for (int c2 = 0; c2 <= 1; c2 += 1) {
+        t_O4[((int64_t)(c0 + c1) * 2 + (int64_t)(c2))] = ((float)(tc_fmaxf((float)(t_O4[((int64_t)(((int32_t)(c0 + c1))) * 2 + (int64_t)(((int32_t)(c2))))]), (float)(((int32_t)(0))))));
+      }
+    }
   }
 done:
   return code;

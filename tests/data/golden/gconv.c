@@ -197,30 +197,28 @@ const int32_t tc_num_checks = 0;
 const char *const tc_check_text[] = {0};
 
 int tc_phase(int32_t phase, void *const *args, void *const *temps, int64_t lo, int64_t hi, int64_t *err) {
+  if (phase != 0) return -2;
   const int check = 1;
-  (void)check; (void)lo; (void)hi; (void)temps;
+  (void)check; (void)phase; (void)lo; (void)hi; (void)temps;
   const float *restrict t_I = (const float *)args[0];
   const float *restrict t_W1 = (const float *)args[1];
   float *restrict t_O = (float *)args[2];
   int code = 0;
-  switch (phase) {
-  case 0: {
-    for (int64_t _t = lo; _t < hi; _t++) {
-      const int c0 = 0 + (int)_t * 1;
-      for (int c1 = 0; c1 <= 3; c1 += 1) {
-        for (int c2 = 0; c2 <= 1; c2 += 1) {
-          for (int c3 = 0; c3 <= 3; c3 += 1) {
-            #pragma omp simd
-            for (int c4 = 0; c4 <= 3; c4 += 1) {
-              t_O[(((((int64_t)(c0) * 4 + (int64_t)(c1)) * 2 + (int64_t)(c2)) * 4 + (int64_t)(c3)) * 4 + (int64_t)(c4))] = (float)(0);
-            }
-            for (int c4 = 0; c4 <= 1; c4 += 1) {
-              for (int c5 = 0; c5 <= 2; c5 += 1) {
-                for (int c6 = 0; c6 <= 2; c6 += 1) {
-                  #pragma omp simd
-                  for (int c7 = 0; c7 <= 3; c7 += 1) {
-                    t_O[(((((int64_t)(c0) * 4 + (int64_t)(c1)) * 2 + (int64_t)(c2)) * 4 + (int64_t)(c3)) * 4 + (int64_t)(c7))] = ((float)(((float)t_O[(((((int64_t)(c0) * 4 + (int64_t)(c1)) * 2 + (int64_t)(c2)) * 4 + (int64_t)(c3)) * 4 + (int64_t)(c7))] + (float)(((float)(t_I[(((((int64_t)(((int32_t)(c0))) * 4 + (int64_t)(((int32_t)(c1)))) * 2 + (int64_t)(((int32_t)(c4)))) * 6 + (int64_t)(((int32_t)(((int32_t)(c3))) + (int32_t)(((int32_t)(c5)))))) * 6 + (int64_t)(((int32_t)(((int32_t)(c7))) + (int32_t)(((int32_t)(c6))))))]) * (float)(t_W1[(((((int64_t)(((int32_t)(c1))) * 2 + (int64_t)(((int32_t)(c2)))) * 2 + (int64_t)(((int32_t)(c4)))) * 3 + (int64_t)(((int32_t)(c5)))) * 3 + (int64_t)(((int32_t)(c6))))]))))));
-                  }
+  for (int64_t _t = lo; _t < hi; _t++) {
+    const int c0 = 0 + (int)_t * 1;
+    for (int c1 = 0; c1 <= 3; c1 += 1) {
+      for (int c2 = 0; c2 <= 1; c2 += 1) {
+        for (int c3 = 0; c3 <= 3; c3 += 1) {
+          #pragma omp simd
+          for (int c4 = 0; c4 <= 3; c4 += 1) {
+            t_O[(((((int64_t)(c0) * 4 + (int64_t)(c1)) * 2 + (int64_t)(c2)) * 4 + (int64_t)(c3)) * 4 + (int64_t)(c4))] = (float)(0);
+          }
+          for (int c4 = 0; c4 <= 1; c4 += 1) {
+            for (int c5 = 0; c5 <= 2; c5 += 1) {
+              for (int c6 = 0; c6 <= 2; c6 += 1) {
+                #pragma omp simd
+                for (int c7 = 0; c7 <= 3; c7 += 1) {
+                  t_O[(((((int64_t)(c0) * 4 + (int64_t)(c1)) * 2 + (int64_t)(c2)) * 4 + (int64_t)(c3)) * 4 + (int64_t)(c7))] = ((float)(((float)t_O[(((((int64_t)(c0) * 4 + (int64_t)(c1)) * 2 + (int64_t)(c2)) * 4 + (int64_t)(c3)) * 4 + (int64_t)(c7))] + (float)(((float)(t_I[(((((int64_t)(((int32_t)(c0))) * 4 + (int64_t)(((int32_t)(c1)))) * 2 + (int64_t)(((int32_t)(c4)))) * 6 + (int64_t)(((int32_t)(((int32_t)(c3))) + (int32_t)(((int32_t)(c5)))))) * 6 + (int64_t)(((int32_t)(((int32_t)(c7))) + (int32_t)(((int32_t)(c6))))))]) * (float)(t_W1[(((((int64_t)(((int32_t)(c1))) * 2 + (int64_t)(((int32_t)(c2)))) * 2 + (int64_t)(((int32_t)(c4)))) * 3 + (int64_t)(((int32_t)(c5)))) * 3 + (int64_t)(((int32_t)(c6))))]))))));
                 }
               }
             }
@@ -228,9 +226,6 @@ int tc_phase(int32_t phase, void *const *args, void *const *temps, int64_t lo, i
         }
       }
     }
-    break;
-  }
-  default: code = -2;
   }
 done:
   return code;

@@ -197,59 +197,54 @@ const int32_t tc_num_checks = 0;
 const char *const tc_check_text[] = {0};
 
 int tc_phase(int32_t phase, void *const *args, void *const *temps, int64_t lo, int64_t hi, int64_t *err) {
+  if (phase != 0) return -2;
   const int check = 1;
-  (void)check; (void)lo; (void)hi; (void)temps;
+  (void)check; (void)phase; (void)lo; (void)hi; (void)temps;
   const float *restrict t_X = (const float *)args[0];
   const float *restrict t_Y = (const float *)args[1];
   float *restrict t_Z = (float *)args[2];
   int code = 0;
-  switch (phase) {
-  case 0: {
-    for (int64_t _t = lo; _t < hi; _t++) {
-      const int c0 = 0 + (int)_t * 1;
-      for (int c1 = 0; c1 <= 2; c1 += 1) {
-        #pragma omp simd
-        for (int c2 = 0; c2 <= 2; c2 += 1) {
-          t_Z[(((int64_t)(c0) * 3 + (int64_t)(c1)) * 3 + (int64_t)(c2))] = (float)(0);
-        }
-        {
-          for (int bi = 0; bi < 1; bi++) {
-            if (bi < 1) {
-              const int b0 = 0 + (bi - 0) * 3;
-              tc_vf acc0_0 = {0};
-              tc_vf acc0_1 = {0};
-              tc_vf acc0_2 = {0};
-              int r0 = 0;
-              for (; r0 + 16 <= 9; r0 += 16) {
-                tc_vf _v0 = (*(const tc_vfu *)&t_X[(((int64_t)(((int32_t)(c0))) * 3 + (int64_t)(((int32_t)(c1)))) * 9 + (int64_t)(((int32_t)(r0))))]); __asm__("" : "+v"(_v0));
-                tc_vf _v1 = (*(const tc_vfu *)&t_Y[(((int64_t)(((int32_t)(c0))) * 3 + (int64_t)(((int32_t)((b0 + 0))))) * 9 + (int64_t)(((int32_t)(r0))))]); __asm__("" : "+v"(_v1));
-                tc_vf _v2 = (*(const tc_vfu *)&t_Y[(((int64_t)(((int32_t)(c0))) * 3 + (int64_t)(((int32_t)((b0 + 1))))) * 9 + (int64_t)(((int32_t)(r0))))]); __asm__("" : "+v"(_v2));
-                tc_vf _v3 = (*(const tc_vfu *)&t_Y[(((int64_t)(((int32_t)(c0))) * 3 + (int64_t)(((int32_t)((b0 + 2))))) * 9 + (int64_t)(((int32_t)(r0))))]); __asm__("" : "+v"(_v3));
-                acc0_0 += (_v0 * _v1);
-                acc0_1 += (_v0 * _v2);
-                acc0_2 += (_v0 * _v3);
-              }
-              tc_vf _s1 = TC_SHUFFLE(acc0_0, acc0_1, 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23) + TC_SHUFFLE(acc0_0, acc0_1, 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
-              _s1 += TC_SHUFFLE(_s1, _s1, 4, 5, 6, 7, 4, 5, 6, 7, 12, 13, 14, 15, 12, 13, 14, 15);
-              _s1 += TC_SHUFFLE(_s1, _s1, 2, 3, 2, 3, 6, 7, 6, 7, 10, 11, 10, 11, 14, 15, 14, 15);
-              _s1 += TC_SHUFFLE(_s1, _s1, 1, 1, 3, 3, 5, 5, 7, 7, 9, 9, 11, 11, 13, 13, 15, 15);
-              { float s = t_Z[(((int64_t)(c0) * 3 + (int64_t)(c1)) * 3 + (int64_t)((b0 + 0)))] + _s1[0];
-                for (int _t = r0; _t < 9; _t++) s += (float)(((float)(t_X[(((int64_t)(((int32_t)(c0))) * 3 + (int64_t)(((int32_t)(c1)))) * 9 + (int64_t)(((int32_t)(_t))))]) * (float)(t_Y[(((int64_t)(((int32_t)(c0))) * 3 + (int64_t)(((int32_t)((b0 + 0))))) * 9 + (int64_t)(((int32_t)(_t))))])));
-                t_Z[(((int64_t)(c0) * 3 + (int64_t)(c1)) * 3 + (int64_t)((b0 + 0)))] = s; }
-              { float s = t_Z[(((int64_t)(c0) * 3 + (int64_t)(c1)) * 3 + (int64_t)((b0 + 1)))] + _s1[8];
-                for (int _t = r0; _t < 9; _t++) s += (float)(((float)(t_X[(((int64_t)(((int32_t)(c0))) * 3 + (int64_t)(((int32_t)(c1)))) * 9 + (int64_t)(((int32_t)(_t))))]) * (float)(t_Y[(((int64_t)(((int32_t)(c0))) * 3 + (int64_t)(((int32_t)((b0 + 1))))) * 9 + (int64_t)(((int32_t)(_t))))])));
-                t_Z[(((int64_t)(c0) * 3 + (int64_t)(c1)) * 3 + (int64_t)((b0 + 1)))] = s; }
-              { float s = t_Z[(((int64_t)(c0) * 3 + (int64_t)(c1)) * 3 + (int64_t)((b0 + 2)))] + tc_hsum(acc0_2);
-                for (int _t = r0; _t < 9; _t++) s += (float)(((float)(t_X[(((int64_t)(((int32_t)(c0))) * 3 + (int64_t)(((int32_t)(c1)))) * 9 + (int64_t)(((int32_t)(_t))))]) * (float)(t_Y[(((int64_t)(((int32_t)(c0))) * 3 + (int64_t)(((int32_t)((b0 + 2))))) * 9 + (int64_t)(((int32_t)(_t))))])));
-                t_Z[(((int64_t)(c0) * 3 + (int64_t)(c1)) * 3 + (int64_t)((b0 + 2)))] = s; }
+  for (int64_t _t = lo; _t < hi; _t++) {
+    const int c0 = 0 + (int)_t * 1;
+    for (int c1 = 0; c1 <= 2; c1 += 1) {
+      #pragma omp simd
+      for (int c2 = 0; c2 <= 2; c2 += 1) {
+        t_Z[(((int64_t)(c0) * 3 + (int64_t)(c1)) * 3 + (int64_t)(c2))] = (float)(0);
+      }
+      {
+        for (int bi = 0; bi < 1; bi++) {
+          if (bi < 1) {
+            const int b0 = 0 + (bi - 0) * 3;
+            tc_vf acc0_0 = {0};
+            tc_vf acc0_1 = {0};
+            tc_vf acc0_2 = {0};
+            int r0 = 0;
+            for (; r0 + 16 <= 9; r0 += 16) {
+              tc_vf _v0 = (*(const tc_vfu *)&t_X[(((int64_t)(((int32_t)(c0))) * 3 + (int64_t)(((int32_t)(c1)))) * 9 + (int64_t)(((int32_t)(r0))))]); __asm__("" : "+v"(_v0));
+              tc_vf _v1 = (*(const tc_vfu *)&t_Y[(((int64_t)(((int32_t)(c0))) * 3 + (int64_t)(((int32_t)((b0 + 0))))) * 9 + (int64_t)(((int32_t)(r0))))]); __asm__("" : "+v"(_v1));
+              tc_vf _v2 = (*(const tc_vfu *)&t_Y[(((int64_t)(((int32_t)(c0))) * 3 + (int64_t)(((int32_t)((b0 + 1))))) * 9 + (int64_t)(((int32_t)(r0))))]); __asm__("" : "+v"(_v2));
+              tc_vf _v3 = (*(const tc_vfu *)&t_Y[(((int64_t)(((int32_t)(c0))) * 3 + (int64_t)(((int32_t)((b0 + 2))))) * 9 + (int64_t)(((int32_t)(r0))))]); __asm__("" : "+v"(_v3));
+              acc0_0 += (_v0 * _v1);
+              acc0_1 += (_v0 * _v2);
+              acc0_2 += (_v0 * _v3);
             }
+            tc_vf _s1 = TC_SHUFFLE(acc0_0, acc0_1, 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23) + TC_SHUFFLE(acc0_0, acc0_1, 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
+            _s1 += TC_SHUFFLE(_s1, _s1, 4, 5, 6, 7, 4, 5, 6, 7, 12, 13, 14, 15, 12, 13, 14, 15);
+            _s1 += TC_SHUFFLE(_s1, _s1, 2, 3, 2, 3, 6, 7, 6, 7, 10, 11, 10, 11, 14, 15, 14, 15);
+            _s1 += TC_SHUFFLE(_s1, _s1, 1, 1, 3, 3, 5, 5, 7, 7, 9, 9, 11, 11, 13, 13, 15, 15);
+            { float s = t_Z[(((int64_t)(c0) * 3 + (int64_t)(c1)) * 3 + (int64_t)((b0 + 0)))] + _s1[0];
+              for (int _t = r0; _t < 9; _t++) s += (float)(((float)(t_X[(((int64_t)(((int32_t)(c0))) * 3 + (int64_t)(((int32_t)(c1)))) * 9 + (int64_t)(((int32_t)(_t))))]) * (float)(t_Y[(((int64_t)(((int32_t)(c0))) * 3 + (int64_t)(((int32_t)((b0 + 0))))) * 9 + (int64_t)(((int32_t)(_t))))])));
+              t_Z[(((int64_t)(c0) * 3 + (int64_t)(c1)) * 3 + (int64_t)((b0 + 0)))] = s; }
+            { float s = t_Z[(((int64_t)(c0) * 3 + (int64_t)(c1)) * 3 + (int64_t)((b0 + 1)))] + _s1[8];
+              for (int _t = r0; _t < 9; _t++) s += (float)(((float)(t_X[(((int64_t)(((int32_t)(c0))) * 3 + (int64_t)(((int32_t)(c1)))) * 9 + (int64_t)(((int32_t)(_t))))]) * (float)(t_Y[(((int64_t)(((int32_t)(c0))) * 3 + (int64_t)(((int32_t)((b0 + 1))))) * 9 + (int64_t)(((int32_t)(_t))))])));
+              t_Z[(((int64_t)(c0) * 3 + (int64_t)(c1)) * 3 + (int64_t)((b0 + 1)))] = s; }
+            { float s = t_Z[(((int64_t)(c0) * 3 + (int64_t)(c1)) * 3 + (int64_t)((b0 + 2)))] + tc_hsum(acc0_2);
+              for (int _t = r0; _t < 9; _t++) s += (float)(((float)(t_X[(((int64_t)(((int32_t)(c0))) * 3 + (int64_t)(((int32_t)(c1)))) * 9 + (int64_t)(((int32_t)(_t))))]) * (float)(t_Y[(((int64_t)(((int32_t)(c0))) * 3 + (int64_t)(((int32_t)((b0 + 2))))) * 9 + (int64_t)(((int32_t)(_t))))])));
+              t_Z[(((int64_t)(c0) * 3 + (int64_t)(c1)) * 3 + (int64_t)((b0 + 2)))] = s; }
           }
         }
       }
     }
-    break;
-  }
-  default: code = -2;
   }
 done:
   return code;
