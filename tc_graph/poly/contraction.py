@@ -318,15 +318,15 @@ def panel_width(unit: VectorUnit) -> int:
 def apart_in_l1(row: int, rows: int = MAX_BLOCK_ROWS) -> bool:
     """`rows` consecutive rows of `row` float32s each, read a step at a time side by
     side (the broadcast side of a register block: a convolution's weight rows), put at
-    most two lines into any L1 set at every step of a line: the packed panel fills half
-    of L1's ways. Rows 4 KiB apart (a 1x1 convolution over 1024 channels) all fall into
+    most two distinct lines into any L1 set at every step of a line: the packed panel
+    fills half of L1's ways. Rows 4 KiB apart (a 1x1 convolution over 1024 channels) all fall into
     one set, which holds 8 lines: the block's 12 rows evicted each other, and ResNet-50's
     1x1 1024 -> 256 ran 2.2x slower than with its rows 1040 floats apart (two Zen 3
     cores)."""
     step = 4 * row
     for offset in range(0, LINE_BYTES, 4):
-        sets = Counter((r * step + offset) // LINE_BYTES % L1_SETS for r in range(rows))
-        if max(sets.values()) > 2:
+        lines = {(r * step + offset) // LINE_BYTES for r in range(rows)}  # rows share lines
+        if max(Counter(line % L1_SETS for line in lines).values()) > 2:
             return False
     return True
 

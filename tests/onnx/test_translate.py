@@ -284,7 +284,12 @@ def test_convolution_with_many_channels_matches_onnxruntime() -> None:
 
 @pytest.mark.parametrize(
     ("channels", "window", "grown"),
-    [((256, 1, 1), "1x1", 258), ((128, 3, 3), "3x3", None), ((256, 3, 3), "3x3", 257)],
+    [
+        ((256, 1, 1), "1x1", 258),
+        ((128, 3, 3), "3x3", None),
+        ((256, 3, 3), "3x3", 257),
+        ((1, 1, 1), "1x1", None),
+    ],
 )
 def test_convolution_weight_rows_lie_apart_in_l1(
     channels: tuple[int, int, int], window: str, grown: int | None

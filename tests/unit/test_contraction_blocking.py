@@ -120,6 +120,7 @@ def test_rows_4_kib_apart_crowd_one_l1_set() -> None:
     assert not apart_in_l1(1024) and not apart_in_l1(256)
     assert apart_in_l1(576) and apart_in_l1(1032) and apart_in_l1(3 * 49)
     assert apart_in_l1(256, rows=8), "two rows a set"
+    assert all(map(apart_in_l1, range(1, 8))), "rows sharing a line share no more"
 
 
 def test_options_override_and_short_reductions_take_one_chunk() -> None:

@@ -62,7 +62,7 @@ def _rows_apart(dtype: np.dtype, shape: tuple[int, ...]) -> int | None:
     _, c, kh, kw = shape
     if dtype != FLOAT32 or apart_in_l1(c * kh * kw):
         return None
-    return next(n for n in range(c + 1, 2 * c + 2) if apart_in_l1(n * kh * kw))
+    return next((n for n in range(c + 1, 2 * c + 2) if apart_in_l1(n * kh * kw)), None)
 
 
 @translator("Conv")
