@@ -491,14 +491,22 @@ def _staged_start(p: _Printer, k: OuterKernel, rows: int, d: int) -> None:
             else f"{k.first} ? {vfirst} : *(const tc_vfu *)&{old}"
         )
         lane = old if plain else f"{k.first} ? {first} : {old}"
-        p.out(dd, "{ int _l = 0;")
-        p.out(dd + 1, f"for (; _l + {w} <= _nl; _l += {w}) *(tc_vf *)&_c[{i * n} + _l] = {whole};")
-        p.out(dd + 1, f"for (; _l < _nl; _l++) _c[{i * n} + _l] = {lane};")
-        if not plain:
-            p.out(dd + 1, f"for (; _l < {n}; _l++) _c[{i * n} + _l] = 0.0f;")
-        p.out(dd, "}")
+        rest = "" if plain else f"for (; _l < {n}; _l++) _c[{i * n} + _l] = 0.0f;"
+        vector, scalar = f"*(tc_vf *)&_c[{i * n} + _l] = {whole};", f"_c[{i * n} + _l] = {lane};"
+        _by_vectors(p, dd, w, vector, scalar, rest)
     if guarded:
         p.out(d, "}")
+
+
+def _by_vectors(p: _Printer, d: int, w: int, vector: str, scalar: str, rest: str = "") -> None:
+    """The staged panel's `_nl` columns: `vector` at `_l` while a whole vector of `w`
+    remains, then `scalar` lane by lane, then `rest` (if any) past them."""
+    p.out(d, "{ int _l = 0;")
+    p.out(d + 1, f"for (; _l + {w} <= _nl; _l += {w}) {vector}")
+    p.out(d + 1, f"for (; _l < _nl; _l++) {scalar}")
+    if rest:
+        p.out(d + 1, rest)
+    p.out(d, "}")
 
 
 def _block(p: _Printer, k: OuterKernel, rows: int, d: int, *, staged: bool) -> None:
@@ -542,10 +550,8 @@ def _block(p: _Printer, k: OuterKernel, rows: int, d: int, *, staged: bool) -> N
         _store(p, k, accs, d, "_c")
         for i in range(rows):
             target, held = _target(p, k, i, "(b0 + _l)"), f"_c[{i * n} + _l]"
-            p.out(d, "{ int _l = 0;")
             whole = f"*(tc_vfu *)&{target} = *(const tc_vf *)&{held};"
-            p.out(d + 1, f"for (; _l + {w} <= _nl; _l += {w}) {whole}")
-            p.out(d + 1, f"for (; _l < _nl; _l++) {target} = {held}; }}")
+            _by_vectors(p, d, w, whole, f"{target} = {held};")
         if plan.end is not None:
             p.out(d, f"if (k0 + kn == {k.ranges[plan.red][1]}) {{")
             _end(p, k, rows, d + 1, staged=True, held="_c" if plan.end_on_block else None)
