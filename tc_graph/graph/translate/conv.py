@@ -111,6 +111,7 @@ def _conv(node: onnx.NodeProto, ctx: Context) -> Call:
     fg = f // group
     ih = f"{scaled(strides[0], 'oh')} + {scaled(dilations[0], 'kh')}"
     iw = f"{scaled(strides[1], 'ow')} + {scaled(dilations[1], 'kw')}"
+    channels = "C" if group == 1 else cg  # each group's, in the weight
     if group == 1:
         chan = "c"
     else:
@@ -127,8 +128,8 @@ def _conv(node: onnx.NodeProto, ctx: Context) -> Call:
         ),
         chan=chan,
         fg=fg,
-        cg="C" if group == 1 else cg,
-        wc=("C" if group == 1 else cg) if padded is None else grown,
+        cg=channels,
+        wc=channels if padded is None else grown,
         rows_comment=(
             "The weight is as ONNX has it."
             if padded is None
