@@ -534,11 +534,7 @@ def _block(p: _Printer, k: OuterKernel, rows: int, d: int, *, staged: bool) -> N
     dd = k.open_inner(p, d + 1)
     vf = "tc_vfu" if k.in_place else "tc_vf"  # an array in place is aligned to its floats
     loads = {f"*(const {vf} *)&_src[{j * w}]": f"_v{j}" for j in range(block.vectors)}
-    # Not pinned in a staged block: with both blocks' vectors pinned in one function, gcc
-    # 12 kept an accumulator of the full 6 x 16 block on the stack (a chain through memory
-    # each step: a 1x1 convolution over 196 columns 1.6x slower); the staged panel is one
-    # of many, and its folded loads cost little.
-    p.pinned_loads(loads, dd, pin=not staged)
+    p.pinned_loads(loads, dd, pin=not staged or _spare_registers(p, block) >= STAGED_SPARE)
     for i, row in enumerate(accs):
         x = p.expr(plan.scalar, {**k.env, plan.rows: f"(a0 + {i})", **k.reduction_env("_r")})
         steps = " ".join(f"{acc} += _s * _v{j};" for j, acc in enumerate(row))
@@ -573,6 +569,23 @@ def _block(p: _Printer, k: OuterKernel, rows: int, d: int, *, staged: bool) -> N
             p.out(d, f"if (k0 + kn == {k.ranges[plan.red][1]}) {{")
             _end(p, k, rows, d + 1, staged=False, held=None)
             p.out(d, "}")
+
+
+# A staged block pins its panel's vectors only where the full block leaves this many
+# vector registers free. With both blocks' vectors pinned in one function, gcc 12 kept an
+# accumulator of AVX2's full 6 x 16 block (15 of 16 registers) on the stack: a chain
+# through memory each step, a 1x1 convolution over 196 columns 1.6x slower. Unpinned in
+# Zen 4's 4 x 32 block (11 of 32), it folded the loads into every FMA, 8 vector loads a
+# step for 2, and tbmm, whose 26 columns make every panel staged, ran 1.25x slower.
+STAGED_SPARE = 2
+
+
+def _spare_registers(p: _Printer, block: Blocking) -> int:
+    """Vector registers the full block leaves: its accumulators, its panel vectors and
+    the broadcast of X held, a vector of the block taking several registers where it is
+    wider than the unit's."""
+    per = -(-block.width // p.unit.floats)
+    return p.unit.registers - per * (block.rows * block.vectors + block.vectors) - 1
 
 
 def _store(p: _Printer, k: OuterKernel, accs: list[list[str]], d: int, buffer: str | None) -> None:
