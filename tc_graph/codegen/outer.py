@@ -290,30 +290,44 @@ def _pack(p: _Printer, k: OuterKernel, d: int, *, staged: bool) -> None:
 def _transposed(p: _Printer, k: OuterKernel, d: int, value: str, *, staged: bool) -> None:
     """The panel from squares of `width` lanes x `width` steps: a vector along the
     reduction from each lane's row of P, transposed in registers, stored a step at a
-    time; the steps past the last whole square (`value` at lane `_l`) one by one. In a
-    staged panel a lane past the last column copies the last column's row again (tbmm's
-    last panel, 10 of 16 lanes, copied element by element had cost it a third of its
-    time; loaded or zeroed lane by lane, for every size, a twelfth): the blocks never
+    time. The steps past the last whole square take one more square, ending at the
+    chunk's end (it writes some steps of the one before again); a chunk shorter than a
+    square, `value` at lane `_l` step by step (gcc made that copy gathers and scatters in
+    a kernel for every size: tbmm's 72 steps, 8 past 4 squares, a tenth of its time). In
+    a staged panel a lane past the last column copies the last column's row again
+    (tbmm's last panel, 10 of 16 lanes, copied element by element had cost it a third of
+    its time; loaded or zeroed lane by lane, for every size, a twelfth): the blocks never
     store those lanes."""
-    plan, w, n = k.plan, k.block.width, k.block.panel
-    assert plan.packed is not None
+    w, n = k.block.width, k.block.panel
     p.out(d, "int _k = 0;")
     p.out(d, f"for (; _k + {w} <= kn; _k += {w}) {{")
-    for lb in range(0, n, w):
-        p.out(d + 1, "{")
-        for i in range(w):
-            lane = f"({lb + i} < _nl ? {lb + i} : _nl - 1)" if staged else f"{lb + i}"
-            at = _address(p, k, {**k.lane(f"(b0 + {lane})"), plan.red: "(k0 + _k)"})
-            load = f"*(const tc_vfu *)&{cname(plan.packed.tensor)}[{at}]"
-            p.out(d + 2, f"tc_vf _t{i} = {load};")
-        rows = _transpose(p, [f"_t{i}" for i in range(w)], d + 2)
-        for t, row in enumerate(rows):
-            p.out(d + 2, f"*(tc_vf *)&_bp[(_k + {t}) * {n} + {lb}] = {row};")
-        p.out(d + 1, "}")
+    _squares(p, k, d + 1, staged=staged)
+    p.out(d, "}")
+    p.out(d, f"if (_k < kn && kn >= {w}) {{")
+    p.out(d + 1, f"_k = kn - {w};")
+    _squares(p, k, d + 1, staged=staged)
+    p.out(d + 1, "_k = kn;")
     p.out(d, "}")
     p.out(d, "for (; _k < kn; _k++) {")
     p.out(d + 1, f"for (int _l = 0; _l < {n}; _l++) _bp[_k * {n} + _l] = {value};")
     p.out(d, "}")
+
+
+def _squares(p: _Printer, k: OuterKernel, d: int, *, staged: bool) -> None:
+    """The panel's steps _k to _k + width, a square of lanes at a time."""
+    plan, w, n = k.plan, k.block.width, k.block.panel
+    assert plan.packed is not None
+    for lb in range(0, n, w):
+        p.out(d, "{")
+        for i in range(w):
+            lane = f"({lb + i} < _nl ? {lb + i} : _nl - 1)" if staged else f"{lb + i}"
+            at = _address(p, k, {**k.lane(f"(b0 + {lane})"), plan.red: "(k0 + _k)"})
+            load = f"*(const tc_vfu *)&{cname(plan.packed.tensor)}[{at}]"
+            p.out(d + 1, f"tc_vf _t{i} = {load};")
+        rows = _transpose(p, [f"_t{i}" for i in range(w)], d + 1)
+        for t, row in enumerate(rows):
+            p.out(d + 1, f"*(tc_vf *)&_bp[(_k + {t}) * {n} + {lb}] = {row};")
+        p.out(d, "}")
 
 
 def _transpose(p: _Printer, rows: list[str], d: int) -> list[str]:
@@ -544,10 +558,15 @@ def _block(p: _Printer, k: OuterKernel, rows: int, d: int, *, staged: bool) -> N
     p.out(d, "}")
     if staged:
         _store(p, k, accs, d, "_c")
+        # Through a pointer to the row's first column (the panel's columns lie
+        # contiguously in the output): indexed by b0 + _l, which wraps as far as gcc
+        # knows, the lane-by-lane copy became gathers and scatters in a kernel for every
+        # size (tbmm: a twentieth of its time).
         for i in range(rows):
-            target, held = _target(p, k, i, "(b0 + _l)"), f"_c[{i * n} + _l]"
-            whole = f"*(tc_vfu *)&{target} = *(const tc_vf *)&{held};"
-            _by_vectors(p, d, w, whole, f"{target} = {held};")
+            p.out(d, f"float *_row{i} = &{_target(p, k, i, 'b0')};")
+            held = f"_c[{i * n} + _l]"
+            whole = f"*(tc_vfu *)&_row{i}[_l] = *(const tc_vf *)&{held};"
+            _by_vectors(p, d, w, whole, f"_row{i}[_l] = {held};")
         if plan.end is not None:
             p.out(d, f"if (k0 + kn == {k.ranges[plan.red][1]}) {{")
             _end(p, k, rows, d + 1, staged=True, held="_c" if plan.end_on_block else None)

@@ -124,6 +124,8 @@ def test_transposed_scaled_batched_and_accumulating_forms_match_numpy() -> None:
         (64, 21, 300, 8, False),
         (40, 33, 129, 16, True),
         (40, 40, 300, 4, True),
+        (26, 26, 100, 16, False),
+        (26, 26, 100, 16, True),
     ],
 )
 def test_a_weight_read_along_the_reduction_is_packed_in_transposed_squares(
@@ -132,13 +134,17 @@ def test_a_weight_read_along_the_reduction_is_packed_in_transposed_squares(
     """C3's B(n, k): squares of lanes x steps loaded along k and transposed in registers,
     the steps past the last square one by one; in the last partial panel (staged) too,
     its lanes past the last column loading the last column's row again (never stored);
-    fixed sizes and every size."""
+    fixed sizes and every size. A chunk's steps past its last whole square take one
+    more square ending at the chunk's end (100 steps: chunks of 64 and 36, the last
+    square of 36 at steps 20 to 35), a chunk shorter than a square is copied step by
+    step."""
     rng = np.random.default_rng(m + n + k)
     a, b = _rand(rng, m, k), _rand(rng, n, k)
     options = tg.MappingOptions(vector_width=width, reduction_chunk=64)
     kernel = tg.define(PROGRAMS).tmm.compile(a, b, options=options, parametric=parametric)
     assert "_x1_0 = TC_SHUFFLE" in kernel.source, "not packed in transposed squares"
     assert " < _nl ? 0 : _nl - 1)" in kernel.source, "the staged panel is not packed in squares"
+    assert f"_k = kn - {width};" in kernel.source, "no square ends at the chunk's end"
     _close(kernel(a, b), a.astype(np.float64) @ b.T)
 
 
