@@ -506,17 +506,27 @@ def _staged_start(p: _Printer, k: OuterKernel, rows: int, d: int) -> None:
         )
         lane = old if plain else f"{k.first} ? {first} : {old}"
         rest = "" if plain else f"for (; _l < {n}; _l++) _c[{i * n} + _l] = 0.0f;"
-        vector, scalar = f"*(tc_vf *)&_c[{i * n} + _l] = {whole};", f"_c[{i * n} + _l] = {lane};"
-        _by_vectors(p, dd, w, vector, scalar, rest)
+        vector, scalar = f"*(tc_vfu *)&_c[{i * n} + _l] = {whole};", f"_c[{i * n} + _l] = {lane};"
+        _by_vectors(p, k, dd, vector, scalar, rest)
     if guarded:
         p.out(d, "}")
 
 
-def _by_vectors(p: _Printer, d: int, w: int, vector: str, scalar: str, rest: str = "") -> None:
-    """The staged panel's `_nl` columns: `vector` at `_l` while a whole vector of `w`
-    remains, then `scalar` lane by lane, then `rest` (if any) past them."""
+def _by_vectors(
+    p: _Printer, k: OuterKernel, d: int, vector: str, scalar: str, rest: str = ""
+) -> None:
+    """The staged panel's `_nl` columns: `vector` at `_l` while a whole vector remains,
+    then `scalar` lane by lane, then `rest` (if any) past them. For every size, the lanes
+    past the last whole vector are one more vector, ending at the last column, where the
+    panel has a vector's columns (it copies some lanes of the one before again; `vector`
+    may not assume `_l` a multiple of the width): lane by lane, tbmm's 10 lanes cost its
+    kernel for every size 4% (specialised, gcc made the lane copy permutes of the block's
+    registers, and the vector 6% slower, through `_c`)."""
+    w = k.block.width
     p.out(d, "{ int _l = 0;")
     p.out(d + 1, f"for (; _l + {w} <= _nl; _l += {w}) {vector}")
+    if k.every_size:
+        p.out(d + 1, f"if (_l < _nl && _nl >= {w}) {{ _l = _nl - {w}; {vector} _l = _nl; }}")
     p.out(d + 1, f"for (; _l < _nl; _l++) {scalar}")
     if rest:
         p.out(d + 1, rest)
@@ -565,8 +575,8 @@ def _block(p: _Printer, k: OuterKernel, rows: int, d: int, *, staged: bool) -> N
         for i in range(rows):
             p.out(d, f"float *_row{i} = &{_target(p, k, i, 'b0')};")
             held = f"_c[{i * n} + _l]"
-            whole = f"*(tc_vfu *)&_row{i}[_l] = *(const tc_vf *)&{held};"
-            _by_vectors(p, d, w, whole, f"_row{i}[_l] = {held};")
+            whole = f"*(tc_vfu *)&_row{i}[_l] = *(const tc_vfu *)&{held};"
+            _by_vectors(p, k, d, whole, f"_row{i}[_l] = {held};")
         if plan.end is not None:
             p.out(d, f"if (k0 + kn == {k.ranges[plan.red][1]}) {{")
             _end(p, k, rows, d + 1, staged=True, held="_c" if plan.end_on_block else None)

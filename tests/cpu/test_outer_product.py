@@ -214,8 +214,8 @@ def test_kernels_for_every_size_stage_the_last_panel_by_vectors(name: str) -> No
     """One kernel for every size, called at sizes whose last panel of 16 holds 13, 9 or 7
     columns (or none) and whose reduction takes several chunks: the staged start (zeros,
     the bias, or the sums so far) and store go a vector at a time while whole vectors
-    remain, then lane by lane, and a relu ends each block; `B(k, n)` is copied in runs of
-    the panel's columns. (`acc` and `bias` start from a vector as `mlp` does: 15 s more.)"""
+    remain, then one ending at the last column (13 and 9 columns) or lane by lane (7), and
+    a relu ends each block; `B(k, n)` is copied in runs of the panel's columns. (`acc` and `bias` start from a vector as `mlp` does: 15 s more.)"""
     rng = np.random.default_rng(len(name))
     options = tg.MappingOptions(vector_width=8, reduction_chunk=16)
     fn = getattr(tg.define(PROGRAMS), name)
@@ -227,6 +227,7 @@ def test_kernels_for_every_size_stage_the_last_panel_by_vectors(name: str) -> No
             kernel = fn.compile(*args, options=options, parametric=True)
             assert "const float *_s0 = &t_B[" in kernel.source, "the panel is not copied in runs"
             assert "for (; _l + 8 <= _nl; _l += 8)" in kernel.source
+            assert "_l = _nl - 8;" in kernel.source, "no vector ends at the last column"
         sums = a.astype(np.float64) @ b
         _close(kernel(*args), sums if name == "mm" else np.maximum(c + sums, 0))
 
