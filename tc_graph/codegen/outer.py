@@ -481,21 +481,24 @@ def _target(p: _Printer, k: OuterKernel, i: int, col: str) -> str:
     return p.target(k.st, {**k.env, k.plan.rows: f"(a0 + {i})", **k.at(col)})
 
 
-def _staged_start(p: _Printer, k: OuterKernel, rows: int, d: int) -> None:
+def _staged_start(p: _Printer, k: OuterKernel, rows: int, d: int) -> str | None:
     """The start of a block of the last, partial panel, staged in `_c` (rows x NR): the
     output's `_nl` columns a vector at a time while whole vectors remain, then lane by
-    lane, zeros past them (a `!` sum's first chunk: zeros alone). Lane by lane, with its
-    stores, tbmm's partial blocks for every size had run 1.4x their full ones."""
+    lane, zeros past them. Lane by lane, with its stores, tbmm's partial blocks for every
+    size had run 1.4x their full ones. Returns the C condition under which the sums start
+    from zeros instead (a `!` sum's first chunk), `_c` then left unwritten: zeroed and
+    read back, it cost tbmm's kernel for every size 3%; None where they never do."""
     block = k.block
     w, n = block.width, block.panel
     p.out(d, f"float _c[{rows * n}] {_aligned(block)};")
     plain = k.plan.start is None
     guarded = plain and k.first != "0"  # "0": the sums always start from the output's
-    if plain:
-        p.out(d, f"for (int _l = 0; _l < {rows * n}; _l += {w}) *(tc_vf *)&_c[_l] = (tc_vf){{0}};")
     if guarded:
         p.out(d, f"if (!({k.first})) {{")
     dd = d + 1 if guarded else d
+    if plain:
+        zeros = "*(tc_vf *)&_c[_l] = (tc_vf){0};"
+        p.out(dd, f"for (int _l = 0; _l < {rows * n}; _l += {w}) {zeros}")
     for i in range(rows):
         old = _target(p, k, i, "(b0 + _l)")
         first, vfirst = (k.start(p, i, "(b0 + _l)", vector=v) for v in (False, True))
@@ -510,6 +513,7 @@ def _staged_start(p: _Printer, k: OuterKernel, rows: int, d: int) -> None:
         _by_vectors(p, k, dd, vector, scalar, rest)
     if guarded:
         p.out(d, "}")
+    return k.first if guarded else None
 
 
 def _by_vectors(
@@ -540,12 +544,12 @@ def _block(p: _Printer, k: OuterKernel, rows: int, d: int, *, staged: bool) -> N
     assert plan.scalar is not None and plan.rows is not None
     w, n = block.width, block.panel
     accs = [[f"c{i}_{j}" for j in range(block.vectors)] for i in range(rows)]
-    if staged:
-        _staged_start(p, k, rows, d)
+    zero = _staged_start(p, k, rows, d) if staged else None
+    zeros = f"{zero} ? (tc_vf){{0}} : " if zero else ""
     for i, row in enumerate(accs):
         for j, acc in enumerate(row):
             if staged:
-                p.out(d, f"tc_vf {acc} = *(const tc_vf *)&_c[{i * n + j * w}];")
+                p.out(d, f"tc_vf {acc} = {zeros}*(const tc_vf *)&_c[{i * n + j * w}];")
             else:
                 col = f"(b0 + {j * w})"
                 old = f"*(const tc_vfu *)&{_target(p, k, i, col)}"

@@ -213,9 +213,11 @@ def test_a_bias_statement_starts_the_sums() -> None:
 def test_kernels_for_every_size_stage_the_last_panel_by_vectors(name: str) -> None:
     """One kernel for every size, called at sizes whose last panel of 16 holds 13, 9 or 7
     columns (or none) and whose reduction takes several chunks: the staged start (zeros,
-    the bias, or the sums so far) and store go a vector at a time while whole vectors
-    remain, then one ending at the last column (13 and 9 columns) or lane by lane (7), and
-    a relu ends each block; `B(k, n)` is copied in runs of the panel's columns. (`acc` and `bias` start from a vector as `mlp` does: 15 s more.)"""
+    the bias, or the sums so far; a `!` sum's first chunk from zeros in registers) and
+    store go a vector at a time while whole vectors remain, then one ending at the last
+    column (13 and 9 columns) or lane by lane (7), and a relu ends each block; `B(k, n)`
+    is copied in runs of the panel's columns. (`acc` and `bias` start from a vector as
+    `mlp` does: 15 s more.)"""
     rng = np.random.default_rng(len(name))
     options = tg.MappingOptions(vector_width=8, reduction_chunk=16)
     fn = getattr(tg.define(PROGRAMS), name)
@@ -228,6 +230,8 @@ def test_kernels_for_every_size_stage_the_last_panel_by_vectors(name: str) -> No
             assert "const float *_s0 = &t_B[" in kernel.source, "the panel is not copied in runs"
             assert "for (; _l + 8 <= _nl; _l += 8)" in kernel.source
             assert "_l = _nl - 8;" in kernel.source, "no vector ends at the last column"
+            zeros = "c0_0 = k0 == (0) ? (tc_vf){0} : *(const tc_vf *)&_c[0];"
+            assert (zeros in kernel.source) == (name == "mm"), "a `!` sum's first chunk"
         sums = a.astype(np.float64) @ b
         _close(kernel(*args), sums if name == "mm" else np.maximum(c + sums, 0))
 
