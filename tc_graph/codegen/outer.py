@@ -20,7 +20,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..poly.contraction import Blocking, Contraction, Packing, along_reduction, transposed_pack
+from ..poly.contraction import (
+    Blocking,
+    Contraction,
+    Packing,
+    along_reduction,
+    spare_registers,
+    transposed_pack,
+)
 from ..poly.scop import ScopStmt
 from .expr import cname, store
 from .prelude import shuffle
@@ -562,7 +569,7 @@ def _block(p: _Printer, k: OuterKernel, rows: int, d: int, *, staged: bool) -> N
     dd = k.open_inner(p, d + 1)
     vf = "tc_vfu" if k.in_place else "tc_vf"  # an array in place is aligned to its floats
     loads = {f"*(const {vf} *)&_src[{j * w}]": f"_v{j}" for j in range(block.vectors)}
-    p.pinned_loads(loads, dd, pin=not staged or _spare_registers(p, block) >= STAGED_SPARE)
+    p.pinned_loads(loads, dd, pin=not staged or spare_registers(block, p.unit) >= STAGED_SPARE)
     for i, row in enumerate(accs):
         x = p.expr(plan.scalar, {**k.env, plan.rows: f"(a0 + {i})", **k.reduction_env("_r")})
         steps = " ".join(f"{acc} += _s * _v{j};" for j, acc in enumerate(row))
@@ -611,14 +618,6 @@ def _block(p: _Printer, k: OuterKernel, rows: int, d: int, *, staged: bool) -> N
 # Zen 4's 4 x 32 block (11 of 32), it folded the loads into every FMA, 8 vector loads a
 # step for 2, and tbmm, whose 26 columns make every panel staged, ran 1.25x slower.
 STAGED_SPARE = 2
-
-
-def _spare_registers(p: _Printer, block: Blocking) -> int:
-    """Vector registers the full block leaves: its accumulators, its panel vectors and
-    the broadcast of X held, a vector of the block taking several registers where it is
-    wider than the unit's."""
-    per = -(-block.width // p.unit.floats)
-    return p.unit.registers - per * (block.rows * block.vectors + block.vectors) - 1
 
 
 def _store(p: _Printer, k: OuterKernel, accs: list[list[str]], d: int, buffer: str | None) -> None:

@@ -487,7 +487,7 @@ def blocking(
     5 of 32; 8% faster on Zen 4), and elsewhere where two vectors pad them more than
     ONE_VECTOR_COST times (one vector doubles the rows there: a broadcast of X per FMA)."""
     width = options.vector_width
-    per = max(1, math.ceil(width / unit.floats))  # registers one vector takes
+    per = _registers_per_vector(width, unit)
     if options.micro_tile:
         rows, vectors = options.micro_tile
     else:
@@ -504,3 +504,15 @@ def blocking(
     chunk = min(options.reduction_chunk or max(1, fit), red_extent)
     band = max(rows, (L2_BYTES // 2) // (4 * chunk * inner) // rows * rows)
     return Blocking(rows, vectors, width, chunk, band)
+
+
+def _registers_per_vector(width: int, unit: VectorUnit) -> int:
+    """The unit's registers one vector of `width` floats takes."""
+    return max(1, math.ceil(width / unit.floats))
+
+
+def spare_registers(block: Blocking, unit: VectorUnit) -> int:
+    """Vector registers a full block leaves free: its accumulators, its panel vectors and
+    the broadcast of X held."""
+    held = block.rows * block.vectors + block.vectors
+    return unit.registers - _registers_per_vector(block.width, unit) * held - 1
